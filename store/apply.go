@@ -1,0 +1,372 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Update is one collection's part of a write by one owner.
+type Update struct {
+	Collection string
+	// Full makes Resources the owner's complete set in the collection: whatever the owner held
+	// there and does not list is removed. Removed is then ignored.
+	Full bool
+	// Resources are upserted (or, with Full, are the whole set).
+	Resources []*mcpapi.Resource
+	// Removed names are deleted from the owner's set; names the owner does not hold are ignored.
+	Removed []string
+}
+
+// Result tells what a write did.
+type Result struct {
+	// Revision is the store revision after the write; unchanged when nothing changed.
+	Revision uint64
+	// Changed counts served entries written (upserts and tombstones).
+	Changed int
+	// Collections lists the collections whose served view changed.
+	Collections []string
+	Conflicts   []Conflict
+}
+
+// Conflict reports a name held by more than one owner, and which one is served.
+type Conflict struct {
+	Collection, Name string
+	Served           string
+	Shadowed         []string
+}
+
+// ValidationError names the collection, the resource and the fault of a rejected write.
+type ValidationError struct {
+	Collection string
+	Resource   string // empty when the fault is not one resource's
+	Err        error
+}
+
+func (e *ValidationError) Error() string {
+	if e.Resource == "" {
+		return fmt.Sprintf("collection %q: %v", e.Collection, e.Err)
+	}
+	return fmt.Sprintf("collection %q, resource %q: %v", e.Collection, e.Resource, e.Err)
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// Apply writes updates for one owner atomically: every resource is validated first, and either
+// every update is applied or, on any fault, nothing is (the error is a *ValidationError).
+// Resources without metadata.version get a content hash as their version. A resource whose
+// version and content equal what the owner already holds writes nothing.
+//
+// The store keeps the resources it is given (and may set their Metadata.Version when empty);
+// callers must not modify them afterwards.
+func (s *Store) Apply(owner string, updates ...Update) (Result, error) {
+	prepared, err := s.prepare(updates)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.write(owner, prepared, false)
+}
+
+// ReplaceOwner makes state the owner's complete state across all collections: each listed
+// collection is replaced as with a Full update, and every other collection the owner holds is
+// emptied of the owner's resources. ReplaceOwner(owner, nil) removes the owner entirely.
+func (s *Store) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (Result, error) {
+	updates := make([]Update, 0, len(state))
+	for coll, rs := range state {
+		updates = append(updates, Update{Collection: coll, Full: true, Resources: rs})
+	}
+	prepared, err := s.prepare(updates)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.write(owner, prepared, true)
+}
+
+// preparedUpdate is an Update validated, versioned and marshalled, ready for the transaction.
+type preparedUpdate struct {
+	Update
+	entries []*ownedEntry // sorted by name
+}
+
+func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
+	out := make([]preparedUpdate, 0, len(updates))
+	seenColl := make(map[string]bool, len(updates))
+	for _, u := range updates {
+		if u.Collection == "" {
+			return nil, &ValidationError{Err: fmt.Errorf("collection name is empty")}
+		}
+		if seenColl[u.Collection] {
+			return nil, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("collection appears twice in one write")}
+		}
+		seenColl[u.Collection] = true
+		p, err := s.prepareOne(u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
+	p := preparedUpdate{Update: u, entries: make([]*ownedEntry, 0, len(u.Resources))}
+	names := make(map[string]bool, len(u.Resources))
+	for i, r := range u.Resources {
+		name := r.GetMetadata().GetName()
+		if r == nil || r.GetMetadata() == nil || name == "" {
+			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
+		}
+		if names[name] {
+			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
+		}
+		names[name] = true
+		if s.validate != nil {
+			if err := s.validate(u.Collection, r); err != nil {
+				return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+			}
+		}
+		e, err := newOwnedEntry(u.Collection, r)
+		if err != nil {
+			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+		}
+		p.entries = append(p.entries, e)
+	}
+	for _, name := range u.Removed {
+		if name == "" && !u.Full {
+			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
+		}
+		if names[name] && !u.Full {
+			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name is both upserted and removed")}
+		}
+	}
+	return p, nil
+}
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// newOwnedEntry versions and marshals a resource once; every consumer reuses the bytes.
+func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
+	if r.Metadata.Version == "" {
+		unversioned, err := deterministic.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("marshal: %w", err)
+		}
+		sum := sha256.Sum256(unversioned)
+		r.Metadata.Version = hex.EncodeToString(sum[:8])
+	}
+	b, err := deterministic.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("marshal: %w", err)
+	}
+	return &ownedEntry{
+		Collection: collection, Name: r.Metadata.Name, Version: r.Metadata.Version,
+		Resource: r, Bytes: b,
+	}, nil
+}
+
+// write applies prepared updates in one transaction and wakes the touched collections'
+// subscribers after the commit, so that whoever wakes reads the new state.
+func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (Result, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+
+	w := &writer{txn: txn, owner: owner, rev: s.revision + 1, now: s.now(), touched: map[string]map[string]bool{}}
+	listed := make(map[string]bool, len(updates))
+	for _, u := range updates {
+		listed[u.Collection] = true
+		w.applyUpdate(u)
+	}
+	if replaceAll {
+		for _, coll := range w.ownerCollections() {
+			if !listed[coll] {
+				w.applyUpdate(preparedUpdate{Update: Update{Collection: coll, Full: true}})
+			}
+		}
+	}
+	res := w.resolve()
+	if res.Changed == 0 {
+		// Owned copies may still have changed (a shadowed owner's update): commit those.
+		txn.Commit()
+		res.Revision = s.revision
+		s.report(owner, res)
+		return res, nil
+	}
+	txn.Commit()
+	s.revision = w.rev
+	s.writes.Add(1)
+	res.Revision = w.rev
+	s.topics.notify(res.Collections)
+	s.report(owner, res)
+	return res, nil
+}
+
+func (s *Store) report(owner string, res Result) {
+	for _, c := range res.Conflicts {
+		s.conflicts.Add(1)
+		s.log.Warn("resource held by more than one owner; serving the first owner by ID",
+			"collection", c.Collection, "name", c.Name, "served", c.Served, "shadowed", c.Shadowed, "writer", owner)
+	}
+}
+
+// writer is the state of one write transaction.
+type writer struct {
+	txn   *memdb.Txn
+	owner string
+	rev   uint64
+	now   time.Time
+	// touched names per collection whose owned copies changed, to resolve afterwards
+	touched map[string]map[string]bool
+}
+
+func (w *writer) touch(coll, name string) {
+	m := w.touched[coll]
+	if m == nil {
+		m = map[string]bool{}
+		w.touched[coll] = m
+	}
+	m[name] = true
+}
+
+func (w *writer) applyUpdate(u preparedUpdate) {
+	keep := make(map[string]bool, len(u.entries))
+	for _, e := range u.entries {
+		keep[e.Name] = true
+		old, err := w.txn.First(tableOwned, "id", u.Collection, e.Name, w.owner)
+		mustTxn(err)
+		if old != nil {
+			o := old.(*ownedEntry)
+			if o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
+				continue // unchanged: write nothing
+			}
+		}
+		ne := *e
+		ne.Owner = w.owner
+		mustTxn(w.txn.Insert(tableOwned, &ne))
+		w.touch(u.Collection, e.Name)
+	}
+	if u.Full {
+		it, err := w.txn.Get(tableOwned, "owner_collection", w.owner, u.Collection)
+		mustTxn(err)
+		var gone []*ownedEntry
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if o := obj.(*ownedEntry); !keep[o.Name] {
+				gone = append(gone, o)
+			}
+		}
+		for _, o := range gone {
+			mustTxn(w.txn.Delete(tableOwned, o))
+			w.touch(u.Collection, o.Name)
+		}
+		return
+	}
+	for _, name := range u.Removed {
+		old, err := w.txn.First(tableOwned, "id", u.Collection, name, w.owner)
+		mustTxn(err)
+		if old != nil {
+			mustTxn(w.txn.Delete(tableOwned, old))
+			w.touch(u.Collection, name)
+		}
+	}
+}
+
+func (w *writer) ownerCollections() []string {
+	it, err := w.txn.Get(tableOwned, "owner", w.owner)
+	mustTxn(err)
+	seen := map[string]bool{}
+	var out []string
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		if c := obj.(*ownedEntry).Collection; !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// resolve recomputes the served entry of every touched name and writes those that changed.
+func (w *writer) resolve() Result {
+	var res Result
+	colls := make([]string, 0, len(w.touched))
+	for c := range w.touched {
+		colls = append(colls, c)
+	}
+	sort.Strings(colls)
+	for _, coll := range colls {
+		info := *collectionInfo(w.txn, coll)
+		changed := 0
+		for name := range w.touched[coll] {
+			written, countDelta, conflict := w.resolveName(coll, name)
+			if conflict != nil {
+				res.Conflicts = append(res.Conflicts, *conflict)
+			}
+			if written {
+				changed++
+				info.Count += countDelta
+			}
+		}
+		if changed > 0 {
+			info.Revision = w.rev
+			mustTxn(w.txn.Insert(tableCollections, &info))
+			res.Changed += changed
+			res.Collections = append(res.Collections, coll)
+		}
+	}
+	return res
+}
+
+// resolveName applies the conflict rule to one name: the owner whose ID sorts first is served.
+// It writes a new served entry, or a tombstone, only when what is served changes.
+func (w *writer) resolveName(coll, name string) (written bool, countDelta int, conflict *Conflict) {
+	it, err := w.txn.Get(tableOwned, "name", coll, name)
+	mustTxn(err)
+	var owners []*ownedEntry
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		owners = append(owners, obj.(*ownedEntry))
+	}
+	cur, err := w.txn.First(tableServed, "id", coll, name)
+	mustTxn(err)
+	var served *Entry
+	if cur != nil {
+		served = cur.(*Entry)
+	}
+	live := served != nil && !served.Deleted
+
+	if len(owners) == 0 {
+		if !live {
+			return false, 0, nil
+		}
+		mustTxn(w.txn.Insert(tableServed, &Entry{
+			Collection: coll, Name: name, Owner: served.Owner, Version: served.Version,
+			Revision: w.rev, Deleted: true, DeletedAt: w.now,
+		}))
+		return true, -1, nil
+	}
+	sort.Slice(owners, func(i, j int) bool { return owners[i].Owner < owners[j].Owner })
+	win := owners[0]
+	if len(owners) > 1 {
+		conflict = &Conflict{Collection: coll, Name: name, Served: win.Owner}
+		for _, o := range owners[1:] {
+			conflict.Shadowed = append(conflict.Shadowed, o.Owner)
+		}
+	}
+	if live && served.Owner == win.Owner && served.Version == win.Version && bytes.Equal(served.Bytes, win.Bytes) {
+		return false, 0, conflict
+	}
+	mustTxn(w.txn.Insert(tableServed, &Entry{
+		Collection: coll, Name: name, Owner: win.Owner, Version: win.Version,
+		Resource: win.Resource, Bytes: win.Bytes, Revision: w.rev,
+	}))
+	if !live {
+		countDelta = 1
+	}
+	return true, countDelta, conflict
+}

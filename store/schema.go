@@ -1,0 +1,103 @@
+package store
+
+import (
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+)
+
+// Table names. Each table is a plain struct type and a few index functions, in the manner of
+// Consul's state store.
+const (
+	// tableOwned holds every owner's copy of a resource: what each producer last said.
+	tableOwned = "owned"
+	// tableServed holds what consumers see: per (collection, name) the winning owner's copy,
+	// or a tombstone once no owner holds the name any more.
+	tableServed = "served"
+	// tableCollections holds one row per collection with its revision and compaction mark.
+	tableCollections = "collections"
+)
+
+// ownedEntry is one owner's copy of a resource. Never mutated once inserted.
+type ownedEntry struct {
+	Collection string
+	Name       string
+	Owner      string
+	Version    string
+	Resource   *mcpapi.Resource
+	Bytes      []byte
+}
+
+// Entry is a resource as consumers see it. Entries are immutable: a change inserts a new Entry.
+type Entry struct {
+	Collection string
+	// Name is metadata.name: "namespace/name", or "name" for cluster-scoped kinds.
+	Name string
+	// Owner is the producer whose copy is served (see the conflict rule on Store).
+	Owner string
+	// Version is the producer's metadata.version, or a content hash when it gave none.
+	Version string
+	// Resource is the stored resource with Metadata.Version set. Callers must not modify it.
+	Resource *mcpapi.Resource
+	// Bytes is the deterministic protobuf encoding of Resource, made once per version so that
+	// no subscriber ever marshals it again.
+	Bytes []byte
+	// Revision is the store revision at which this entry (or its deletion) was written.
+	Revision uint64
+	// Deleted marks a tombstone: the name was removed at Revision. Tombstones let a reader at
+	// an older revision learn of deletions without diffing the collection.
+	Deleted   bool
+	DeletedAt time.Time
+}
+
+// CollectionInfo describes one collection as of a read.
+type CollectionInfo struct {
+	Name string
+	// Revision is the store revision of the collection's last change.
+	Revision uint64
+	// Count is the number of live (non-deleted) resources.
+	Count int
+	// Compacted is the highest revision of a tombstone removed by compaction: a reader at an
+	// older revision cannot be given changes and must take a full state.
+	Compacted uint64
+}
+
+func schema() *memdb.DBSchema {
+	collectionName := &memdb.StringFieldIndex{Field: "Collection"}
+	name := &memdb.StringFieldIndex{Field: "Name"}
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tableOwned: {
+			Name: tableOwned,
+			Indexes: map[string]*memdb.IndexSchema{
+				"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					collectionName, name, &memdb.StringFieldIndex{Field: "Owner"},
+				}}},
+				// every owner of one name, to resolve conflicts
+				"name": {Name: "name", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{collectionName, name}}},
+				// what one owner holds in one collection, for full-state replacement
+				"owner_collection": {Name: "owner_collection", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "Owner"}, collectionName,
+				}}},
+				"owner": {Name: "owner", Indexer: &memdb.StringFieldIndex{Field: "Owner"}},
+			},
+		},
+		tableServed: {
+			Name: tableServed,
+			Indexes: map[string]*memdb.IndexSchema{
+				"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{collectionName, name}}},
+				// changes since revision r: LowerBound(collection, r+1), big-endian so ordered
+				"revision": {Name: "revision", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					collectionName, &memdb.UintFieldIndex{Field: "Revision"},
+				}}},
+				"deleted": {Name: "deleted", Indexer: &memdb.BoolFieldIndex{Field: "Deleted"}},
+			},
+		},
+		tableCollections: {
+			Name: tableCollections,
+			Indexes: map[string]*memdb.IndexSchema{
+				"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
+			},
+		},
+	}}
+}

@@ -1,0 +1,183 @@
+// Package store is mcpbridge's one in-memory store of collections, on go-memdb.
+//
+// Every producer (sink side, file source, translation) writes through Apply or ReplaceOwner;
+// every consumer (MCP and xDS sources) reads snapshots or changes since a revision and waits on
+// per-collection topics. A write is validated first and applied all or nothing, in one memdb
+// transaction; readers get memdb's snapshot isolation.
+//
+// Revisions: the store keeps one counter; each write that changes anything takes the next
+// value, stamps every entry it writes (and every tombstone) with it, and records it as the
+// revision of each collection it touched. A reader at revision r of a collection is brought up
+// to date by ChangesSince(r), which walks the (collection, revision) index from r+1: the cost is
+// the size of the change, not of the collection.
+//
+// Conflicts: two owners may hold the same name in one collection. The copy served is the one
+// of the owner whose ID sorts first (byte-wise); the others are shadowed, kept, and served again
+// if the winner lets go of the name. The rule depends on nothing but the owner IDs, so it
+// resolves the same way on every run and in every order of arrival. Each conflict is logged
+// as a warning and counted.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+)
+
+// ErrCompacted is returned by ChangesSince when tombstones the reader would need were
+// compacted away: the reader must take a full state instead.
+var ErrCompacted = errors.New("store: revision compacted, full state required")
+
+// Validator checks one resource of a collection before anything is written. It returns an
+// error naming the fault; the store adds the collection and resource name.
+type Validator func(collection string, r *mcpapi.Resource) error
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Validate is called for every resource of a write before the write starts.
+	Validate Validator
+	// TombstoneRetention is how long deletions are remembered for ChangesSince. Zero means 5m.
+	TombstoneRetention time.Duration
+	Logger             *slog.Logger
+	// Now is the clock, for tests. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is the collection store. It is safe for concurrent use.
+type Store struct {
+	db        *memdb.MemDB
+	validate  Validator
+	retention time.Duration
+	log       *slog.Logger
+	now       func() time.Time
+
+	// writeMu serialises writers so the revision counter moves with the commit. memdb
+	// serialises write transactions too; this lock also covers the notification that follows.
+	writeMu  sync.Mutex
+	revision uint64 // guarded by writeMu; the revision of the last write that changed anything
+
+	topics topics
+
+	conflicts atomic.Uint64
+	writes    atomic.Uint64
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		// The schema is a constant of this package; an error here is a programming error.
+		panic(fmt.Sprintf("store: invalid schema: %v", err))
+	}
+	s := &Store{
+		db:        db,
+		validate:  opts.Validate,
+		retention: opts.TombstoneRetention,
+		log:       opts.Logger,
+		now:       opts.Now,
+	}
+	if s.retention <= 0 {
+		s.retention = 5 * time.Minute
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.topics.init()
+	return s
+}
+
+// Run compacts tombstones older than the retention until ctx ends. Compaction is housekeeping
+// on a timer; no reader or writer waits on it.
+func (s *Store) Run(ctx context.Context) {
+	period := s.retention / 4
+	if period < time.Second {
+		period = time.Second
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Compact(s.now().Add(-s.retention))
+		}
+	}
+}
+
+// Stats are counters for metrics and debugging.
+type Stats struct {
+	Revision  uint64
+	Writes    uint64 // writes that changed something
+	Conflicts uint64 // names found held by more than one owner, counted per write that saw them
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Revision: s.View().Revision(), Writes: s.writes.Load(), Conflicts: s.conflicts.Load()}
+}
+
+// Compact removes tombstones deleted before the given time and marks their collections so that
+// readers at older revisions are told to take a full state. It returns how many it removed.
+func (s *Store) Compact(before time.Time) int {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	it, err := txn.Get(tableServed, "deleted", true)
+	if err != nil {
+		panic(fmt.Sprintf("store: deleted index: %v", err))
+	}
+	var old []*Entry
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		if e := obj.(*Entry); e.DeletedAt.Before(before) {
+			old = append(old, e)
+		}
+	}
+	if len(old) == 0 {
+		return 0
+	}
+	marks := map[string]uint64{}
+	for _, e := range old {
+		mustTxn(txn.Delete(tableServed, e))
+		if e.Revision > marks[e.Collection] {
+			marks[e.Collection] = e.Revision
+		}
+	}
+	for coll, rev := range marks {
+		info := *collectionInfo(txn, coll)
+		if rev > info.Compacted {
+			info.Compacted = rev
+		}
+		mustTxn(txn.Insert(tableCollections, &info))
+	}
+	txn.Commit()
+	s.log.Debug("compacted tombstones", "count", len(old), "collections", len(marks))
+	return len(old)
+}
+
+func collectionInfo(txn *memdb.Txn, name string) *CollectionInfo {
+	obj, err := txn.First(tableCollections, "id", name)
+	mustTxn(err)
+	if obj == nil {
+		return &CollectionInfo{Name: name}
+	}
+	return obj.(*CollectionInfo)
+}
+
+// mustTxn panics on an error that only a schema/index mismatch in this package can cause.
+func mustTxn(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("store: memdb: %v", err))
+	}
+}

@@ -1,0 +1,371 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+const collA = "istio/networking/v1alpha3/serviceentries"
+const collB = "istio/networking/v1alpha3/virtualservices"
+
+// res makes a resource whose body is a StringValue, so content is easy to vary.
+func res(name, content string) *mcpapi.Resource {
+	body, err := anypb.New(wrapperspb.String(content))
+	if err != nil {
+		panic(err)
+	}
+	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: body}
+}
+
+func names(es []*Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+func mustApply(t *testing.T, s *Store, owner string, u ...Update) Result {
+	t.Helper()
+	r, err := s.Apply(owner, u...)
+	if err != nil {
+		t.Fatalf("Apply(%s): %v", owner, err)
+	}
+	return r
+}
+
+func snapshotNames(s *Store, coll string) []string {
+	_, es := s.View().Snapshot(coll)
+	return names(es)
+}
+
+func TestFullStateReplacesOwnersSet(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "p1", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1"), res("ns/b", "1")}})
+	mustApply(t, s, "p1", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/b", "1"), res("ns/c", "1")}})
+	if got, want := snapshotNames(s, collA), []string{"ns/b", "ns/c"}; !slices.Equal(got, want) {
+		t.Fatalf("after {a,b} then {b,c}: %v, want %v", got, want)
+	}
+	if info := s.View().Collection(collA); info.Count != 2 {
+		t.Fatalf("count = %d, want 2", info.Count)
+	}
+}
+
+func TestFullStateReplacesOnlyItsOwnersResources(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "p1", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1")}})
+	mustApply(t, s, "p2", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/x", "1")}})
+	mustApply(t, s, "p1", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/b", "1")}})
+	if got, want := snapshotNames(s, collA), []string{"ns/b", "ns/x"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestDeltaUpsertsAndRemoves(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "p", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1"), res("ns/b", "1")}})
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/c", "1"), res("ns/a", "2")}, Removed: []string{"ns/b", "ns/never-existed"}})
+	if got, want := snapshotNames(s, collA), []string{"ns/a", "ns/c"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	e := s.View().Get(collA, "ns/a")
+	var body wrapperspb.StringValue
+	if err := e.Resource.Body.UnmarshalTo(&body); err != nil || body.Value != "2" {
+		t.Fatalf("ns/a body = %v (%v), want 2", body.Value, err)
+	}
+}
+
+func TestVersionIsProducersOrContentHash(t *testing.T) {
+	s := New(Options{})
+	given := res("ns/given", "x")
+	given.Metadata.Version = "v42"
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{given, res("ns/h1", "same"), res("ns/h2", "same"), res("ns/h3", "other")}})
+	v := s.View()
+	if got := v.Get(collA, "ns/given").Version; got != "v42" {
+		t.Errorf("producer's version: got %q", got)
+	}
+	h1, h3 := v.Get(collA, "ns/h1"), v.Get(collA, "ns/h3")
+	if h1.Version == "" || h1.Version == h3.Version {
+		t.Errorf("content hashes: h1=%q h3=%q, want non-empty and different", h1.Version, h3.Version)
+	}
+	if h1.Resource.Metadata.Version != h1.Version {
+		t.Errorf("stored resource carries version %q, entry %q", h1.Resource.Metadata.Version, h1.Version)
+	}
+	// Same content under the same name hashes the same: re-applying writes nothing.
+	r := mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/h1", "same")}})
+	if r.Changed != 0 {
+		t.Errorf("re-apply of identical content changed %d entries", r.Changed)
+	}
+}
+
+func TestFailedValidationAppliesNothing(t *testing.T) {
+	s := New(Options{Validate: func(coll string, r *mcpapi.Resource) error {
+		if r.Metadata.Name == "ns/bad" {
+			return errors.New("body is not a ServiceEntry")
+		}
+		return nil
+	}})
+	mustApply(t, s, "p", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1")}})
+	before := s.View().Collection(collA)
+
+	cases := map[string][]Update{
+		"invalid body in second collection": {
+			{Collection: collB, Full: true, Resources: []*mcpapi.Resource{res("ns/ok", "1")}},
+			{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/z", "1"), res("ns/bad", "1")}},
+		},
+		"duplicate name":     {{Collection: collA, Resources: []*mcpapi.Resource{res("ns/d", "1"), res("ns/d", "2")}}},
+		"empty name":         {{Collection: collA, Resources: []*mcpapi.Resource{res("", "1")}}},
+		"nil metadata":       {{Collection: collA, Resources: []*mcpapi.Resource{{}}}},
+		"empty removed name": {{Collection: collA, Removed: []string{""}}},
+		"empty collection":   {{Collection: "", Resources: []*mcpapi.Resource{res("ns/q", "1")}}},
+	}
+	for name, updates := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.Apply("p", updates...)
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("err = %v, want *ValidationError", err)
+			}
+			if got := snapshotNames(s, collA); !slices.Equal(got, []string{"ns/a"}) {
+				t.Fatalf("store changed: %v", got)
+			}
+			if got := snapshotNames(s, collB); len(got) != 0 {
+				t.Fatalf("other collection changed: %v", got)
+			}
+			if after := s.View().Collection(collA); after != before {
+				t.Fatalf("collection info changed: %+v -> %+v", before, after)
+			}
+		})
+	}
+	_, err := s.Apply("p", cases["invalid body in second collection"]...)
+	want := `collection "istio/networking/v1alpha3/serviceentries", resource "ns/bad": body is not a ServiceEntry`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error text = %q, want %q", err, want)
+	}
+}
+
+func TestChangesSinceIncludesDeletions(t *testing.T) {
+	s := New(Options{})
+	r1 := mustApply(t, s, "p", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1"), res("ns/b", "1"), res("ns/c", "1")}})
+	mustApply(t, s, "p", Update{Collection: collB, Full: true, Resources: []*mcpapi.Resource{res("ns/other", "1")}})
+	r3 := mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/b", "2"), res("ns/d", "1")}, Removed: []string{"ns/c"}})
+
+	ch, err := s.View().ChangesSince(collA, r1.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Revision != r3.Revision {
+		t.Errorf("revision = %d, want %d", ch.Revision, r3.Revision)
+	}
+	if got := names(ch.Upserts); !slices.Equal(got, []string{"ns/b", "ns/d"}) {
+		t.Errorf("upserts = %v", got)
+	}
+	if got := names(ch.Deleted); !slices.Equal(got, []string{"ns/c"}) {
+		t.Errorf("deleted = %v", got)
+	}
+	// Up to date: nothing.
+	ch, err = s.View().ChangesSince(collA, r3.Revision)
+	if err != nil || len(ch.Upserts)+len(ch.Deleted) != 0 {
+		t.Errorf("at head: %+v, %v", ch, err)
+	}
+	// From zero: everything live plus the tombstone.
+	ch, _ = s.View().ChangesSince(collA, 0)
+	if got := names(ch.Upserts); !slices.Equal(got, []string{"ns/a", "ns/b", "ns/d"}) {
+		t.Errorf("from 0: upserts = %v", got)
+	}
+	// A name deleted then recreated is an upsert, not a deletion.
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/c", "again")}})
+	ch, _ = s.View().ChangesSince(collA, r3.Revision)
+	if !slices.Equal(names(ch.Upserts), []string{"ns/c"}) || len(ch.Deleted) != 0 {
+		t.Errorf("recreated: upserts %v deleted %v", names(ch.Upserts), names(ch.Deleted))
+	}
+}
+
+func TestCompactionForcesFullState(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := New(Options{Now: func() time.Time { return now }, TombstoneRetention: time.Minute})
+	r1 := mustApply(t, s, "p", Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/a", "1"), res("ns/b", "1")}})
+	r2 := mustApply(t, s, "p", Update{Collection: collA, Removed: []string{"ns/a"}})
+
+	if n := s.Compact(now.Add(-time.Minute)); n != 0 {
+		t.Fatalf("compacted %d fresh tombstones", n)
+	}
+	now = now.Add(2 * time.Minute)
+	if n := s.Compact(now.Add(-time.Minute)); n != 1 {
+		t.Fatalf("compacted %d, want 1", n)
+	}
+	if _, err := s.View().ChangesSince(collA, r1.Revision); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("reader older than the compacted tombstone: err = %v, want ErrCompacted", err)
+	}
+	if _, err := s.View().ChangesSince(collA, r2.Revision); err != nil {
+		t.Fatalf("reader at the tombstone's revision: %v", err)
+	}
+	if _, err := s.View().ChangesSince(collA, r2.Revision+100); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("reader ahead of the store: err = %v, want ErrCompacted", err)
+	}
+	if got := snapshotNames(s, collA); !slices.Equal(got, []string{"ns/b"}) {
+		t.Fatalf("full state after compaction: %v", got)
+	}
+}
+
+func TestTwoOwnerConflictRule(t *testing.T) {
+	for _, order := range [][]string{{"producer-b", "producer-a"}, {"producer-a", "producer-b"}} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			s := New(Options{})
+			var conflicts []Conflict
+			for _, owner := range order {
+				r := mustApply(t, s, owner, Update{Collection: collA, Full: true, Resources: []*mcpapi.Resource{res("ns/shared", owner)}})
+				conflicts = append(conflicts, r.Conflicts...)
+			}
+			e := s.View().Get(collA, "ns/shared")
+			if e.Owner != "producer-a" {
+				t.Fatalf("served owner = %s, want producer-a (first by ID) whatever the order", e.Owner)
+			}
+			if len(conflicts) != 1 || conflicts[0].Served != "producer-a" || !slices.Equal(conflicts[0].Shadowed, []string{"producer-b"}) {
+				t.Fatalf("conflicts = %+v", conflicts)
+			}
+			if s.Stats().Conflicts != 1 {
+				t.Fatalf("conflict counter = %d", s.Stats().Conflicts)
+			}
+			// When the winner lets go, the shadowed copy is served.
+			mustApply(t, s, "producer-a", Update{Collection: collA, Full: true})
+			if e := s.View().Get(collA, "ns/shared"); e == nil || e.Owner != "producer-b" {
+				t.Fatalf("after winner left: %+v", e)
+			}
+		})
+	}
+}
+
+func TestReplaceOwnerEmptiesUnlistedCollections(t *testing.T) {
+	s := New(Options{})
+	if _, err := s.ReplaceOwner("file", map[string][]*mcpapi.Resource{collA: {res("ns/a", "1")}, collB: {res("ns/v", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReplaceOwner("file", map[string][]*mcpapi.Resource{collA: {res("ns/a", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotNames(s, collB); len(got) != 0 {
+		t.Fatalf("collection B still holds %v", got)
+	}
+	if _, err := s.ReplaceOwner("file", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotNames(s, collA); len(got) != 0 {
+		t.Fatalf("owner removed but A holds %v", got)
+	}
+}
+
+func TestWatchWakesWithoutPolling(t *testing.T) {
+	s := New(Options{})
+	w := s.Watch(collA)
+	defer w.Close()
+	all := s.Watch()
+	defer all.Close()
+
+	mustApply(t, s, "p", Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/v", "1")}})
+	select {
+	case <-w.C():
+		t.Fatal("woken by a collection it does not watch")
+	default:
+	}
+	<-all.C() // the everything-watch was signalled synchronously by the commit
+
+	for i := range 3 { // several changes before the reader wakes coalesce into one signal
+		mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", fmt.Sprint(i))}})
+	}
+	select {
+	case <-w.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken by a change to its collection")
+	}
+	select {
+	case <-w.C():
+		t.Fatal("three changes gave more than one pending signal")
+	default:
+	}
+	// An unchanged write does not wake anyone.
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", "2")}})
+	select {
+	case <-w.C():
+		t.Fatal("woken by a write that changed nothing")
+	default:
+	}
+	w.Close()
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", "after close")}})
+	select {
+	case <-w.C():
+		t.Fatal("closed watch signalled")
+	default:
+	}
+}
+
+// A reader that wakes must see the change that woke it, and a reader's view must not move
+// under it while writers commit.
+func TestConcurrentReadersDuringWrites(t *testing.T) {
+	s := New(Options{})
+	const writes = 200
+	w := s.Watch(collA)
+	defer w.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				v := s.View()
+				rev, es := v.Snapshot(collA)
+				// Every entry of a consistent snapshot is at or below its revision, and the
+				// count matches the collection's recorded count.
+				for _, e := range es {
+					if e.Revision > rev {
+						errs <- fmt.Errorf("entry %s at revision %d in snapshot at %d", e.Name, e.Revision, rev)
+						return
+					}
+				}
+				if info := v.Collection(collA); info.Count != len(es) || info.Revision != rev {
+					errs <- fmt.Errorf("info %+v disagrees with snapshot of %d at %d", info, len(es), rev)
+					return
+				}
+			}
+		}()
+	}
+	var last uint64
+	for i := range writes {
+		r := mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res(fmt.Sprintf("ns/r%d", i%50), fmt.Sprint(i))}})
+		if r.Revision <= last {
+			t.Fatalf("revision did not grow: %d after %d", r.Revision, last)
+		}
+		last = r.Revision
+		<-w.C()
+		if rev, _ := s.View().Snapshot(collA); rev < r.Revision {
+			t.Fatalf("woken reader sees revision %d, before the write at %d", rev, r.Revision)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestSnapshotDoesNotMixCollectionsSharingAPrefix(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "p", Update{Collection: "k8s/foo", Resources: []*mcpapi.Resource{res("a", "1")}})
+	mustApply(t, s, "p", Update{Collection: "k8s/foobar", Resources: []*mcpapi.Resource{res("b", "1")}})
+	if got := snapshotNames(s, "k8s/foo"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("k8s/foo = %v", got)
+	}
+	ch, _ := s.View().ChangesSince("k8s/foo", 0)
+	if got := names(ch.Upserts); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("changes of k8s/foo = %v", got)
+	}
+}

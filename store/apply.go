@@ -279,7 +279,9 @@ func (w *writer) applyUpdate(u preparedUpdate) {
 }
 
 func (w *writer) ownerCollections() []string {
-	it, err := w.txn.Get(tableOwned, "owner", w.owner)
+	// A prefix read of (owner, collection) with the owner's terminator written out, so that
+	// owner "a" does not match owner "ab".
+	it, err := w.txn.Get(tableOwned, "owner_collection_prefix", w.owner+"\x00")
 	mustTxn(err)
 	seen := map[string]bool{}
 	var out []string
@@ -344,9 +346,11 @@ func (w *writer) resolveName(coll, name string) (written bool, countDelta int, c
 		if !live {
 			return false, 0, nil
 		}
+		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
+		// send it once more before the removal.
 		mustTxn(w.txn.Insert(tableServed, &Entry{
 			Collection: coll, Name: name, Owner: served.Owner, Version: served.Version,
-			Revision: w.rev, Deleted: true, DeletedAt: w.now,
+			Resource: served.Resource, Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
 		}))
 		return true, -1, nil
 	}

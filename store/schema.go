@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -46,7 +48,8 @@ type Entry struct {
 	// Revision is the store revision at which this entry (or its deletion) was written.
 	Revision uint64
 	// Deleted marks a tombstone: the name was removed at Revision. Tombstones let a reader at
-	// an older revision learn of deletions without diffing the collection.
+	// an older revision learn of deletions without diffing the collection. A tombstone keeps
+	// the last Resource and Bytes served under the name.
 	Deleted   bool
 	DeletedAt time.Time
 }
@@ -79,7 +82,6 @@ func schema() *memdb.DBSchema {
 				"owner_collection": {Name: "owner_collection", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "Owner"}, collectionName,
 				}}},
-				"owner": {Name: "owner", Indexer: &memdb.StringFieldIndex{Field: "Owner"}},
 			},
 		},
 		tableServed: {
@@ -90,7 +92,9 @@ func schema() *memdb.DBSchema {
 				"revision": {Name: "revision", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					collectionName, &memdb.UintFieldIndex{Field: "Revision"},
 				}}},
-				"deleted": {Name: "deleted", Indexer: &memdb.BoolFieldIndex{Field: "Deleted"}},
+				// only tombstones are indexed here: compaction walks them without touching the
+				// live entries, and live writes pay no index insert for it
+				"tombstones": {Name: "tombstones", AllowMissing: true, Indexer: tombstoneIndex{}},
 			},
 		},
 		tableCollections: {
@@ -100,4 +104,26 @@ func schema() *memdb.DBSchema {
 			},
 		},
 	}}
+}
+
+// tombstoneIndex indexes tombstones by deletion time and leaves live entries out.
+type tombstoneIndex struct{}
+
+func (tombstoneIndex) FromObject(obj any) (bool, []byte, error) {
+	e := obj.(*Entry)
+	if !e.Deleted {
+		return false, nil, nil
+	}
+	return true, binary.BigEndian.AppendUint64(nil, uint64(e.DeletedAt.UnixNano())), nil
+}
+
+func (tombstoneIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("tombstones index takes one time.Time")
+	}
+	t, ok := args[0].(time.Time)
+	if !ok {
+		return nil, fmt.Errorf("tombstones index takes a time.Time, got %T", args[0])
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano())), nil
 }

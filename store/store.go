@@ -134,15 +134,16 @@ func (s *Store) Compact(before time.Time) int {
 	defer s.writeMu.Unlock()
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	it, err := txn.Get(tableServed, "deleted", true)
-	if err != nil {
-		panic(fmt.Sprintf("store: deleted index: %v", err))
-	}
+	// Tombstones are indexed by deletion time: read the oldest until the cut-off.
+	it, err := txn.Get(tableServed, "tombstones")
+	mustTxn(err)
 	var old []*Entry
 	for obj := it.Next(); obj != nil; obj = it.Next() {
-		if e := obj.(*Entry); e.DeletedAt.Before(before) {
-			old = append(old, e)
+		e := obj.(*Entry)
+		if !e.DeletedAt.Before(before) {
+			break
 		}
+		old = append(old, e)
 	}
 	if len(old) == 0 {
 		return 0

@@ -255,11 +255,16 @@ func TestReplaceOwnerEmptiesUnlistedCollections(t *testing.T) {
 	if got := snapshotNames(s, collB); len(got) != 0 {
 		t.Fatalf("collection B still holds %v", got)
 	}
+	// An owner whose ID is a prefix of another's must not touch the other's resources.
+	mustApply(t, s, "file-2", Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/w", "1")}})
 	if _, err := s.ReplaceOwner("file", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := snapshotNames(s, collA); len(got) != 0 {
 		t.Fatalf("owner removed but A holds %v", got)
+	}
+	if got := snapshotNames(s, collB); !slices.Equal(got, []string{"ns/w"}) {
+		t.Fatalf("owner file-2 lost its resources when owner file left: %v", got)
 	}
 }
 

@@ -1,0 +1,208 @@
+package wire
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// MCPResourceTypeURL is the Any type URL of an istio.mcp.v1alpha1.Resource, the form in which
+// MCP collections travel over xDS.
+var MCPResourceTypeURL = "type.googleapis.com/" + string((&mcpapi.Resource{}).ProtoReflect().Descriptor().FullName())
+
+// Form says how one stored entry is written into a response's repeated resources field.
+type Form int
+
+const (
+	// FormMCPResource writes the istio.mcp.v1alpha1.Resource itself (MCP Resources, AMCS).
+	FormMCPResource Form = iota
+	// FormAnyMCPResource writes an Any holding the istio.mcp.v1alpha1.Resource (MCP over xDS).
+	FormAnyMCPResource
+	// FormAnyBody writes the resource's body Any as it is (Envoy resources over xDS).
+	FormAnyBody
+)
+
+// Message is the content of one response, independent of the protocol that carries it.
+type Message struct {
+	Version string
+	// Key is the client's name for the type: the collection (MCP) or type URL (AMCS, xDS).
+	Key       string
+	Resources []*store.Entry
+	// Missing are subscribed names that do not exist; delta xDS answers each with a Resource
+	// holding only the name. Other layouts ignore them.
+	Missing     []string
+	Removed     []string
+	Incremental bool
+}
+
+// Layout is where a response message keeps each part; 0 means it has no such field.
+type Layout struct {
+	version, resources, key, removed, nonce, incremental protowire.Number
+	// delta wraps each resource in envoy.service.discovery.v3.Resource{name, version, resource}
+	delta                                  bool
+	deltaName, deltaVersion, deltaResource protowire.Number
+}
+
+// Roles names the fields of a response message by their role.
+type Roles struct {
+	Version, Resources, Key, Removed, Nonce, Incremental string
+	// DeltaResource is the message of the resources field when it wraps each resource
+	// (envoy.service.discovery.v3.Resource); nil when resources are written directly.
+	DeltaResource proto.Message
+}
+
+// NewLayout reads the field numbers of msg by the names in roles. It panics on a name msg does
+// not have: layouts are built once, at start, from the generated types.
+func NewLayout(msg proto.Message, roles Roles) *Layout {
+	d := msg.ProtoReflect().Descriptor()
+	l := &Layout{
+		version: number(d, roles.Version), resources: number(d, roles.Resources), key: number(d, roles.Key),
+		removed: number(d, roles.Removed), nonce: number(d, roles.Nonce), incremental: number(d, roles.Incremental),
+	}
+	if roles.DeltaResource != nil {
+		rd := roles.DeltaResource.ProtoReflect().Descriptor()
+		l.delta = true
+		l.deltaName, l.deltaVersion, l.deltaResource = number(rd, "name"), number(rd, "version"), number(rd, "resource")
+	}
+	return l
+}
+
+func number(d protoreflect.MessageDescriptor, name string) protowire.Number {
+	if name == "" {
+		return 0
+	}
+	f := d.Fields().ByName(protoreflect.Name(name))
+	if f == nil {
+		panic(fmt.Sprintf("wire: %s has no field %q", d.FullName(), name))
+	}
+	return f.Number()
+}
+
+// Encode returns the message's bytes without the nonce (see Tail). It copies the entries'
+// pre-marshalled bytes; nothing is marshalled again.
+func (l *Layout) Encode(m *Message, form Form) []byte {
+	b := make([]byte, 0, l.sizeHint(m))
+	b = appendString(b, l.version, m.Version)
+	b = appendString(b, l.key, m.Key)
+	for _, e := range m.Resources {
+		if l.delta {
+			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(l.deltaSize(e, form)))
+			b = appendString(b, l.deltaName, e.Name)
+			b = appendString(b, l.deltaVersion, e.Version)
+			b = appendResource(b, l.deltaResource, e, form)
+			continue
+		}
+		b = appendResource(b, l.resources, e, form)
+	}
+	if l.delta {
+		for _, name := range m.Missing {
+			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(stringSize(l.deltaName, name)))
+			b = appendString(b, l.deltaName, name)
+		}
+	}
+	if l.removed != 0 {
+		for _, name := range m.Removed {
+			b = protowire.AppendTag(b, l.removed, protowire.BytesType)
+			b = protowire.AppendString(b, name)
+		}
+	}
+	if l.incremental != 0 && m.Incremental {
+		b = protowire.AppendTag(b, l.incremental, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b
+}
+
+// Tail is the per-stream suffix of a response: its nonce.
+func (l *Layout) Tail(nonce string) []byte { return appendString(nil, l.nonce, nonce) }
+
+func (l *Layout) sizeHint(m *Message) int {
+	n := 64 + len(m.Version) + len(m.Key)
+	for _, e := range m.Resources {
+		n += len(e.Bytes) + len(e.Name) + len(e.Version) + 32
+	}
+	for _, s := range m.Removed {
+		n += len(s) + 4
+	}
+	return n
+}
+
+func (l *Layout) deltaSize(e *store.Entry, form Form) int {
+	return stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version) + resourceSize(l.deltaResource, e, form)
+}
+
+func appendString(b []byte, field protowire.Number, s string) []byte {
+	if field == 0 || s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func stringSize(field protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return protowire.SizeTag(field) + protowire.SizeBytes(len(s))
+}
+
+// anyParts returns the type URL and value of the Any that carries an entry in the given form.
+func anyParts(e *store.Entry, form Form) (string, []byte) {
+	if form == FormAnyBody {
+		body := e.Resource.GetBody()
+		return body.GetTypeUrl(), body.GetValue()
+	}
+	return MCPResourceTypeURL, e.Bytes
+}
+
+func anySize(typeURL string, value []byte) int {
+	return stringSize(1, typeURL) + bytesSize(2, value)
+}
+
+func bytesSize(field protowire.Number, v []byte) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return protowire.SizeTag(field) + protowire.SizeBytes(len(v))
+}
+
+func resourceSize(field protowire.Number, e *store.Entry, form Form) int {
+	if form == FormMCPResource {
+		return protowire.SizeTag(field) + protowire.SizeBytes(len(e.Bytes))
+	}
+	typeURL, value := anyParts(e, form)
+	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(typeURL, value))
+}
+
+// appendResource writes one entry as a length-delimited field: the MCP Resource bytes, or an
+// Any (type_url = 1, value = 2, as google.protobuf.Any defines them) around them or the body.
+func appendResource(b []byte, field protowire.Number, e *store.Entry, form Form) []byte {
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	if form == FormMCPResource {
+		return protowire.AppendBytes(b, e.Bytes)
+	}
+	typeURL, value := anyParts(e, form)
+	b = protowire.AppendVarint(b, uint64(anySize(typeURL, value)))
+	b = appendString(b, 1, typeURL)
+	if len(value) > 0 {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, value)
+	}
+	return b
+}
+
+// The Any field numbers used above are those of google.protobuf.Any; checked at init.
+func init() {
+	d := (&anypb.Any{}).ProtoReflect().Descriptor().Fields()
+	if d.ByName("type_url").Number() != 1 || d.ByName("value").Number() != 2 {
+		panic("wire: google.protobuf.Any field numbers changed")
+	}
+}

@@ -1,0 +1,170 @@
+package source
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// Protocol names, as logs, metrics and the debug endpoint show them.
+const (
+	ProtocolResourceSource = "mcp-resource-source"
+	ProtocolDownstream     = "mcp-downstream"
+	ProtocolAMCS           = "mcp-amcs"
+	ProtocolAMCSIncr       = "mcp-amcs-incremental"
+)
+
+// Layouts of the MCP response messages.
+var (
+	resourcesLayout = wire.NewLayout(&mcp.Resources{}, wire.Roles{
+		Version: "system_version_info", Resources: "resources", Key: "collection",
+		Removed: "removed_resources", Nonce: "nonce", Incremental: "incremental",
+	})
+	meshConfigLayout = wire.NewLayout(&mcp.MeshConfigResponse{}, wire.Roles{
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+	})
+	incrementalMeshConfigLayout = wire.NewLayout(&mcp.IncrementalMeshConfigResponse{}, wire.Roles{
+		Version: "system_version_info", Resources: "resources", Removed: "removed_resources", Nonce: "nonce",
+	})
+)
+
+// resolveCollection maps an MCP collection (canonical, alias or opaque) to the store's.
+func resolveCollection(name string) (collection string, known bool) {
+	if k, ok := translate.ByCollection(name); ok {
+		return k.Collection, true
+	}
+	return name, false
+}
+
+// resolveAMCSType maps an AggregatedMeshConfigService type URL to the store's collection; an
+// unknown type URL is an opaque collection of that name.
+func resolveAMCSType(typeURL string) (collection string, known bool) {
+	if k, ok := translate.ByAMCSTypeURL(typeURL); ok {
+		return k.Collection, true
+	}
+	return typeURL, false
+}
+
+// requestResources turns an MCP RequestResources into an engine request. MCP subscribes to
+// whole collections; a request without a nonce (re)starts the collection's subscription.
+func requestResources(m *mcp.RequestResources) *Request {
+	coll, known := resolveCollection(m.GetCollection())
+	req := &Request{
+		Key: m.GetCollection(), Collection: coll, Known: known, Form: wire.FormMCPResource,
+		WildcardCapable: true, FullOnLoss: true,
+		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Restart: m.GetResponseNonce() == "",
+		Node: m.GetSinkNode().GetId(),
+	}
+	if m.GetIncremental() {
+		req.Mode = Incremental
+		if len(m.GetInitialResourceVersions()) > 0 {
+			req.InitialVersions = m.GetInitialResourceVersions()
+		}
+	}
+	return req
+}
+
+// resourcesStream adapts either direction of an MCP resource stream: the ResourceSource
+// service (a sink dialled us) and a downstream ResourceSink we dialled. Both carry
+// RequestResources in and Resources out.
+type resourcesStream struct {
+	recv func() (*mcp.RequestResources, error)
+	send func(any) error
+}
+
+func (a *resourcesStream) Recv() (*Request, error) {
+	m, err := a.recv()
+	if err != nil {
+		return nil, err
+	}
+	if m.GetCollection() == TriggerCollection {
+		return nil, nil // the sink's answer to our trigger, not a subscription
+	}
+	return requestResources(m), nil
+}
+
+func (a *resourcesStream) Send(f *wire.Frame) error { return a.send(f) }
+func (a *resourcesStream) Layout() *wire.Layout     { return resourcesLayout }
+
+// ResourceSource is the istio.mcp.v1alpha1.ResourceSource service: sinks dial in and subscribe.
+type ResourceSource struct {
+	mcp.UnimplementedResourceSourceServer
+	Engine *Engine
+}
+
+func (s *ResourceSource) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error {
+	a := &resourcesStream{recv: stream.Recv, send: stream.SendMsg}
+	return s.Engine.Serve(stream.Context(), a, ProtocolResourceSource, peerAddr(stream.Context()))
+}
+
+// AggregatedMeshConfig is the istio.mcp.v1alpha1.AggregatedMeshConfigService: the older MCP
+// generation, multiplexed by type URL, state of the world and incremental.
+type AggregatedMeshConfig struct {
+	mcp.UnimplementedAggregatedMeshConfigServiceServer
+	Engine *Engine
+}
+
+func (s *AggregatedMeshConfig) StreamAggregatedResources(stream grpc.BidiStreamingServer[mcp.MeshConfigRequest, mcp.MeshConfigResponse]) error {
+	a := &meshConfigStream{stream: stream}
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCS, peerAddr(stream.Context()))
+}
+
+func (s *AggregatedMeshConfig) IncrementalAggregatedResources(stream grpc.BidiStreamingServer[mcp.IncrementalMeshConfigRequest, mcp.IncrementalMeshConfigResponse]) error {
+	a := &incrementalMeshConfigStream{stream: stream}
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCSIncr, peerAddr(stream.Context()))
+}
+
+type meshConfigStream struct {
+	stream grpc.BidiStreamingServer[mcp.MeshConfigRequest, mcp.MeshConfigResponse]
+}
+
+func (a *meshConfigStream) Recv() (*Request, error) {
+	m, err := a.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	coll, known := resolveAMCSType(m.GetTypeUrl())
+	return &Request{
+		Key: m.GetTypeUrl(), Collection: coll, Known: known, Form: wire.FormMCPResource, WildcardCapable: true,
+		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: m.GetSinkNode().GetId(),
+	}, nil
+}
+
+func (a *meshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *meshConfigStream) Layout() *wire.Layout     { return meshConfigLayout }
+
+type incrementalMeshConfigStream struct {
+	stream grpc.BidiStreamingServer[mcp.IncrementalMeshConfigRequest, mcp.IncrementalMeshConfigResponse]
+}
+
+func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
+	m, err := a.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	coll, known := resolveAMCSType(m.GetTypeUrl())
+	req := &Request{
+		Key: m.GetTypeUrl(), Collection: coll, Known: known, Mode: Incremental, Form: wire.FormMCPResource,
+		WildcardCapable: true, Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
+		Node: m.GetSinkNode().GetId(),
+	}
+	if len(m.GetInitialResourceVersions()) > 0 {
+		req.InitialVersions = m.GetInitialResourceVersions()
+	}
+	return req, nil
+}
+
+func (a *incrementalMeshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *incrementalMeshConfigStream) Layout() *wire.Layout     { return incrementalMeshConfigLayout }
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

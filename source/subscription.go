@@ -1,0 +1,329 @@
+package source
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// Mode is the response style of a subscription.
+type Mode int
+
+const (
+	// StateOfTheWorld responses carry every subscribed resource, every time.
+	StateOfTheWorld Mode = iota
+	// Incremental responses carry what changed and the names removed.
+	Incremental
+)
+
+func (m Mode) String() string {
+	if m == Incremental {
+		return "incremental"
+	}
+	return "state-of-the-world"
+}
+
+// Wildcard is the resource name by which a client asks for every resource of a type.
+const Wildcard = "*"
+
+// errFellBehind ends a stream whose incremental wildcard subscriber is older than the
+// tombstone retention: without a name-by-name record of what it holds, the bridge cannot tell
+// it what was deleted. The client reconnects with initial_resource_versions and gets an exact
+// diff.
+var errFellBehind = errors.New("subscriber fell behind the store's tombstone retention; reconnect to resynchronise")
+
+// record is an ACK or a NACK as the debug endpoint shows it.
+type record struct {
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce"`
+	Message string    `json:"message,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+// subscription is one stream's interest in one type: what it asked for, what it has been sent,
+// and the response in flight. Its state is O(1) for wildcard subscribers (the revision sent);
+// names are kept only for explicit subscriptions.
+type subscription struct {
+	key             string
+	collection      string
+	mode            Mode
+	form            wire.Form
+	priority        int
+	removalPriority int
+	makeBeforeBreak bool
+	fullOnLoss      bool // the protocol can say "full state" when changes were compacted away
+
+	wildcard bool
+	names    map[string]struct{}
+	fresh    map[string]struct{} // newly subscribed names: sent even if unchanged
+	initial  map[string]string   // initial_resource_versions, until the first response
+	started  bool
+
+	// owesBreak: the last response kept removed resources for make-before-break; the removal
+	// is due once it is acknowledged. owedRemovals are those names, for incremental clients.
+	owesBreak    bool
+	owedRemovals []string
+
+	sentRev      uint64 // the collection revision the client has been sent
+	sentNonce    string // the latest response's nonce: requests with any other are stale
+	pendingNonce string // sentNonce while it is unacknowledged
+	sentVer      string
+	lastAck      *record
+	lastNack     *record
+}
+
+// pending is one computed response, before encoding.
+type pending struct {
+	msg wire.Message
+	rev uint64
+	// share is set when every stream at the same revision would get the same bytes: the
+	// encoded frame is then cached and shared.
+	share *frameKey
+	// removes is set when the response takes resources away from the client.
+	removes bool
+}
+
+// frameKey identifies a response that is the same for every wildcard subscriber of a type.
+type frameKey struct {
+	protocol, key string
+	form          wire.Form
+	mode          Mode
+	full          bool
+	from, to      uint64
+}
+
+// next computes the response due on this subscription, or nil when none is: one is in flight
+// (at most one unacknowledged response per type), or nothing the client holds or asked for
+// changed.
+func (s *subscription) next(v *store.View, protocol string) (*pending, error) {
+	if s.pendingNonce != "" {
+		return nil, nil
+	}
+	rev := v.Collection(s.collection).Revision
+	if !s.started {
+		return s.first(v, rev, protocol), nil
+	}
+	if s.owesBreak {
+		return s.breakResponse(v, rev, protocol)
+	}
+	if s.mode == StateOfTheWorld {
+		return s.nextStateOfTheWorld(v, rev, protocol), nil
+	}
+	return s.nextIncremental(v, rev, protocol)
+}
+
+// first is the response to a new subscription: always sent, even when empty, so that a client
+// waiting for every type it asked for (istiod) becomes ready.
+func (s *subscription) first(v *store.View, rev uint64, protocol string) *pending {
+	if s.mode == Incremental && s.initial != nil {
+		return s.diffAgainstInitial(v, rev)
+	}
+	p := s.full(v, rev, protocol)
+	return p
+}
+
+// full is the whole subscribed state.
+func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
+	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
+	if s.wildcard {
+		_, p.msg.Resources = v.Snapshot(s.collection)
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev}
+		return p
+	}
+	for _, name := range sortedNames(s.names) {
+		if e := v.Get(s.collection, name); e != nil {
+			p.msg.Resources = append(p.msg.Resources, e)
+		} else {
+			p.msg.Missing = append(p.msg.Missing, name)
+		}
+	}
+	return p
+}
+
+// diffAgainstInitial answers a reconnecting incremental client with only what differs from
+// the versions it says it holds, plus the removals: a one-off name-by-name diff.
+func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
+	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
+	var current []*store.Entry
+	if s.wildcard {
+		_, current = v.Snapshot(s.collection)
+	} else {
+		for _, name := range sortedNames(s.names) {
+			if e := v.Get(s.collection, name); e != nil {
+				current = append(current, e)
+			} else if _, held := s.initial[name]; !held {
+				p.msg.Missing = append(p.msg.Missing, name)
+			}
+		}
+	}
+	live := make(map[string]struct{}, len(current))
+	for _, e := range current {
+		live[e.Name] = struct{}{}
+		if s.initial[e.Name] != e.Version {
+			p.msg.Resources = append(p.msg.Resources, e)
+		}
+	}
+	for name := range s.initial {
+		if _, ok := live[name]; !ok {
+			p.msg.Removed = append(p.msg.Removed, name)
+		}
+	}
+	slices.Sort(p.msg.Removed)
+	return p
+}
+
+func (s *subscription) nextStateOfTheWorld(v *store.View, rev uint64, protocol string) *pending {
+	if len(s.fresh) > 0 {
+		return s.full(v, rev, protocol)
+	}
+	if rev == s.sentRev {
+		return nil
+	}
+	if s.wildcard {
+		// The collection's revision moves only when a served entry changed.
+		p := s.full(v, rev, protocol)
+		if s.makeBeforeBreak {
+			s.keepRemovedOnce(v, p)
+		}
+		return p
+	}
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if err != nil || s.touches(ch) {
+		return s.full(v, rev, protocol)
+	}
+	s.sentRev = rev // nothing this client asked for changed
+	return nil
+}
+
+func (s *subscription) touches(ch store.Changes) bool {
+	for _, list := range [][]*store.Entry{ch.Upserts, ch.Deleted} {
+		for _, e := range list {
+			if _, ok := s.names[e.Name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *subscription) nextIncremental(v *store.View, rev uint64, protocol string) (*pending, error) {
+	if rev == s.sentRev && len(s.fresh) == 0 {
+		return nil, nil
+	}
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if errors.Is(err, store.ErrCompacted) {
+		return s.afterCompaction(v, rev, protocol)
+	}
+	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
+	if s.wildcard {
+		p.msg.Resources = ch.Upserts
+		p.msg.Removed = names(ch.Deleted)
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev}
+	} else {
+		sent := map[string]bool{}
+		for _, name := range sortedNames(s.fresh) {
+			sent[name] = true
+			if e := v.Get(s.collection, name); e != nil {
+				p.msg.Resources = append(p.msg.Resources, e)
+			} else {
+				p.msg.Missing = append(p.msg.Missing, name)
+			}
+		}
+		for _, e := range ch.Upserts {
+			if _, ok := s.names[e.Name]; ok && !sent[e.Name] {
+				p.msg.Resources = append(p.msg.Resources, e)
+			}
+		}
+		for _, e := range ch.Deleted {
+			if _, ok := s.names[e.Name]; ok && !sent[e.Name] {
+				p.msg.Removed = append(p.msg.Removed, e.Name)
+			}
+		}
+	}
+	if len(p.msg.Resources)+len(p.msg.Removed)+len(p.msg.Missing) == 0 {
+		s.sentRev = rev
+		return nil, nil
+	}
+	if s.makeBeforeBreak && len(p.msg.Removed) > 0 && len(p.msg.Resources) > 0 {
+		// Additions now, removals after the ACK.
+		s.owesBreak, s.owedRemovals = true, p.msg.Removed
+		p.msg.Removed, p.share = nil, nil
+	}
+	p.removes = len(p.msg.Removed) > 0
+	return p, nil
+}
+
+// keepRemovedOnce adds to a state-of-the-world response the resources removed since the last
+// one (their last versions, from the tombstones), so that the client keeps them until what
+// used them has moved on; the removal follows the ACK.
+func (s *subscription) keepRemovedOnce(v *store.View, p *pending) {
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if err != nil || len(ch.Deleted) == 0 {
+		return
+	}
+	p.msg.Resources = append(slices.Clip(p.msg.Resources), ch.Deleted...)
+	p.share = nil
+	s.owesBreak = true
+}
+
+// breakResponse is the second half of a make-before-break update: the removals.
+func (s *subscription) breakResponse(v *store.View, rev uint64, protocol string) (*pending, error) {
+	s.owesBreak = false
+	var p *pending
+	if s.mode == StateOfTheWorld {
+		p = s.full(v, rev, protocol)
+	} else {
+		p = &pending{rev: s.sentRev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(s.sentRev, 10), Removed: s.owedRemovals, Incremental: true}}
+		s.owedRemovals = nil
+	}
+	p.removes = true
+	return p, nil
+}
+
+// afterCompaction handles an incremental subscriber older than the tombstone retention.
+func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol string) (*pending, error) {
+	switch {
+	case s.fullOnLoss:
+		return s.full(v, rev, protocol), nil // MCP: a full-state (incremental=false) response
+	case !s.wildcard:
+		// Explicit names: send each as it is now; a name that is gone is sent as missing,
+		// which delta xDS clients take as "does not exist".
+		p := s.full(v, rev, protocol)
+		p.msg.Incremental = true
+		return p, nil
+	default:
+		return nil, errFellBehind
+	}
+}
+
+// sent records a response as in flight.
+func (s *subscription) sent(p *pending, nonce string) {
+	s.started = true
+	s.sentRev = p.rev
+	s.pendingNonce = nonce
+	s.sentNonce = nonce
+	s.sentVer = p.msg.Version
+	s.fresh = nil
+	s.initial = nil
+}
+
+func names(es []*store.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+func sortedNames(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

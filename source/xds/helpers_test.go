@@ -1,0 +1,365 @@
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.uber.org/goleak"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type server struct {
+	store  *store.Store
+	engine *source.Engine
+	addr   string
+}
+
+func startServer(t *testing.T) *server {
+	t.Helper()
+	st := store.New(store.Options{Validate: translate.ValidateResource})
+	eng := source.New(source.Options{Store: st, Logger: testLogger(t)})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
+	(&Server{Engine: eng}).Register(srv)
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		eng.Stop()
+		srv.Stop()
+	})
+	return &server{store: st, engine: eng, addr: lis.Addr().String()}
+}
+
+func anyOf(m proto.Message) *anypb.Any {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// putEnvoy stores Envoy resources in their type's collection, as the translation does.
+func (s *server) putEnvoy(t *testing.T, typeURL string, msgs map[string]proto.Message) {
+	t.Helper()
+	var rs []*mcpapi.Resource
+	for name, m := range msgs {
+		rs = append(rs, &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: anyOf(m)})
+	}
+	if _, err := s.store.Apply("test", store.Update{Collection: typeURL, Resources: rs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *server) removeEnvoy(t *testing.T, typeURL string, names ...string) {
+	t.Helper()
+	if _, err := s.store.Apply("test", store.Update{Collection: typeURL, Removed: names}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clusters(names ...string) map[string]proto.Message {
+	out := map[string]proto.Message{}
+	for _, n := range names {
+		out[n] = &cluster.Cluster{Name: n, ConnectTimeout: durationpb.New(time.Second)}
+	}
+	return out
+}
+
+func loadAssignments(version string, names ...string) map[string]proto.Message {
+	out := map[string]proto.Message{}
+	for _, n := range names {
+		out[n] = &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{
+			Locality: &core.Locality{Zone: version},
+		}}}
+	}
+	return out
+}
+
+func routes(names ...string) map[string]proto.Message {
+	out := map[string]proto.Message{}
+	for _, n := range names {
+		out[n] = &route.RouteConfiguration{Name: n}
+	}
+	return out
+}
+
+func dialTest(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// sotwClient is a state-of-the-world ADS client built from go-control-plane's types.
+type sotwClient struct {
+	t      *testing.T
+	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	got    chan *discovery.DiscoveryResponse
+}
+
+func newSotW(t *testing.T, addr string) *sotwClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr)).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &sotwClient{t: t, stream: stream, got: make(chan *discovery.DiscoveryResponse, 100)}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				close(c.got)
+				return
+			}
+			c.got <- m
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range c.got {
+		}
+	})
+	return c
+}
+
+func (c *sotwClient) send(r *discovery.DiscoveryRequest) {
+	c.t.Helper()
+	if err := c.stream.Send(r); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *sotwClient) ack(m *discovery.DiscoveryResponse, names ...string) {
+	c.send(&discovery.DiscoveryRequest{TypeUrl: m.TypeUrl, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce, ResourceNames: names})
+}
+
+func (c *sotwClient) nack(m *discovery.DiscoveryResponse, names ...string) {
+	c.send(&discovery.DiscoveryRequest{TypeUrl: m.TypeUrl, ResponseNonce: m.Nonce, ResourceNames: names,
+		ErrorDetail: &rpcstatus.Status{Code: 3, Message: "rejected by test"}})
+}
+
+func (c *sotwClient) recv() *discovery.DiscoveryResponse {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.got:
+		if !ok {
+			c.t.Fatal("stream ended")
+		}
+		return m
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no response within 5s")
+	}
+	return nil
+}
+
+func (c *sotwClient) quiet(d time.Duration) {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.got:
+		if ok {
+			c.t.Fatalf("unexpected response: type %s version %s, %d resources", m.TypeUrl, m.VersionInfo, len(m.Resources))
+		}
+		c.t.Fatal("stream ended")
+	case <-time.After(d):
+	}
+}
+
+// deltaClient is a delta ADS client built from go-control-plane's types.
+type deltaClient struct {
+	t      *testing.T
+	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	cancel context.CancelFunc
+	got    chan *discovery.DeltaDiscoveryResponse
+}
+
+func newDelta(t *testing.T, addr string) *deltaClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr)).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &deltaClient{t: t, stream: stream, cancel: cancel, got: make(chan *discovery.DeltaDiscoveryResponse, 100)}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				close(c.got)
+				return
+			}
+			c.got <- m
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range c.got {
+		}
+	})
+	return c
+}
+
+func (c *deltaClient) send(r *discovery.DeltaDiscoveryRequest) {
+	c.t.Helper()
+	if err := c.stream.Send(r); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *deltaClient) ack(m *discovery.DeltaDiscoveryResponse) {
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: m.TypeUrl, ResponseNonce: m.Nonce})
+}
+
+func (c *deltaClient) recv() *discovery.DeltaDiscoveryResponse {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.got:
+		if !ok {
+			c.t.Fatal("stream ended")
+		}
+		return m
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no response within 5s")
+	}
+	return nil
+}
+
+func (c *deltaClient) quiet(d time.Duration) {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.got:
+		if ok {
+			c.t.Fatalf("unexpected response: type %s, %d resources, %d removed", m.TypeUrl, len(m.Resources), len(m.RemovedResources))
+		}
+		c.t.Fatal("stream ended")
+	case <-time.After(d):
+	}
+}
+
+// sotwNames decodes a state-of-the-world response's resources and returns their names.
+func sotwNames(t *testing.T, m *discovery.DiscoveryResponse) []string {
+	t.Helper()
+	var out []string
+	for _, a := range m.Resources {
+		msg, err := a.UnmarshalNew()
+		if err != nil {
+			t.Fatalf("resource of type %s does not decode: %v", a.TypeUrl, err)
+		}
+		switch r := msg.(type) {
+		case *cluster.Cluster:
+			out = append(out, r.Name)
+		case *endpoint.ClusterLoadAssignment:
+			out = append(out, r.ClusterName)
+		case *route.RouteConfiguration:
+			out = append(out, r.Name)
+		case *mcpapi.Resource:
+			out = append(out, r.Metadata.Name)
+		default:
+			t.Fatalf("unexpected resource type %T", msg)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deltaNames(m *discovery.DeltaDiscoveryResponse) []string {
+	var out []string
+	for _, r := range m.Resources {
+		out = append(out, r.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func assertNames(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	if got == nil {
+		got = []string{}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// waitAllAcknowledged waits until the server has processed every ACK sent so far, so that a
+// test's next write finds every type ready to send (at most one response is unacknowledged
+// per type, so an ACK still in flight would hold that type back).
+func waitAllAcknowledged(t *testing.T, eng *source.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		pending := 0
+		for _, c := range eng.Clients() {
+			for _, s := range c.Subscriptions {
+				if s.Pending != "" {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("ACKs not processed within 5s: %+v", eng.Clients())
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// waitNames waits until the server's subscription to typeURL holds exactly these names, so a
+// test's next write is judged against the subscription it just sent.
+func waitNames(t *testing.T, eng *source.Engine, typeURL string, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, c := range eng.Clients() {
+			for _, s := range c.Subscriptions {
+				if s.Type == typeURL && slices.Equal(s.Names, names) {
+					return
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("subscription to %s never became %v: %+v", typeURL, names, eng.Clients())
+}

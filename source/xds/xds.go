@@ -1,0 +1,198 @@
+// Package xds is the bridge's xDS server: the aggregated (ADS) and per-type discovery services,
+// state of the world and delta, as thin adapters over the source engine. It serves the MCP
+// collections under their xDS type URLs (MCP over xDS, as istiod consumes a config source given
+// as xds://), the configured MeshConfig, and the Envoy resources the translation derives.
+package xds
+
+import (
+	"context"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// Envoy resource type URLs. The store keeps the derived Envoy resources in collections named
+// by these type URLs.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// Protocol names, as logs, metrics and the debug endpoint show them.
+const (
+	ProtocolSotW  = "xds-sotw"
+	ProtocolDelta = "xds-delta"
+)
+
+// MeshConfigCollection is the store collection that holds the configured MeshConfig, served
+// under translate.MeshConfigTypeURL as a bare Any of istio.mesh.v1alpha1.MeshConfig.
+const MeshConfigCollection = translate.MeshConfigTypeURL
+
+var (
+	sotwLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+	})
+	deltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
+		Version: "system_version_info", Resources: "resources", Key: "type_url",
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{},
+	})
+)
+
+// typeInfo is how one type URL is served.
+type typeInfo struct {
+	collection string
+	known      bool
+	form       wire.Form
+	wildcard   bool // LDS, CDS, the MCP collections and MeshConfig accept wildcard subscriptions
+	priority   int
+	// removalPriority places a response that removes resources (clusters: after routes)
+	removalPriority int
+}
+
+// Response order on one ADS stream when several types are due at once: make before break.
+// Clusters before their endpoints, listeners before the routes they name; clusters whose
+// response removes some go after the routes (see clusterRemovalPriority).
+const (
+	priorityCluster = iota
+	priorityEndpoint
+	priorityListener
+	priorityRoute
+	priorityClusterRemoval
+	priorityOther
+)
+
+// resolve maps a type URL to what serves it.
+func resolve(typeURL string) typeInfo {
+	switch typeURL {
+	case ClusterType:
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, removalPriority: priorityClusterRemoval}
+	case EndpointType:
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint}
+	case ListenerType:
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener}
+	case RouteType:
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute}
+	case translate.MeshConfigTypeURL:
+		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
+	}
+	if k, ok := translate.ByXDSTypeURL(typeURL); ok {
+		return typeInfo{collection: k.Collection, known: true, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
+	}
+	// Unknown: an opaque collection of that name, served as MCP resources (empty if nothing
+	// was ever stored under it).
+	return typeInfo{collection: typeURL, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
+}
+
+func (ti typeInfo) request(typeURL string) *source.Request {
+	return &source.Request{
+		Key: typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
+		Priority: ti.priority, RemovalPriority: ti.removalPriority, MakeBeforeBreak: ti.removalPriority != 0,
+		WildcardCapable: ti.wildcard,
+	}
+}
+
+// Server serves every xDS service. Register it with Register.
+type Server struct {
+	Engine *source.Engine
+}
+
+// Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s.
+func (x *Server) Register(s *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(s, &ads{x: x})
+	registerPerType(s, x)
+}
+
+// sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
+// on a per-type stream.
+func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
+	a := &sotwStream{stream: stream, defaultType: defaultType}
+	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, peerAddr(stream.Context()))
+}
+
+func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
+	a := &deltaStream{stream: stream, defaultType: defaultType}
+	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, peerAddr(stream.Context()))
+}
+
+type ads struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+	x *Server
+}
+
+func (a *ads) StreamAggregatedResources(s grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return a.x.sotw(s, "")
+}
+
+func (a *ads) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return a.x.delta(s, "")
+}
+
+type sotwStream struct {
+	stream      grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+	defaultType string
+}
+
+func (a *sotwStream) Recv() (*source.Request, error) {
+	m, err := a.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	typeURL := m.GetTypeUrl()
+	if typeURL == "" {
+		typeURL = a.defaultType
+	}
+	req := resolve(typeURL).request(typeURL)
+	req.Mode = source.StateOfTheWorld
+	req.Names = m.GetResourceNames()
+	req.Nonce = m.GetResponseNonce()
+	req.ErrorDetail = m.GetErrorDetail()
+	req.Node = m.GetNode().GetId()
+	return req, nil
+}
+
+func (a *sotwStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *sotwStream) Layout() *wire.Layout     { return sotwLayout }
+
+type deltaStream struct {
+	stream      grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
+	defaultType string
+}
+
+func (a *deltaStream) Recv() (*source.Request, error) {
+	m, err := a.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	typeURL := m.GetTypeUrl()
+	if typeURL == "" {
+		typeURL = a.defaultType
+	}
+	req := resolve(typeURL).request(typeURL)
+	req.Mode = source.Incremental
+	req.Subscribe = m.GetResourceNamesSubscribe()
+	req.Unsubscribe = m.GetResourceNamesUnsubscribe()
+	if len(m.GetInitialResourceVersions()) > 0 {
+		req.InitialVersions = m.GetInitialResourceVersions()
+	}
+	req.Nonce = m.GetResponseNonce()
+	req.ErrorDetail = m.GetErrorDetail()
+	req.Node = m.GetNode().GetId()
+	return req, nil
+}
+
+func (a *deltaStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *deltaStream) Layout() *wire.Layout     { return deltaLayout }
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	memdb "github.com/hashicorp/go-memdb"
-	mcpapi "istio.io/api/mcp/v1alpha1"
 	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
 // Update is one collection's part of a write by one owner.

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	mcpapi "istio.io/api/mcp/v1alpha1"
-	networking "istio.io/api/networking/v1alpha3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // serviceEntries builds n realistic ServiceEntries (one host, two ports, three endpoints).

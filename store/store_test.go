@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	mcpapi "istio.io/api/mcp/v1alpha1"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
 const collA = "istio/networking/v1alpha3/serviceentries"

@@ -3,9 +3,9 @@ package xds
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 

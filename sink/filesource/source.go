@@ -1,0 +1,470 @@
+// Package filesource serves Istio YAML files as a producer of the store: it decodes them,
+// applies them as one owner's full state, and follows their changes on disk.
+//
+// A path is a file or a directory. A directory contributes every *.yaml and *.yml file directly
+// inside it, not those of its sub-directories: a Kubernetes ConfigMap or Secret volume keeps a
+// hidden, timestamped sub-directory with a second copy of every file, which a recursive walk
+// would load twice. Files whose names start with "." are ignored too (editors' lock and swap
+// files).
+//
+// Each reload reads every file and applies the whole owner's state at once: a change is never
+// seen half-applied. A file that cannot be read or that has any faulty document keeps its last
+// good resources, and its faults are reported; a file that has never decoded contributes nothing.
+package filesource
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/mcpbridge/mcpbridge/store"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+)
+
+// Applier is the part of the store the file source writes to.
+type Applier interface {
+	ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error)
+}
+
+// Options configures a Source.
+type Options struct {
+	// Paths are the files and directories to serve and watch. Each must exist when Run starts.
+	Paths []string
+	// Owner is the producer ID the resources are stored under. Empty means "file".
+	Owner string
+	// Debounce is how long to wait after a change before reloading, so that a burst of changes
+	// (an editor's save, a git checkout) is one reload. Zero means 100ms.
+	Debounce time.Duration
+	Store    Applier
+	Logger   *slog.Logger
+}
+
+const (
+	defaultOwner    = "file"
+	defaultDebounce = 100 * time.Millisecond
+)
+
+// Source serves files of Istio YAML to the store. Create it with New and call Run once.
+type Source struct {
+	opts    Options
+	log     *slog.Logger
+	ready   chan struct{}
+	running atomic.Bool
+
+	mu     sync.Mutex
+	faults []error // of the last reload
+
+	// reloaded, if set before Run, is called after every reload. For tests.
+	reloaded func()
+}
+
+// New returns a Source; nothing is read before Run.
+func New(opts Options) *Source {
+	if opts.Owner == "" {
+		opts.Owner = defaultOwner
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = defaultDebounce
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Source{
+		opts:  opts,
+		log:   log.With("component", "filesource", "owner", opts.Owner),
+		ready: make(chan struct{}),
+	}
+}
+
+// Ready is closed once the first full state has been offered to the store, even if some files
+// were faulty (see Faults) or the store refused it (the fault is then in Faults too).
+func (s *Source) Ready() <-chan struct{} { return s.ready }
+
+// Faults returns the faults found by the last reload: faulty documents (as *DecodeError), files
+// that could not be read, names defined twice, and a write the store refused. Empty when all is well.
+func (s *Source) Faults() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.faults...)
+}
+
+// Run loads every path, applies the state, and follows changes until ctx ends; then it returns
+// nil, its watcher closed. It returns an error at once when a path does not exist or cannot be
+// watched, naming the path.
+func (s *Source) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("file source: Run called twice")
+	}
+	if s.opts.Store == nil {
+		return errors.New("file source: no store to apply to")
+	}
+	roots, err := resolveRoots(s.opts.Paths)
+	if err != nil {
+		return err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("file source: starting the file watcher: %w", err)
+	}
+	defer w.Close()
+	// Watch before the first load, so that a change made during the load is not missed.
+	for _, dir := range watchDirs(roots) {
+		if err := w.Add(dir); err != nil {
+			return fmt.Errorf("file source: watching %q: %w", dir, err)
+		}
+	}
+	l := &loader{roots: roots, files: map[string]*fileState{}}
+	s.reload(l)
+	close(s.ready)
+	return s.loop(ctx, w, l)
+}
+
+// loop reloads after the debounce delay that follows a relevant event. Events that arrive while
+// a reload is pending join it; the delay is not extended, so a steady stream of changes still
+// reloads once per delay.
+func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, l *loader) error {
+	timer := time.NewTimer(s.opts.Debounce)
+	timer.Stop()
+	defer timer.Stop()
+	pending := false
+	arm := func() {
+		if !pending {
+			pending = true
+			timer.Reset(s.opts.Debounce)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file source: the file watcher stopped")
+			}
+			if l.relevant(ev.Name) {
+				s.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
+				arm()
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file source: the file watcher stopped")
+			}
+			// After an overflow, events were lost: only a full reload is sure to catch up.
+			s.log.Warn("file watcher error; reloading everything", "err", err)
+			arm()
+		case <-timer.C:
+			pending = false
+			s.reload(l)
+		}
+	}
+}
+
+// reload reads every file, applies the owner's full state if it changed, and records the faults.
+func (s *Source) reload(l *loader) {
+	ld := l.load()
+	faults := ld.faults
+	if ld.changed || !l.applied {
+		l.applied = false
+		res, err := s.opts.Store.ReplaceOwner(s.opts.Owner, ld.state)
+		switch {
+		case err != nil:
+			// The store applied nothing: what it served before stays served. Logged with the
+			// other faults, by setFaults; tried again at the next reload.
+			faults = append(faults, fmt.Errorf("store refused the files' state; the previous state is kept: %w", err))
+		default:
+			l.applied = true
+			if res.Changed > 0 {
+				s.log.Info("applied files", "files", len(l.files), "resources", ld.count,
+					"changed", res.Changed, "revision", res.Revision, "faults", len(faults))
+			}
+		}
+	}
+	s.setFaults(faults)
+	if s.reloaded != nil {
+		s.reloaded()
+	}
+}
+
+// setFaults replaces the current faults and logs those that are new, so that a fault is logged
+// when it appears, not again at every reload that still finds it.
+func (s *Source) setFaults(faults []error) {
+	s.mu.Lock()
+	old := make(map[string]bool, len(s.faults))
+	for _, f := range s.faults {
+		old[f.Error()] = true
+	}
+	s.faults = faults
+	s.mu.Unlock()
+	for _, f := range faults {
+		if !old[f.Error()] {
+			s.log.Warn("config fault", "fault", f.Error())
+		}
+	}
+}
+
+// root is one configured path.
+type root struct {
+	path string // absolute and clean
+	dir  bool
+}
+
+func resolveRoots(paths []string) ([]root, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("file source: no paths to serve")
+	}
+	roots := make([]root, 0, len(paths))
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("file source: path %q: %w", p, err)
+		}
+		fi, err := os.Stat(abs)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("file source: path %q does not exist", p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file source: path %q: %w", p, unwrapPathError(err))
+		}
+		roots = append(roots, root{path: abs, dir: fi.IsDir()})
+	}
+	return roots, nil
+}
+
+// watchDirs returns the directories to watch: each directory path, and the parent of each file
+// path. A file is watched through its directory because editors and kubelet replace files by
+// renaming another over them, which ends a watch on the file itself.
+func watchDirs(roots []root) []string {
+	seen := map[string]bool{}
+	var dirs []string
+	for _, r := range roots {
+		d := r.path
+		if !r.dir {
+			d = filepath.Dir(r.path)
+		}
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// loader holds what the last reload read. Only Run's goroutine uses it.
+type loader struct {
+	roots []root
+	files map[string]*fileState // by absolute path
+	// applied is true when the store holds the state of files: a reload that changes no
+	// file's objects then has nothing to write.
+	applied bool
+}
+
+// loadResult is what one reload found.
+type loadResult struct {
+	state   map[string][]*mcpapi.Resource // the owner's full state, by collection
+	count   int                           // resources in state
+	faults  []error
+	changed bool // some file's objects changed since the previous load
+}
+
+// fileState is what is known of one file.
+type fileState struct {
+	root    string   // the configured path it was found under
+	sum     [32]byte // of the content last read, to skip decoding an unchanged file
+	read    bool     // sum is set
+	objects []Object // of the last content that decoded without fault
+	faults  []error  // of the content last read; empty when it decoded well
+}
+
+// relevant reports whether an event may change what is loaded: anything in a watched directory,
+// or a watched file. A watched file that is a symlink changes without any event on its own name
+// (kubelet swaps a ConfigMap's files by re-pointing a "..data" symlink in the same directory), so
+// for such a file every event of its directory counts; unchanged content is not decoded again.
+func (l *loader) relevant(name string) bool {
+	name = filepath.Clean(name)
+	dir := filepath.Dir(name)
+	for _, r := range l.roots {
+		switch {
+		case r.dir && (dir == r.path || name == r.path):
+			return true
+		case !r.dir && name == r.path:
+			return true
+		case !r.dir && dir == filepath.Dir(r.path) && isSymlink(r.path):
+			return true
+		}
+	}
+	return false
+}
+
+func isSymlink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}
+
+// load reads every file and merges their objects into the owner's full state.
+func (l *loader) load() loadResult {
+	paths, faults := l.list()
+	files := make(map[string]*fileState, len(paths))
+	changed := false
+	for _, p := range sortedKeys(paths) {
+		r := paths[p]
+		st := l.files[p]
+		if st == nil {
+			st = &fileState{root: r.path}
+		}
+		gone, decoded := st.refresh(p)
+		changed = changed || decoded
+		if gone {
+			// A file of a directory may come and go; a file named in the configuration may not.
+			if !r.dir {
+				faults = append(faults, &DecodeError{File: p, Err: errors.New("file does not exist")})
+			}
+			continue
+		}
+		faults = append(faults, st.faults...)
+		files[p] = st
+	}
+	for p := range l.files {
+		if files[p] == nil {
+			changed = true // a file that went
+		}
+	}
+	l.files = files
+	state, count, dups := l.merge()
+	return loadResult{state: state, count: count, faults: append(faults, dups...), changed: changed}
+}
+
+// list returns every file to read, with the root it was found under. A directory that cannot
+// be listed keeps the files it had, unless it no longer exists.
+func (l *loader) list() (map[string]root, []error) {
+	paths := map[string]root{}
+	var faults []error
+	for _, r := range l.roots {
+		if !r.dir {
+			paths[r.path] = r
+			continue
+		}
+		files, err := yamlFiles(r.path)
+		if err != nil {
+			faults = append(faults, &DecodeError{File: r.path, Err: fmt.Errorf("listing directory: %w", unwrapPathError(err))})
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			files = l.filesUnder(r.path)
+		}
+		for _, f := range files {
+			if _, ok := paths[f]; !ok {
+				paths[f] = r
+			}
+		}
+	}
+	return paths, faults
+}
+
+func (l *loader) filesUnder(root string) []string {
+	var out []string
+	for p, st := range l.files {
+		if st.root == root {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// yamlFiles lists the *.yaml and *.yml files directly in dir, following symlinks to files.
+func yamlFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+				continue // dangling, or to a directory
+			}
+		} else if !e.Type().IsRegular() {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// refresh reads the file and decodes it if its content changed. It reports gone when the file
+// no longer exists, and decoded when its objects were replaced by a new decode without fault;
+// read faults and decode faults keep the last good objects.
+func (f *fileState) refresh(path string) (gone, decoded bool) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, false
+	}
+	if err != nil {
+		f.read = false // decode again once readable, whatever the content
+		f.faults = []error{&DecodeError{File: path, Err: fmt.Errorf("reading: %w", unwrapPathError(err))}}
+		return false, false
+	}
+	sum := sha256.Sum256(data)
+	if f.read && sum == f.sum {
+		return false, false
+	}
+	f.sum, f.read = sum, true
+	objs, errs := Decode(data, path)
+	f.faults = errs
+	if len(errs) > 0 {
+		return false, false
+	}
+	f.objects = objs
+	return false, true
+}
+
+// merge builds the owner's state from every file's objects. A name defined in two files is
+// taken from the file whose path sorts first, and is a fault of the other.
+func (l *loader) merge() (map[string][]*mcpapi.Resource, int, []error) {
+	state := map[string][]*mcpapi.Resource{}
+	first := map[[2]string]Object{}
+	var faults []error
+	count := 0
+	for _, p := range sortedKeys(l.files) {
+		for _, o := range l.files[p].objects {
+			k := [2]string{o.Kind.Collection, o.Name()}
+			if prev, dup := first[k]; dup {
+				faults = append(faults, &DecodeError{
+					File: o.File, Doc: o.Doc, Line: o.Line, Kind: o.Kind.Kind, Name: o.Name(),
+					Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", prev.File, prev.Doc),
+				})
+				continue
+			}
+			first[k] = o
+			state[o.Kind.Collection] = append(state[o.Kind.Collection], o.Resource)
+			count++
+		}
+	}
+	return state, count, faults
+}
+
+// unwrapPathError drops the path and operation of an *fs.PathError, for messages that name the
+// path already.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,34 @@
+package translate
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+)
+
+// ValidateResource checks the body of a resource of a collection, for store.Options.Validate.
+//
+// For a collection of a known kind (canonical or alias), the body must be present, its Any type
+// URL must be the kind's, and its bytes must unmarshal into the kind's message: a sink that
+// received it can then trust it. A collection the table does not name is opaque and passes
+// unchecked. The resource's name is not checked here; the store does that.
+func ValidateResource(collection string, r *mcpapi.Resource) error {
+	k, ok := ByCollection(collection)
+	if !ok {
+		return nil
+	}
+	body := r.GetBody()
+	if body == nil {
+		return errors.New("body is missing")
+	}
+	if body.GetTypeUrl() != k.AMCSTypeURL {
+		return fmt.Errorf("body type %q does not match the collection's kind %s: want %q",
+			body.GetTypeUrl(), k.Kind, k.AMCSTypeURL)
+	}
+	if err := proto.Unmarshal(body.GetValue(), k.New()); err != nil {
+		return fmt.Errorf("body does not unmarshal as %s: %w", k.Message, err)
+	}
+	return nil
+}

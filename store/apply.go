@@ -133,6 +133,7 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 			}
 		}
 		e, err := newOwnedEntry(u.Collection, r)
+		s.marshals.Add(1)
 		if err != nil {
 			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
 		}

@@ -67,6 +67,7 @@ type Store struct {
 
 	conflicts atomic.Uint64
 	writes    atomic.Uint64
+	marshals  atomic.Uint64
 }
 
 // New returns an empty store.
@@ -120,11 +121,14 @@ type Stats struct {
 	Revision  uint64
 	Writes    uint64 // writes that changed something
 	Conflicts uint64 // names found held by more than one owner, counted per write that saw them
+	// Marshals counts resources encoded by the store: once per resource per write that carries
+	// it. Consumers reuse those bytes and never encode a resource again.
+	Marshals uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Revision: s.View().Revision(), Writes: s.writes.Load(), Conflicts: s.conflicts.Load()}
+	return Stats{Revision: s.View().Revision(), Writes: s.writes.Load(), Conflicts: s.conflicts.Load(), Marshals: s.marshals.Load()}
 }
 
 // Compact removes tombstones deleted before the given time and marks their collections so that

@@ -374,3 +374,16 @@ func TestSnapshotDoesNotMixCollectionsSharingAPrefix(t *testing.T) {
 		t.Fatalf("changes of k8s/foo = %v", got)
 	}
 }
+
+func TestOwnedVersionsIncludeShadowedCopies(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "a-first", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/shared", "winner")}})
+	mustApply(t, s, "b-second", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/shared", "shadowed"), res("ns/own", "x")}})
+	got := s.View().OwnedVersions(collA, "b-second")
+	if len(got) != 2 || got["ns/shared"] == "" || got["ns/shared"] == s.View().Get(collA, "ns/shared").Version {
+		t.Fatalf("owned versions of b-second = %v; want both names, with its own (shadowed) version of ns/shared", got)
+	}
+	if got := s.View().OwnedVersions(collA, "nobody"); len(got) != 0 {
+		t.Fatalf("unknown owner holds %v", got)
+	}
+}

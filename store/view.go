@@ -114,3 +114,17 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 	byName(ch.Deleted)
 	return ch, nil
 }
+
+// OwnedVersions returns name → version of what one owner holds in a collection, whether its
+// copy is served or shadowed by another owner's. A reconnecting producer reports these as the
+// versions it holds (initial_resource_versions), so that it is told of every deletion.
+func (v *View) OwnedVersions(collection, owner string) map[string]string {
+	it, err := v.txn.Get(tableOwned, "owner_collection", owner, collection)
+	mustTxn(err)
+	out := map[string]string{}
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		e := obj.(*ownedEntry)
+		out[e.Name] = e.Version
+	}
+	return out
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/mcpbridge/mcpbridge/internal/dial"
+)
+
+// Config is the whole configuration, as read from file, environment and flags. Keys are the
+// mapstructure tags joined with "."; every key is also MCPBRIDGE_ + the key upper-cased with
+// "." → "_". config.yaml at the repository root documents each one.
+type Config struct {
+	GRPC        GRPCConfig    `mapstructure:"grpc"`
+	HTTP        HTTPConfig    `mapstructure:"http"`
+	Log         LogConfig     `mapstructure:"log"`
+	Sources     SourcesConfig `mapstructure:"sources"`
+	Sink        SinkConfig    `mapstructure:"sink"`
+	Store       StoreConfig   `mapstructure:"store"`
+	XDS         XDSConfig     `mapstructure:"xds"`
+	Collections []string      `mapstructure:"collections"`
+	// Downstreams are ResourceSinks the bridge dials and pushes to.
+	Downstreams []dial.Target `mapstructure:"downstreams"`
+}
+
+// SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
+type SinkConfig struct {
+	NodeID          string            `mapstructure:"node_id"`
+	NodeAnnotations map[string]string `mapstructure:"node_annotations"`
+	// Incremental asks producers for incremental updates of every collection.
+	Incremental bool `mapstructure:"incremental"`
+	// Expiry deletes a disconnected producer's resources after this long; 0 keeps them.
+	Expiry time.Duration `mapstructure:"expiry"`
+}
+
+// XDSConfig configures the xDS and MCP source side.
+type XDSConfig struct {
+	// MeshConfigFile is a YAML or JSON istio.mesh.v1alpha1.MeshConfig served to istiod under
+	// core/v1alpha1/MeshConfig; empty serves an empty MeshConfig.
+	MeshConfigFile string `mapstructure:"mesh_config_file"`
+	// SendTimeout resets a stream whose one send takes longer.
+	SendTimeout time.Duration `mapstructure:"send_timeout"`
+	// MaxResponseSize logs responses larger than this (the client's likely receive limit).
+	MaxResponseSize int `mapstructure:"max_response_size"`
+}
+
+type GRPCConfig struct {
+	Address string `mapstructure:"address"`
+	// MaxRecvMsgSize bounds one message a client or producer sends, in bytes.
+	MaxRecvMsgSize int `mapstructure:"max_recv_msg_size"`
+	// ShutdownGrace is how long a stop waits for streams to end before closing connections.
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+}
+
+type HTTPConfig struct {
+	Address string `mapstructure:"address"`
+}
+
+type LogConfig struct {
+	Level  string `mapstructure:"level"`
+	Format string `mapstructure:"format"`
+}
+
+type SourcesConfig struct {
+	Files []string `mapstructure:"files"`
+	// FileDebounce gathers a burst of file events into one reload.
+	FileDebounce time.Duration `mapstructure:"file_debounce"`
+	// StartupTimeout bounds how long /readyz waits for a source's first full state.
+	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
+	// Upstreams are ResourceSources the bridge dials as a sink.
+	Upstreams []dial.Target `mapstructure:"upstreams"`
+}
+
+type StoreConfig struct {
+	// TombstoneRetention is how long deletions are kept for incremental readers.
+	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
+}
+
+// defaults are the values of every key when nothing else sets it.
+var defaults = map[string]any{
+	"grpc.address":              "127.0.0.1:15010",
+	"grpc.max_recv_msg_size":    4 << 20,
+	"grpc.shutdown_grace":       "5s",
+	"http.address":              "127.0.0.1:15014",
+	"log.level":                 "info",
+	"log.format":                "text",
+	"sources.files":             []string{},
+	"sources.file_debounce":     "100ms",
+	"sources.startup_timeout":   "30s",
+	"store.tombstone_retention": "5m",
+	"collections":               []string{},
+	"sources.upstreams":         []any{},
+	"downstreams":               []any{},
+	"sink.node_id":              "mcpbridge",
+	"sink.node_annotations":     map[string]string{},
+	"sink.incremental":          true,
+	"sink.expiry":               "0s",
+	"xds.mesh_config_file":      "",
+	"xds.send_timeout":          "10s",
+	"xds.max_response_size":     4 << 20,
+}
+
+// flagKeys maps each configuration flag to its key.
+var flagKeys = map[string]string{
+	"grpc-addr": "grpc.address",
+	"http-addr": "http.address",
+	"files":     "sources.files",
+	"log-level": "log.level",
+}
+
+// ConfigError is a bad command line or configuration: exit status 2, one line.
+type ConfigError struct{ msg string }
+
+func (e *ConfigError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{msg: fmt.Sprintf(format, args...)}
+}
+
+// addConfigFlags declares the flags of CONTRACT.md section 2 on fs.
+func addConfigFlags(fs *pflag.FlagSet) {
+	fs.String("config", "", "configuration file (YAML); keys as in config.yaml")
+	fs.String("grpc-addr", "", "address of every gRPC service (grpc.address, default 127.0.0.1:15010)")
+	fs.String("http-addr", "", "address of health, metrics and debug (http.address, default 127.0.0.1:15014)")
+	fs.StringArray("files", nil, "file or directory of Istio YAML to watch and serve; repeatable (sources.files)")
+	fs.String("log-level", "", "debug, info, warn or error (log.level, default info)")
+	fs.StringArray("upstream", nil, "address of a ResourceSource to dial as a sink; repeatable (sources.upstreams[].address)")
+}
+
+// loadConfig reads configuration with viper's precedence: explicit flag > environment > file >
+// default. It uses its own viper instance (viper is not safe for concurrent use) and rejects
+// unknown keys so a typo is an error, not a silently ignored setting.
+func loadConfig(fs *pflag.FlagSet) (*Config, error) {
+	v := viper.New()
+	for k, val := range defaults {
+		v.SetDefault(k, val)
+	}
+	v.SetEnvPrefix("MCPBRIDGE")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	for flag, key := range flagKeys {
+		// Bound flags win only when set explicitly; their zero defaults never override.
+		if err := v.BindPFlag(key, fs.Lookup(flag)); err != nil {
+			return nil, fmt.Errorf("bind --%s: %w", flag, err)
+		}
+	}
+	if path, _ := fs.GetString("config"); path != "" {
+		if err := readConfigFile(v, path); err != nil {
+			return nil, err
+		}
+	}
+	cfg := &Config{}
+	decode := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+	))
+	if err := v.Unmarshal(cfg, decode); err != nil {
+		return nil, configErrorf("configuration: %s", oneLine(err))
+	}
+	if fs.Changed("upstream") {
+		// A list of objects has no flag form of its own: each --upstream is one plaintext
+		// target, and the flags replace the file's list.
+		addrs, _ := fs.GetStringArray("upstream")
+		cfg.Sources.Upstreams = nil
+		for _, a := range addrs {
+			cfg.Sources.Upstreams = append(cfg.Sources.Upstreams, dial.Target{Address: a})
+		}
+	}
+	if err := validateConfig(cfg, fs); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func readConfigFile(v *viper.Viper, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return configErrorf("--config %s: %v", path, errors.Unwrap(err))
+	}
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return configErrorf("--config %s: %s", path, oneLine(err))
+	}
+	known := knownKeys(reflect.TypeFor[Config](), "")
+	for _, key := range v.AllKeys() {
+		if !v.InConfig(key) {
+			continue
+		}
+		if !isKnownKey(known, key) {
+			return configErrorf("--config %s: unknown key %q", path, key)
+		}
+	}
+	return nil
+}
+
+func isKnownKey(known []string, key string) bool {
+	for _, k := range known {
+		mapKey, isMap := strings.CutSuffix(k, ".*")
+		if k == key || (isMap && (key == mapKey || strings.HasPrefix(key, mapKey+"."))) {
+			return true
+		}
+	}
+	return false
+}
+
+// knownKeys lists the dotted keys of a config struct type.
+func knownKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := prefix + f.Tag.Get("mapstructure")
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			out = append(out, knownKeys(f.Type, key+".")...)
+		case reflect.Map:
+			out = append(out, key+".*") // any key below it
+		default:
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// origin names where a key's value came from, for error messages: the flag if one was set.
+func origin(fs *pflag.FlagSet, key string) string {
+	for flag, k := range flagKeys {
+		if k == key && fs.Changed(flag) {
+			return "--" + flag
+		}
+	}
+	return key
+}
+
+func validateConfig(c *Config, fs *pflag.FlagSet) error {
+	for key, addr := range map[string]string{"grpc.address": c.GRPC.Address, "http.address": c.HTTP.Address} {
+		if err := validateAddress(addr); err != nil {
+			return configErrorf("%s: %q is not a listen address: %v", origin(fs, key), addr, err)
+		}
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		return configErrorf("%s: %v", origin(fs, "log.level"), err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return configErrorf("log.format: %q is neither text nor json", c.Log.Format)
+	}
+	if c.GRPC.MaxRecvMsgSize <= 0 {
+		return configErrorf("grpc.max_recv_msg_size: must be a positive number of bytes, got %d", c.GRPC.MaxRecvMsgSize)
+	}
+	for key, d := range map[string]time.Duration{
+		"grpc.shutdown_grace": c.GRPC.ShutdownGrace, "sources.file_debounce": c.Sources.FileDebounce,
+		"sources.startup_timeout": c.Sources.StartupTimeout, "store.tombstone_retention": c.Store.TombstoneRetention,
+	} {
+		if d < 0 {
+			return configErrorf("%s: must not be negative, got %s", key, d)
+		}
+	}
+	for _, f := range c.Sources.Files {
+		if f == "" {
+			return configErrorf("%s: empty path", origin(fs, "sources.files"))
+		}
+	}
+	for key, targets := range map[string][]dial.Target{"sources.upstreams": c.Sources.Upstreams, "downstreams": c.Downstreams} {
+		for i, t := range targets {
+			name := fmt.Sprintf("%s[%d].address", key, i)
+			if key == "sources.upstreams" && fs.Changed("upstream") {
+				name = "--upstream"
+			}
+			if err := validateAddress(t.Address); err != nil {
+				return configErrorf("%s: %q is not host:port: %v", name, t.Address, err)
+			}
+		}
+	}
+	if c.Sink.NodeID == "" {
+		return configErrorf("sink.node_id: must not be empty")
+	}
+	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "xds.send_timeout": c.XDS.SendTimeout} {
+		if d < 0 {
+			return configErrorf("%s: must not be negative, got %s", key, d)
+		}
+	}
+	return nil
+}
+
+func validateAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var aerr *net.AddrError
+		if errors.As(err, &aerr) {
+			return errors.New(aerr.Err)
+		}
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q is not one of debug, info, warn, error", s)
+}
+
+// oneLine folds a multi-line error (mapstructure's, viper's) into one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,45 @@
+package admin
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestReadyzWaitsForEveryCondition(t *testing.T) {
+	ready := NewReadiness()
+	grpcDone := ready.Wait("grpc")
+	filesDone := ready.Wait("source files")
+	srv := httptest.NewServer(Handler(ready))
+	defer srv.Close()
+
+	if code, _ := get(t, srv, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while not ready, want 200", code)
+	}
+	code, body := get(t, srv, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "grpc, source files") {
+		t.Fatalf("/readyz = %d %q, want 503 naming both", code, body)
+	}
+	grpcDone()
+	if code, body := get(t, srv, "/readyz"); code != http.StatusServiceUnavailable || strings.Contains(body, "grpc") {
+		t.Fatalf("/readyz = %d %q, want 503 naming only the files", code, body)
+	}
+	filesDone()
+	filesDone()
+	if code, _ := get(t, srv, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz = %d once everything is done, want 200", code)
+	}
+}

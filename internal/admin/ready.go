@@ -1,0 +1,43 @@
+// Package admin serves the operator's HTTP endpoints: health, readiness, and (as they land)
+// metrics and debug views.
+package admin
+
+import (
+	"slices"
+	"sync"
+)
+
+// Readiness tracks what must happen before the bridge is ready: the gRPC port serving and each
+// configured source's first full state. It is safe for concurrent use.
+type Readiness struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+// NewReadiness returns a tracker with nothing pending.
+func NewReadiness() *Readiness { return &Readiness{pending: map[string]bool{}} }
+
+// Wait registers a condition and returns the function that marks it met. Calling that
+// function more than once is harmless.
+func (r *Readiness) Wait(name string) (done func()) {
+	r.mu.Lock()
+	r.pending[name] = true
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.pending, name)
+		r.mu.Unlock()
+	}
+}
+
+// Pending returns the unmet conditions, sorted; none means ready.
+func (r *Readiness) Pending() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.pending))
+	for name := range r.pending {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,107 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// applier checks Resources messages against the collections the bridge asked for, writes
+// them to the store and builds the answer. It holds no per-stream state, so the ResourceSink
+// server shares one between all its streams and an Upstream has its own.
+type applier struct {
+	store *store.Store
+	asked asked
+	node  SinkNode
+}
+
+// outcome is what handling one Resources message did.
+type outcome struct {
+	// reply is the ACK or NACK to send.
+	reply *mcp.RequestResources
+	// canonical is the store collection written (empty when the collection was refused).
+	canonical string
+	// err is the NACK's fault; nil for an ACK.
+	err    error
+	result store.Result
+}
+
+func (o outcome) acked() bool { return o.err == nil }
+
+// handle applies one Resources message for owner and returns the answer. It never panics on
+// what a producer sends, and on any fault it writes nothing.
+func (a *applier) handle(owner string, m *mcp.Resources) outcome {
+	if m.GetCollection() == source.TriggerCollection {
+		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
+	}
+	update, err := a.check(m)
+	if err != nil {
+		return a.nack(m, codes.InvalidArgument, err)
+	}
+	res, err := a.store.Apply(owner, update)
+	if err != nil {
+		return a.nack(m, codes.InvalidArgument, err)
+	}
+	return outcome{reply: a.ack(m), canonical: update.Collection, result: res}
+}
+
+// check refuses what the store cannot judge (what was asked for, and how) and turns the
+// message into a store update.
+func (a *applier) check(m *mcp.Resources) (store.Update, error) {
+	c, canonical, ok := a.asked.lookup(m.GetCollection())
+	switch {
+	case !ok:
+		return store.Update{}, errors.New("collection was not asked for by this sink")
+	case m.GetIncremental() && !c.Incremental:
+		return store.Update{}, errors.New("incremental update, but this sink asked for full state (incremental: false)")
+	case m.GetNonce() == "":
+		// Without a nonce an answer cannot name what it acknowledges.
+		return store.Update{}, errors.New("nonce is empty: every Resources message needs one")
+	}
+	u := store.Update{Collection: canonical, Full: !m.GetIncremental(), Resources: m.GetResources()}
+	if m.GetIncremental() {
+		// In a full state, removed_resources is meaningless and the protocol says to ignore it.
+		u.Removed = m.GetRemovedResources()
+	}
+	return u, nil
+}
+
+func (a *applier) ack(m *mcp.Resources) *mcp.RequestResources {
+	return a.request(m.GetCollection(), m.GetNonce())
+}
+
+func (a *applier) nack(m *mcp.Resources, code codes.Code, err error) outcome {
+	req := a.request(m.GetCollection(), m.GetNonce())
+	err = faultError(m.GetCollection(), err)
+	req.ErrorDetail = &rpcstatus.Status{Code: int32(code), Message: err.Error()}
+	return outcome{reply: req, err: err}
+}
+
+// request is a RequestResources for a collection as the producer named it; with an empty
+// nonce, it is the request that opens the collection on a stream.
+func (a *applier) request(collection, nonce string) *mcp.RequestResources {
+	req := &mcp.RequestResources{SinkNode: a.node.proto(), Collection: collection, ResponseNonce: nonce}
+	if c, _, ok := a.asked.lookup(collection); ok {
+		req.Incremental = c.Incremental
+	}
+	return req
+}
+
+// faultError names the collection as the producer did (not the canonical name the store
+// saw), then the resource and the fault.
+func faultError(collection string, err error) error {
+	var ve *store.ValidationError
+	if errors.As(err, &ve) {
+		if ve.Resource != "" {
+			return fmt.Errorf("collection %q, resource %q: %w", collection, ve.Resource, ve.Err)
+		}
+		err = ve.Err
+	}
+	return fmt.Errorf("collection %q: %w", collection, err)
+}

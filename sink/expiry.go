@@ -1,0 +1,103 @@
+package sink
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// presence counts each owner's open streams and, once an owner has none, arms a timer that
+// deletes its resources after the expiry. A timer per absent owner, not a sweep: nothing runs
+// while everyone is connected or nobody's expiry is due.
+type presence struct {
+	store  *store.Store
+	expiry time.Duration // 0: never
+	log    *slog.Logger
+
+	// mu also covers the deletion itself, so that a producer that reconnects while its
+	// resources are being deleted writes its new state only after the deletion.
+	mu      sync.Mutex
+	owners  map[string]*ownerPresence
+	stopped bool
+}
+
+type ownerPresence struct {
+	streams int
+	expire  *time.Timer // armed while streams == 0
+	// armed counts expiries armed; a timer that fires knows it is the current one by it.
+	armed uint64
+}
+
+func newPresence(st *store.Store, expiry time.Duration, log *slog.Logger) *presence {
+	return &presence{store: st, expiry: expiry, log: log, owners: map[string]*ownerPresence{}}
+}
+
+// open records a stream of owner and cancels a pending expiry.
+func (p *presence) open(owner string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	op := p.owners[owner]
+	if op == nil {
+		op = &ownerPresence{}
+		p.owners[owner] = op
+	}
+	op.streams++
+	if op.expire != nil {
+		op.expire.Stop() // if it already fired, expire sees it was superseded and does nothing
+		op.expire = nil
+		p.log.Info("producer reconnected before its expiry; keeping its resources", "owner", owner)
+	}
+}
+
+// close records the end of a stream of owner and, for its last stream, arms the expiry.
+func (p *presence) close(owner string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	op := p.owners[owner]
+	if op == nil {
+		return
+	}
+	if op.streams--; op.streams > 0 {
+		return
+	}
+	if p.expiry <= 0 || p.stopped {
+		delete(p.owners, owner) // nothing to remember about an owner without streams
+		return
+	}
+	op.armed++
+	armed := op.armed
+	op.expire = time.AfterFunc(p.expiry, func() { p.expire(owner, op, armed) })
+}
+
+// expire deletes owner's resources if the expiry that fired is still the owner's armed one.
+func (p *presence) expire(owner string, op *ownerPresence, armed uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || p.owners[owner] != op || op.expire == nil || op.armed != armed {
+		return // the owner reconnected (and perhaps left again), or the sink is stopping
+	}
+	delete(p.owners, owner)
+	res, err := p.store.ReplaceOwner(owner, nil)
+	if err != nil {
+		// ReplaceOwner(owner, nil) validates nothing; an error here is the store's.
+		p.log.Error("could not delete an expired producer's resources", "owner", owner, "error", err)
+		return
+	}
+	p.log.Info("producer expired: no stream for the expiry; deleted its resources",
+		"owner", owner, "expiry", p.expiry, "count", res.Changed, "collections", res.Collections)
+}
+
+// stop disarms every expiry; resources of absent producers stay as they are.
+func (p *presence) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	for _, op := range p.owners {
+		if op.expire != nil {
+			op.expire.Stop()
+			op.expire = nil
+		}
+	}
+}

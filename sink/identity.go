@@ -1,0 +1,96 @@
+package sink
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// ProducerIDKey is the gRPC metadata key by which a producer names itself.
+const ProducerIDKey = "mcp-producer-id"
+
+// Owner ID prefixes; see the package documentation.
+const (
+	producerPrefix = "producer:"
+	ipPrefix       = "ip:"
+	upstreamPrefix = "upstream:"
+)
+
+// ProducerOwner returns the store owner ID of the producer on a stream: its mcp-producer-id,
+// else its SPIFFE ID, else its IP address. It is deterministic, so a producer that
+// reconnects gets the same ID and finds its own resources.
+func ProducerOwner(ctx context.Context) string {
+	if id := metadataID(ctx); id != "" {
+		return producerPrefix + id
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ipPrefix + "unknown"
+	}
+	if id := spiffeID(p.AuthInfo); id != "" {
+		return id
+	}
+	return ipPrefix + peerIP(p.Addr)
+}
+
+// UpstreamOwner returns the owner ID under which an Upstream dialling address stores what it
+// receives.
+func UpstreamOwner(address string) string { return upstreamPrefix + address }
+
+// metadataID is the first non-blank mcp-producer-id value.
+func metadataID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(ProducerIDKey) {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// spiffeID is the first spiffe URI SAN of the verified client certificate, if any.
+func spiffeID(auth credentials.AuthInfo) string {
+	info, ok := auth.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return ""
+	}
+	// PeerCertificates[0] is the leaf; with client authentication required, the TLS stack
+	// has verified it before the stream exists.
+	for _, u := range info.State.PeerCertificates[0].URIs {
+		if strings.EqualFold(u.Scheme, "spiffe") {
+			return u.String()
+		}
+	}
+	return ""
+}
+
+// peerIP is the address without the port, IPv4-mapped IPv6 written as IPv4.
+func peerIP(addr net.Addr) string {
+	if addr == nil {
+		return "unknown"
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
+			return ip.Unmap().WithZone(tcp.Zone).String()
+		}
+	}
+	if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

@@ -1,0 +1,177 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// Options configures a Server.
+type Options struct {
+	Store *store.Store
+	// Collections are what the bridge asks every producer for, in this order. Empty means
+	// DefaultCollections.
+	Collections []Collection
+	// SinkNode is sent in every request.
+	SinkNode SinkNode
+	// Expiry deletes the resources of a producer that has had no open stream for this long.
+	// Zero keeps them until the producer's next full state replaces them.
+	Expiry time.Duration
+	Logger *slog.Logger
+}
+
+// Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
+// it with mcp.RegisterResourceSinkServer. It is safe for concurrent use.
+type Server struct {
+	mcp.UnimplementedResourceSinkServer
+
+	applier  applier
+	presence *presence
+	log      *slog.Logger
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+// NewServer checks the options and returns a Server.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("sink: Options.Store is nil")
+	}
+	if opts.Expiry < 0 {
+		return nil, fmt.Errorf("sink: expiry %s is negative", opts.Expiry)
+	}
+	a, err := newAsked(opts.Collections)
+	if err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "resource-sink")
+	return &Server{
+		applier:  applier{store: opts.Store, asked: a, node: opts.SinkNode},
+		presence: newPresence(opts.Store, opts.Expiry, log),
+		log:      log,
+		stopped:  make(chan struct{}),
+	}, nil
+}
+
+// Stop ends every stream with Unavailable, now and for streams that open later, and disarms
+// pending expiries. Producers' resources stay in the store.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopped)
+		s.presence.stop()
+	})
+}
+
+var errStopping = status.Error(codes.Unavailable, "mcpbridge is shutting down")
+
+// EstablishResourceStream serves one producer's stream: it asks for every configured
+// collection, then applies and answers each Resources message in order of arrival.
+func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources]) error {
+	select {
+	case <-s.stopped:
+		return errStopping
+	default:
+	}
+	ctx := stream.Context()
+	owner := ProducerOwner(ctx)
+	log := s.log.With("owner", owner, "peer", peerAddr(ctx))
+	s.presence.open(owner)
+	defer s.presence.close(owner)
+	log.Info("producer stream opened")
+
+	for _, c := range s.applier.asked.list {
+		if err := stream.Send(s.applier.request(c.Name, "")); err != nil {
+			return err
+		}
+	}
+	err := s.serve(ctx, stream, owner, log)
+	log.Info("producer stream ended; its resources stay served", "reason", err)
+	return err
+}
+
+func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources], owner string, log *slog.Logger) error {
+	msgs := receive(ctx, stream.Recv)
+	for {
+		select {
+		case r := <-msgs:
+			if r.err != nil {
+				return endOfStream(r.err)
+			}
+			o := s.applier.handle(owner, r.msg)
+			logOutcome(log, r.msg, o)
+			if err := stream.Send(o.reply); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			// The producer went away; the receiver may have seen it first and given up.
+			return endOfStream(status.FromContextError(ctx.Err()).Err())
+		case <-s.stopped:
+			return errStopping
+		}
+	}
+}
+
+type received[T any] struct {
+	msg T
+	err error
+}
+
+// receive reads a stream on its own goroutine, so that the handler can also wait for Stop.
+// The goroutine ends with the stream: gRPC cancels ctx when the handler returns, which ends
+// Recv.
+func receive[T any](ctx context.Context, recv func() (T, error)) <-chan received[T] {
+	ch := make(chan received[T])
+	go func() {
+		for {
+			m, err := recv()
+			select {
+			case ch <- received[T]{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// endOfStream is nil for a producer that closed its side, and the error otherwise.
+func endOfStream(err error) error {
+	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+		return nil
+	}
+	return err
+}
+
+func logOutcome(log *slog.Logger, m *mcp.Resources, o outcome) {
+	if !o.acked() {
+		level := slog.LevelWarn
+		if o.reply.GetErrorDetail().GetCode() == int32(codes.Unimplemented) {
+			level = slog.LevelDebug // the trigger of Istio's source clients: expected, not a fault
+		}
+		log.Log(context.Background(), level, "rejected a Resources message (NACK); nothing of it was applied",
+			"collection", m.GetCollection(), "nonce", m.GetNonce(), "code", codes.Code(o.reply.GetErrorDetail().GetCode()), "error", o.err)
+		return
+	}
+	log.Debug("applied a Resources message (ACK)",
+		"collection", m.GetCollection(), "nonce", m.GetNonce(), "incremental", m.GetIncremental(),
+		"resources", len(m.GetResources()), "removed", len(m.GetRemovedResources()),
+		"changed", o.result.Changed, "revision", o.result.Revision)
+}

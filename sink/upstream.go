@@ -1,0 +1,207 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// UpstreamOptions configures an Upstream.
+type UpstreamOptions struct {
+	// Target is the remote ResourceSource.
+	Target dial.Target
+	Store  *store.Store
+	// Collections are what the bridge asks the upstream for. Empty means DefaultCollections.
+	Collections []Collection
+	// SinkNode is sent in every request.
+	SinkNode SinkNode
+	// Backoff paces reconnects. Its zero value is dial.Backoff's defaults.
+	Backoff dial.Backoff
+	Logger  *slog.Logger
+}
+
+// Upstream subscribes the bridge to a remote ResourceSource: it dials it, asks for every
+// configured collection, and applies and answers what it sends exactly as the ResourceSink
+// server does, under the owner UpstreamOwner(Target.Address). It reconnects with exponential
+// backoff and jitter, and resumes incremental collections with initial_resource_versions, so
+// that the upstream resends only what changed meanwhile.
+type Upstream struct {
+	target  dial.Target
+	owner   string
+	applier applier
+	backoff dial.Backoff
+	log     *slog.Logger
+
+	running   atomic.Bool
+	connected atomic.Bool
+	ready     chan struct{}
+	readyOnce sync.Once
+	synced    map[string]bool // canonical collections applied at least once; Run's goroutine only
+}
+
+// NewUpstream checks the options and returns an Upstream; Run starts it.
+func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
+	if opts.Store == nil {
+		return nil, errors.New("upstream: UpstreamOptions.Store is nil")
+	}
+	if opts.Target.Address == "" {
+		return nil, errors.New("upstream: address is empty")
+	}
+	a, err := newAsked(opts.Collections)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", opts.Target.Address, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Upstream{
+		target:  opts.Target,
+		owner:   UpstreamOwner(opts.Target.Address),
+		applier: applier{store: opts.Store, asked: a, node: opts.SinkNode},
+		backoff: opts.Backoff,
+		log:     log.With("component", "upstream", "upstream", opts.Target.Address),
+		ready:   make(chan struct{}),
+		synced:  map[string]bool{},
+	}, nil
+}
+
+// Owner is the store owner ID of what this upstream delivers.
+func (u *Upstream) Owner() string { return u.owner }
+
+// Ready is closed once every configured collection has had its first state applied: a full
+// state, or the first answer to a resumed subscription, which is complete as well. It stays
+// closed across reconnects: the last good state is still served meanwhile.
+func (u *Upstream) Ready() <-chan struct{} { return u.ready }
+
+// Connected reports whether a stream to the upstream is open (the requests were sent and the
+// stream has not ended).
+func (u *Upstream) Connected() bool { return u.connected.Load() }
+
+// Run keeps a stream to the upstream open until ctx ends, then returns nil. It returns an
+// error at once for a target it cannot dial at all (bad TLS files, a malformed address), or
+// when called a second time.
+func (u *Upstream) Run(ctx context.Context) error {
+	if !u.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("upstream %s: Run called twice", u.target.Address)
+	}
+	opts, err := dial.Options(u.target)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", u.target.Address, err)
+	}
+	conn, err := grpc.NewClient(u.target.Address, opts...)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", u.target.Address, err)
+	}
+	defer conn.Close()
+	client := mcp.NewResourceSourceClient(conn)
+	for {
+		applied, err := u.session(ctx, client)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if applied {
+			u.backoff.Reset() // the upstream worked: come back quickly
+		}
+		wait := u.backoff.Next()
+		u.log.Warn("upstream stream ended; reconnecting", "error", err, "in", wait.Round(time.Millisecond))
+		if !sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// session runs one stream. applied tells whether anything was ACKed on it.
+func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient) (applied bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream
+	stream, err := client.EstablishResourceStream(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, req := range u.requests() {
+		if err := stream.Send(req); err != nil {
+			return false, err
+		}
+	}
+	u.connected.Store(true)
+	defer u.connected.Store(false)
+	u.log.Info("upstream stream opened")
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return applied, err
+		}
+		o := u.applier.handle(u.owner, m)
+		logOutcome(u.log, m, o)
+		if o.acked() {
+			applied = true
+			u.markSynced(o.canonical)
+		}
+		if err := stream.Send(o.reply); err != nil {
+			return applied, err
+		}
+	}
+}
+
+// requests opens every collection. An incremental collection is resumed from the versions
+// this upstream already holds in the store, so that the upstream sends only the difference
+// (and the removals); an empty set asks for the full state.
+func (u *Upstream) requests() []*mcp.RequestResources {
+	v := u.applier.store.View()
+	out := make([]*mcp.RequestResources, 0, len(u.applier.asked.list))
+	for _, c := range u.applier.asked.list {
+		req := u.applier.request(c.Name, "")
+		if c.Incremental {
+			_, canonical, _ := u.applier.asked.lookup(c.Name)
+			req.InitialResourceVersions = u.heldVersions(v, canonical)
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
+// heldVersions reads the versions this upstream's copies have in the store, served or
+// shadowed by another owner, so that a deletion made upstream while disconnected is reported.
+func (u *Upstream) heldVersions(v *store.View, collection string) map[string]string {
+	held := v.OwnedVersions(collection, u.owner)
+	if len(held) == 0 {
+		return nil
+	}
+	return held
+}
+
+func (u *Upstream) markSynced(canonical string) {
+	if u.synced[canonical] {
+		return
+	}
+	u.synced[canonical] = true
+	if len(u.synced) == len(u.applier.asked.byCanonical) {
+		u.readyOnce.Do(func() {
+			close(u.ready)
+			u.log.Info("upstream delivered every collection's first state")
+		})
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -38,7 +38,7 @@ type bridge struct {
 	addr   string
 }
 
-func startBridge(t *testing.T) *bridge {
+func startBridge(t testing.TB) *bridge {
 	t.Helper()
 	st := store.New(store.Options{Validate: translate.ValidateResource})
 	eng := New(Options{Store: st})
@@ -57,7 +57,7 @@ func startBridge(t *testing.T) *bridge {
 	return &bridge{store: st, engine: eng, addr: lis.Addr().String()}
 }
 
-func dialTest(t *testing.T, addr string) *grpc.ClientConn {
+func dialTest(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -86,7 +86,7 @@ func virtualService(name, host string) *mcpapi.Resource {
 }
 
 // put writes ServiceEntries for owner "test" as upserts.
-func (b *bridge) put(t *testing.T, coll string, names ...string) store.Result {
+func (b *bridge) put(t testing.TB, coll string, names ...string) store.Result {
 	t.Helper()
 	var rs []*mcpapi.Resource
 	for _, n := range names {

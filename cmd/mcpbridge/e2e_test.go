@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
@@ -265,4 +267,44 @@ func endToEnd(t *testing.T, producerDials, sinkDials, incremental bool) {
 		upstream.set(t, seResource("ns/b", "b2.example"), seResource("ns/c", "c.example"))
 	}
 	waitHosts(t, consumer, map[string]string{"ns/b": "b2.example", "ns/c": "c.example"})
+}
+
+// Every service of CONTRACT.md section 3 is on the one gRPC port, with health and reflection.
+func TestEveryServiceIsOnTheGRPCPort(t *testing.T) {
+	addr := runBridge(t, testConfig(t))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		listed[s.Name] = true
+	}
+	for _, want := range []string{
+		"istio.mcp.v1alpha1.ResourceSink", "istio.mcp.v1alpha1.ResourceSource", "istio.mcp.v1alpha1.AggregatedMeshConfigService",
+		"envoy.service.discovery.v3.AggregatedDiscoveryService",
+		"envoy.service.listener.v3.ListenerDiscoveryService", "envoy.service.route.v3.RouteDiscoveryService",
+		"envoy.service.cluster.v3.ClusterDiscoveryService", "envoy.service.endpoint.v3.EndpointDiscoveryService",
+		"grpc.health.v1.Health",
+	} {
+		if !listed[want] {
+			t.Errorf("service %s is not served (reflection lists %v)", want, listed)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func newBridge(cfg *Config, st *store.Store, log *slog.Logger) (*bridge, error) 
 	node := sink.SinkNode{ID: cfg.Sink.NodeID, Annotations: cfg.Sink.NodeAnnotations}
 	sinkServer, err := sink.NewServer(sink.Options{
 		Store: st, Collections: collections, SinkNode: node, Expiry: cfg.Sink.Expiry,
-		Logger: log.With("component", "sink"),
+		Logger: log,
 	})
 	if err != nil {
 		return nil, &ConfigError{msg: fmt.Sprintf("collections: %v", err)}
@@ -74,14 +74,14 @@ func newBridge(cfg *Config, st *store.Store, log *slog.Logger) (*bridge, error) 
 	if len(cfg.Sources.Files) > 0 {
 		src := filesource.New(filesource.Options{
 			Paths: cfg.Sources.Files, Debounce: cfg.Sources.FileDebounce, Store: st,
-			Logger: log.With("component", "filesource"),
+			Logger: log,
 		})
 		b.runners = append(b.runners, runner{name: "sources.files", run: src.Run, ready: src.Ready()})
 	}
 	for i, t := range cfg.Sources.Upstreams {
 		up, err := sink.NewUpstream(sink.UpstreamOptions{
 			Target: t, Store: st, Collections: collections, SinkNode: node,
-			Logger: log.With("component", "upstream"),
+			Logger: log,
 		})
 		if err != nil {
 			return nil, &ConfigError{msg: fmt.Sprintf("sources.upstreams[%d]: %v", i, err)}

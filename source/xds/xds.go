@@ -144,9 +144,14 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sotwRequest(m, a.defaultType), nil
+}
+
+// sotwRequest turns a DiscoveryRequest into an engine request.
+func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
-		typeURL = a.defaultType
+		typeURL = defaultType
 	}
 	req := resolve(typeURL).request(typeURL)
 	req.Mode = source.StateOfTheWorld
@@ -154,7 +159,7 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
-	return req, nil
+	return req
 }
 
 func (a *sotwStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
@@ -170,9 +175,14 @@ func (a *deltaStream) Recv() (*source.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	return deltaRequest(m, a.defaultType), nil
+}
+
+// deltaRequest turns a DeltaDiscoveryRequest into an engine request.
+func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
-		typeURL = a.defaultType
+		typeURL = defaultType
 	}
 	req := resolve(typeURL).request(typeURL)
 	req.Mode = source.Incremental
@@ -184,7 +194,7 @@ func (a *deltaStream) Recv() (*source.Request, error) {
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
-	return req, nil
+	return req
 }
 
 func (a *deltaStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }

@@ -1,0 +1,93 @@
+package wire
+
+import (
+	"testing"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+func entry(t *testing.T, name string, body proto.Message) *store.Entry {
+	t.Helper()
+	a, err := anypb.New(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name, Version: "v-" + name}, Body: a}
+	b, err := proto.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &store.Entry{Name: name, Version: r.Metadata.Version, Resource: r, Bytes: b}
+}
+
+// decode parses an encoded frame (body and tail) into msg.
+func decode(t *testing.T, l *Layout, m *Message, form Form, nonce string, msg proto.Message) {
+	t.Helper()
+	f := Frame{Body: l.Encode(m, form), Tail: l.Tail(nonce)}
+	if err := proto.Unmarshal(append(append([]byte{}, f.Body...), f.Tail...), msg); err != nil {
+		t.Fatalf("the encoded frame does not parse as %T: %v", msg, err)
+	}
+}
+
+func diff(t *testing.T, got, want proto.Message) {
+	t.Helper()
+	if !proto.Equal(got, want) {
+		t.Fatalf("encoded message differs from the reference:\ngot:  %s\nwant: %s", prototext.Format(got), prototext.Format(want))
+	}
+}
+
+func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
+	se := entry(t, "ns/a", &networking.ServiceEntry{Hosts: []string{"a.example"}})
+	cl := entry(t, "outbound|80||a.example", &cluster.Cluster{Name: "outbound|80||a.example"})
+
+	t.Run("MCP Resources", func(t *testing.T) {
+		l := NewLayout(&mcp.Resources{}, Roles{Version: "system_version_info", Resources: "resources", Key: "collection",
+			Removed: "removed_resources", Nonce: "nonce", Incremental: "incremental"})
+		var got mcp.Resources
+		decode(t, l, &Message{Version: "7", Key: "coll", Resources: []*store.Entry{se}, Removed: []string{"ns/gone"}, Incremental: true}, FormMCPResource, "n1", &got)
+		diff(t, &got, &mcp.Resources{SystemVersionInfo: "7", Collection: "coll", Resources: []*mcpapi.Resource{se.Resource},
+			RemovedResources: []string{"ns/gone"}, Nonce: "n1", Incremental: true})
+	})
+	t.Run("xDS SotW, MCP over xDS", func(t *testing.T) {
+		l := NewLayout(&discovery.DiscoveryResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})
+		var got discovery.DiscoveryResponse
+		decode(t, l, &Message{Version: "3", Key: "networking.istio.io/v1alpha3/ServiceEntry", Resources: []*store.Entry{se}}, FormAnyMCPResource, "n2", &got)
+		wrapped, _ := anypb.New(se.Resource)
+		diff(t, &got, &discovery.DiscoveryResponse{VersionInfo: "3", TypeUrl: "networking.istio.io/v1alpha3/ServiceEntry",
+			Resources: []*anypb.Any{wrapped}, Nonce: "n2"})
+	})
+	t.Run("xDS delta, Envoy body, missing name", func(t *testing.T) {
+		l := NewLayout(&discovery.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
+			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}})
+		var got discovery.DeltaDiscoveryResponse
+		decode(t, l, &Message{Version: "9", Key: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Resources: []*store.Entry{cl},
+			Missing: []string{"nope"}, Removed: []string{"old"}}, FormAnyBody, "n3", &got)
+		diff(t, &got, &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "9", TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+			Resources:        []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: cl.Resource.Body}, {Name: "nope"}},
+			RemovedResources: []string{"old"}, Nonce: "n3"})
+	})
+	t.Run("empty response", func(t *testing.T) {
+		l := NewLayout(&mcp.MeshConfigResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})
+		var got mcp.MeshConfigResponse
+		decode(t, l, &Message{Version: "0", Key: "t"}, FormMCPResource, "n4", &got)
+		diff(t, &got, &mcp.MeshConfigResponse{VersionInfo: "0", TypeUrl: "t", Nonce: "n4"})
+	})
+}
+
+func TestNewLayoutPanicsOnAFieldTheMessageLacks(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a missing field name")
+		}
+	}()
+	NewLayout(&mcp.Resources{}, Roles{Version: "no_such_field"})
+}

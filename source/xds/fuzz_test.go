@@ -1,0 +1,176 @@
+package xds
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// scripted is an adapter that plays a fixed list of requests, then ends the stream.
+type scripted struct {
+	reqs   []*source.Request
+	layout *wire.Layout
+	sent   [][]byte
+}
+
+func (s *scripted) Recv() (*source.Request, error) {
+	if len(s.reqs) == 0 {
+		return nil, io.EOF
+	}
+	r := s.reqs[0]
+	s.reqs = s.reqs[1:]
+	return r, nil
+}
+
+func (s *scripted) Send(f *wire.Frame) error {
+	s.sent = append(s.sent, append(append([]byte{}, f.Body...), f.Tail...))
+	return nil
+}
+
+func (s *scripted) Layout() *wire.Layout { return s.layout }
+
+// FuzzRequests feeds arbitrary sequences of xDS requests (SotW or delta) to the engine over a
+// small store: it must never panic, and every response must parse and hold no name twice.
+func FuzzRequests(f *testing.F) {
+	seed := func(delta bool, msgs ...proto.Message) {
+		var data []byte
+		for _, m := range msgs {
+			b, _ := proto.Marshal(m)
+			data = append(data, byte(len(b)))
+			data = append(data, b...)
+		}
+		f.Add(delta, data)
+	}
+	seed(false, &discovery.DiscoveryRequest{TypeUrl: ClusterType}, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: "1"})
+	seed(false, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"a", "a", "b"}})
+	seed(false, &discovery.DiscoveryRequest{TypeUrl: "networking.istio.io/v1/ServiceEntry"}, &discovery.DiscoveryRequest{TypeUrl: "core/v1alpha1/MeshConfig"})
+	seed(true, &discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"a", "x"}},
+		&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResponseNonce: "1", ResourceNamesUnsubscribe: []string{"a", "zz"}})
+	seed(true, &discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, InitialResourceVersions: map[string]string{"a": "x", "gone": "y"}})
+
+	f.Fuzz(func(t *testing.T, delta bool, data []byte) {
+		st := store.New(store.Options{Validate: translate.ValidateResource})
+		putForFuzz(t, st)
+		eng := source.New(source.Options{Store: st})
+		layout := sotwLayout
+		if delta {
+			layout = deltaLayout
+		}
+		a := &scripted{layout: layout}
+		for len(data) > 0 {
+			n := int(data[0])
+			data = data[1:]
+			if n > len(data) {
+				n = len(data)
+			}
+			chunk := data[:n]
+			data = data[n:]
+			if delta {
+				var m discovery.DeltaDiscoveryRequest
+				if proto.Unmarshal(chunk, &m) == nil {
+					a.reqs = append(a.reqs, deltaRequest(&m, ""))
+				}
+			} else {
+				var m discovery.DiscoveryRequest
+				if proto.Unmarshal(chunk, &m) == nil {
+					a.reqs = append(a.reqs, sotwRequest(&m, ""))
+				}
+			}
+		}
+		if err := eng.Serve(context.Background(), a, "fuzz", "fuzz"); err != nil {
+			t.Fatalf("stream ended with %v", err)
+		}
+		for _, b := range a.sent {
+			checkNoDuplicates(t, delta, b)
+		}
+	})
+}
+
+func checkNoDuplicates(t *testing.T, delta bool, b []byte) {
+	seen := map[string]bool{}
+	add := func(name string) {
+		if seen[name] {
+			t.Fatalf("response holds %q twice", name)
+		}
+		seen[name] = true
+	}
+	if delta {
+		var m discovery.DeltaDiscoveryResponse
+		if err := proto.Unmarshal(b, &m); err != nil {
+			t.Fatalf("response does not parse: %v", err)
+		}
+		for _, r := range m.Resources {
+			add(r.Name)
+		}
+		for _, n := range m.RemovedResources {
+			add(n)
+		}
+		return
+	}
+	var m discovery.DiscoveryResponse
+	if err := proto.Unmarshal(b, &m); err != nil {
+		t.Fatalf("response does not parse: %v", err)
+	}
+	for _, r := range m.Resources {
+		var named struct{ name string }
+		if msg, err := r.UnmarshalNew(); err == nil {
+			switch v := msg.(type) {
+			case *mcpapi.Resource:
+				named.name = v.Metadata.GetName()
+			default:
+				named.name = string(proto.MessageName(v)) + "/" + resourceName(v)
+			}
+		}
+		add(named.name)
+	}
+}
+
+func resourceName(m proto.Message) string {
+	if n, ok := m.(interface{ GetName() string }); ok {
+		return n.GetName()
+	}
+	if n, ok := m.(interface{ GetClusterName() string }); ok {
+		return n.GetClusterName()
+	}
+	return ""
+}
+
+func putForFuzz(t *testing.T, st *store.Store) {
+	t.Helper()
+	var updates []store.Update
+	for _, typeURL := range []string{ClusterType, EndpointType, RouteType} {
+		u := store.Update{Collection: typeURL}
+		var msgs map[string]proto.Message
+		switch typeURL {
+		case ClusterType:
+			msgs = clusters("a", "b")
+		case EndpointType:
+			msgs = loadAssignments("v1", "a", "b")
+		case RouteType:
+			msgs = routes("a")
+		}
+		for name, m := range msgs {
+			u.Resources = append(u.Resources, &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: anyOf(m)})
+		}
+		updates = append(updates, u)
+	}
+	updates = append(updates, store.Update{Collection: "istio/networking/v1alpha3/serviceentries", Resources: []*mcpapi.Resource{
+		{Metadata: &mcpapi.Metadata{Name: "ns/a"}, Body: anyOf(&networking.ServiceEntry{Hosts: []string{"a.example"}})},
+	}})
+	if _, err := st.Apply("fuzz", updates...); err != nil {
+		t.Fatal(err)
+	}
+	if err := StoreMeshConfig(st, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
@@ -113,36 +114,16 @@ func (b *bridge) remove(t *testing.T, coll string, names ...string) {
 
 // sinkClient is a ResourceSource client as a sink would be.
 type sinkClient struct {
-	t      *testing.T
-	stream grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources]
-	cancel context.CancelFunc
-	got    chan *mcp.Resources
+	*streamtest.Client[mcp.RequestResources, mcp.Resources]
+	t testing.TB
 }
 
-func newSinkClient(t *testing.T, addr string) *sinkClient {
+func newSinkClient(t testing.TB, addr string) *sinkClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := mcp.NewResourceSourceClient(dialTest(t, addr)).EstablishResourceStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &sinkClient{t: t, stream: stream, cancel: cancel, got: make(chan *mcp.Resources, 100)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				close(c.got)
-				return
-			}
-			c.got <- m
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		for range c.got {
-		}
-	})
-	return c
+	client := mcp.NewResourceSourceClient(dialTest(t, addr))
+	return &sinkClient{t: t, Client: streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources], error) {
+		return client.EstablishResourceStream(ctx)
+	})}
 }
 
 func (c *sinkClient) send(r *mcp.RequestResources) {
@@ -150,47 +131,22 @@ func (c *sinkClient) send(r *mcp.RequestResources) {
 	if r.SinkNode == nil {
 		r.SinkNode = &mcp.SinkNode{Id: "test-sink"}
 	}
-	if err := c.stream.Send(r); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
+	c.Send(r)
 }
 
 func (c *sinkClient) ack(m *mcp.Resources) {
+	c.t.Helper()
 	c.send(&mcp.RequestResources{Collection: m.Collection, ResponseNonce: m.Nonce})
 }
 
 func (c *sinkClient) nack(m *mcp.Resources, msg string) {
+	c.t.Helper()
 	c.send(&mcp.RequestResources{Collection: m.Collection, ResponseNonce: m.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: msg}})
 }
 
-// recv waits for the next response.
-func (c *sinkClient) recv() *mcp.Resources {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if !ok {
-			c.t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(5 * time.Second):
-		c.t.Fatal("no response within 5s")
-	}
-	return nil
-}
-
-// quiet asserts that nothing arrives for d.
-func (c *sinkClient) quiet(d time.Duration) {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if ok {
-			c.t.Fatalf("unexpected response: collection %s version %s, %d resources, %d removed",
-				m.Collection, m.SystemVersionInfo, len(m.Resources), len(m.RemovedResources))
-		}
-		c.t.Fatal("stream ended")
-	case <-time.After(d):
-	}
-}
+func (c *sinkClient) recv() *mcp.Resources  { c.t.Helper(); return c.Recv() }
+func (c *sinkClient) quiet(d time.Duration) { c.t.Helper(); c.Quiet(d) }
+func (c *sinkClient) cancel()               { c.Cancel() }
 
 func resourceNames(rs []*mcpapi.Resource) []string {
 	out := make([]string, len(rs))

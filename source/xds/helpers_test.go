@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -108,7 +109,7 @@ func routes(names ...string) map[string]proto.Message {
 	return out
 }
 
-func dialTest(t *testing.T, addr string) *grpc.ClientConn {
+func dialTest(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -120,148 +121,55 @@ func dialTest(t *testing.T, addr string) *grpc.ClientConn {
 
 // sotwClient is a state-of-the-world ADS client built from go-control-plane's types.
 type sotwClient struct {
-	t      *testing.T
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	got    chan *discovery.DiscoveryResponse
+	*streamtest.Client[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+	t testing.TB
 }
 
-func newSotW(t *testing.T, addr string) *sotwClient {
+func newSotW(t testing.TB, addr string) *sotwClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr)).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &sotwClient{t: t, stream: stream, got: make(chan *discovery.DiscoveryResponse, 100)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				close(c.got)
-				return
-			}
-			c.got <- m
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		for range c.got {
-		}
-	})
-	return c
+	ads := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr))
+	return &sotwClient{t: t, Client: streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[discovery.DiscoveryRequest, discovery.DiscoveryResponse], error) {
+		return ads.StreamAggregatedResources(ctx)
+	})}
 }
 
-func (c *sotwClient) send(r *discovery.DiscoveryRequest) {
-	c.t.Helper()
-	if err := c.stream.Send(r); err != nil {
-		c.t.Fatal(err)
-	}
-}
+func (c *sotwClient) send(r *discovery.DiscoveryRequest) { c.t.Helper(); c.Send(r) }
+func (c *sotwClient) recv() *discovery.DiscoveryResponse { c.t.Helper(); return c.Recv() }
+func (c *sotwClient) quiet(d time.Duration)              { c.t.Helper(); c.Quiet(d) }
 
 func (c *sotwClient) ack(m *discovery.DiscoveryResponse, names ...string) {
+	c.t.Helper()
 	c.send(&discovery.DiscoveryRequest{TypeUrl: m.TypeUrl, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce, ResourceNames: names})
 }
 
 func (c *sotwClient) nack(m *discovery.DiscoveryResponse, names ...string) {
+	c.t.Helper()
 	c.send(&discovery.DiscoveryRequest{TypeUrl: m.TypeUrl, ResponseNonce: m.Nonce, ResourceNames: names,
 		ErrorDetail: &rpcstatus.Status{Code: 3, Message: "rejected by test"}})
 }
 
-func (c *sotwClient) recv() *discovery.DiscoveryResponse {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if !ok {
-			c.t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(5 * time.Second):
-		c.t.Fatal("no response within 5s")
-	}
-	return nil
-}
-
-func (c *sotwClient) quiet(d time.Duration) {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if ok {
-			c.t.Fatalf("unexpected response: type %s version %s, %d resources", m.TypeUrl, m.VersionInfo, len(m.Resources))
-		}
-		c.t.Fatal("stream ended")
-	case <-time.After(d):
-	}
-}
-
 // deltaClient is a delta ADS client built from go-control-plane's types.
 type deltaClient struct {
-	t      *testing.T
-	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	cancel context.CancelFunc
-	got    chan *discovery.DeltaDiscoveryResponse
+	*streamtest.Client[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
+	t testing.TB
 }
 
-func newDelta(t *testing.T, addr string) *deltaClient {
+func newDelta(t testing.TB, addr string) *deltaClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr)).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &deltaClient{t: t, stream: stream, cancel: cancel, got: make(chan *discovery.DeltaDiscoveryResponse, 100)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				close(c.got)
-				return
-			}
-			c.got <- m
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		for range c.got {
-		}
-	})
-	return c
+	ads := discovery.NewAggregatedDiscoveryServiceClient(dialTest(t, addr))
+	return &deltaClient{t: t, Client: streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], error) {
+		return ads.DeltaAggregatedResources(ctx)
+	})}
 }
 
-func (c *deltaClient) send(r *discovery.DeltaDiscoveryRequest) {
-	c.t.Helper()
-	if err := c.stream.Send(r); err != nil {
-		c.t.Fatal(err)
-	}
-}
+func (c *deltaClient) send(r *discovery.DeltaDiscoveryRequest) { c.t.Helper(); c.Send(r) }
+func (c *deltaClient) recv() *discovery.DeltaDiscoveryResponse { c.t.Helper(); return c.Recv() }
+func (c *deltaClient) quiet(d time.Duration)                   { c.t.Helper(); c.Quiet(d) }
+func (c *deltaClient) cancel()                                 { c.Cancel() }
 
 func (c *deltaClient) ack(m *discovery.DeltaDiscoveryResponse) {
+	c.t.Helper()
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: m.TypeUrl, ResponseNonce: m.Nonce})
-}
-
-func (c *deltaClient) recv() *discovery.DeltaDiscoveryResponse {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if !ok {
-			c.t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(5 * time.Second):
-		c.t.Fatal("no response within 5s")
-	}
-	return nil
-}
-
-func (c *deltaClient) quiet(d time.Duration) {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.got:
-		if ok {
-			c.t.Fatalf("unexpected response: type %s, %d resources, %d removed", m.TypeUrl, len(m.Resources), len(m.RemovedResources))
-		}
-		c.t.Fatal("stream ended")
-	case <-time.After(d):
-	}
 }
 
 // sotwNames decodes a state-of-the-world response's resources and returns their names.

@@ -121,7 +121,7 @@ func TestNACKIsRecordedAndNothingIsResentUntilTheDataChanges(t *testing.T) {
 count:
 	for {
 		select {
-		case _, ok := <-c.got:
+		case _, ok := <-c.Responses():
 			if !ok {
 				t.Fatal("stream ended")
 			}

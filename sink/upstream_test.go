@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"sync/atomic"
 	"testing"
@@ -168,33 +169,19 @@ func startScripted(t *testing.T, s *scriptedSource) string {
 	return lis.Addr().String()
 }
 
-// attemptsOver runs an Upstream with backoff b against s for window and counts its streams.
-func attemptsOver(t *testing.T, s *scriptedSource, b dial.Backoff, window time.Duration) int64 {
-	t.Helper()
-	addr := startScripted(t, s)
-	u, err := NewUpstream(UpstreamOptions{Target: dial.Target{Address: addr}, Store: newStore(),
-		Collections: []Collection{{Name: seColl}}, Backoff: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), window)
-	defer cancel()
-	if err := u.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := s.attempts.Load()
-	t.Logf("%d stream attempts in %s", n, window)
-	return n
-}
-
 func TestUpstreamBackoffDoesNotSpinOnAFailingSource(t *testing.T) {
 	s := &scriptedSource{script: func(grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error {
 		return status.Error(codes.Unavailable, "always failing")
 	}}
-	// 50ms doubling (±20%): attempts at about 0, 50, 150, 350, 750ms; at most 6 with jitter.
-	n := attemptsOver(t, s, dial.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}, time.Second)
-	if n < 2 || n > 7 {
-		t.Fatalf("%d stream attempts in 1s with a 50ms doubling backoff, want 2 to 7", n)
+	waits := runWithWaits(t, s, 4)
+	// 50ms doubling with ±20% jitter: each wait at least 2×0.8/1.2 ≈ 1.33 times the one before.
+	if waits[0] < 40*time.Millisecond {
+		t.Fatalf("first wait %s, want about 50ms", waits[0])
+	}
+	for i := 1; i < len(waits); i++ {
+		if float64(waits[i]) < 1.3*float64(waits[i-1]) {
+			t.Fatalf("waits %v do not grow: the upstream would spin on a failing source", waits)
+		}
 	}
 }
 
@@ -211,11 +198,56 @@ func TestUpstreamBackoffResetsAfterAStreamThatDelivered(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "delivered, then failing")
 	}}
-	// Without the reset this would be at most 7 attempts, as in the test above.
-	n := attemptsOver(t, s, dial.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}, 1500*time.Millisecond)
-	if n < 9 {
-		t.Fatalf("%d stream attempts in 1.5s: the backoff did not reset after streams that delivered", n)
+	// Without the reset the waits would double: 50, 100, 200ms...
+	for i, w := range runWithWaits(t, s, 4) {
+		if w > 60*time.Millisecond { // base 50ms + 20% jitter
+			t.Fatalf("reconnect %d waits %s after a stream that delivered: the backoff did not reset", i+1, w)
+		}
 	}
+}
+
+// runWithWaits runs an Upstream with a 50ms doubling backoff against s and returns the first n
+// waits it chooses before reconnecting, read from its log: the test depends on the backoff's
+// decisions, not on how fast a loaded machine runs.
+func runWithWaits(t *testing.T, s *scriptedSource, n int) []time.Duration {
+	t.Helper()
+	waits := &reconnectWaits{c: make(chan time.Duration, 100)}
+	u, err := NewUpstream(UpstreamOptions{Target: dial.Target{Address: startScripted(t, s)}, Store: newStore(),
+		Collections: []Collection{{Name: seColl}}, Backoff: dial.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second},
+		Logger: slog.New(waits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- u.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var out []time.Duration
+	for range n {
+		select {
+		case w := <-waits.c:
+			out = append(out, w)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the upstream did not reconnect; waits so far %v", out)
+		}
+	}
+	return out
+}
+
+// reconnectWaits is a slog handler that reports the "in" of each reconnect log line.
+type reconnectWaits struct{ c chan time.Duration }
+
+func (h *reconnectWaits) Enabled(context.Context, slog.Level) bool { return true }
+func (h *reconnectWaits) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *reconnectWaits) WithGroup(string) slog.Handler            { return h }
+func (h *reconnectWaits) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "in" {
+			h.c <- a.Value.Duration()
+		}
+		return true
+	})
+	return nil
 }
 
 func TestUpstreamIsReadyOnlyWhenEveryCollectionHasItsFirstState(t *testing.T) {

@@ -6,8 +6,10 @@ import (
 
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -19,6 +21,38 @@ type applier struct {
 	store *store.Store
 	asked asked
 	node  SinkNode
+
+	metrics *metrics.Metrics
+	// colls are the metrics of each asked collection (by canonical name), of the trigger and
+	// of everything else, resolved once: a producer naming arbitrary collections cannot grow
+	// the label set, and a message pays no label lookup.
+	colls   map[string]*metrics.Collection
+	unasked *metrics.Collection
+}
+
+func newApplier(st *store.Store, a asked, node SinkNode, m *metrics.Metrics) applier {
+	ap := applier{store: st, asked: a, node: node, metrics: m}
+	if m == nil {
+		return ap
+	}
+	ap.colls = make(map[string]*metrics.Collection, len(a.byCanonical)+1)
+	for canonical := range a.byCanonical {
+		ap.colls[canonical] = m.Collection(metrics.RoleSink, canonical)
+	}
+	ap.colls[source.TriggerCollection] = m.Collection(metrics.RoleSink, source.TriggerCollection)
+	ap.unasked = m.Collection(metrics.RoleSink, metrics.UnaskedCollection)
+	return ap
+}
+
+// label is the metrics label and handles of a collection a producer named.
+func (a *applier) label(name string) (string, *metrics.Collection) {
+	if name == source.TriggerCollection {
+		return name, a.colls[name]
+	}
+	if _, canonical, ok := a.asked.lookup(name); ok {
+		return canonical, a.colls[canonical]
+	}
+	return metrics.UnaskedCollection, a.unasked
 }
 
 // outcome is what handling one Resources message did.
@@ -37,6 +71,20 @@ func (o outcome) acked() bool { return o.err == nil }
 // handle applies one Resources message for owner and returns the answer. It never panics on
 // what a producer sends, and on any fault it writes nothing.
 func (a *applier) handle(owner string, m *mcp.Resources) outcome {
+	o := a.apply(owner, m)
+	if a.metrics != nil {
+		label, cm := a.label(m.GetCollection())
+		cm.Size(proto.Size(m))
+		if o.acked() {
+			cm.ACK()
+		} else {
+			a.metrics.NACK(metrics.RoleSink, label, codes.Code(o.reply.GetErrorDetail().GetCode()))
+		}
+	}
+	return o
+}
+
+func (a *applier) apply(owner string, m *mcp.Resources) outcome {
 	if m.GetCollection() == source.TriggerCollection {
 		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
 	}
@@ -85,7 +133,13 @@ func (a *applier) nack(m *mcp.Resources, code codes.Code, err error) outcome {
 
 // request is a RequestResources for a collection as the producer named it; with an empty
 // nonce, it is the request that opens the collection on a stream.
+//
+// Every request built is sent, so it is counted here (mcpbridge_requests_total, role=sink).
 func (a *applier) request(collection, nonce string) *mcp.RequestResources {
+	if a.metrics != nil {
+		_, cm := a.label(collection)
+		cm.Request()
+	}
 	req := &mcp.RequestResources{SinkNode: a.node.proto(), Collection: collection, ResponseNonce: nonce}
 	if c, _, ok := a.asked.lookup(collection); ok {
 		req.Incremental = c.Incremental

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -29,6 +30,8 @@ type Options struct {
 	// Zero keeps them until the producer's next full state replaces them.
 	Expiry time.Duration
 	Logger *slog.Logger
+	// Metrics, if set, counts streams, Resources received, ACKs and NACKs sent. Nil: none.
+	Metrics *metrics.Metrics
 }
 
 // Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
@@ -36,11 +39,13 @@ type Options struct {
 type Server struct {
 	mcp.UnimplementedResourceSinkServer
 
-	applier  applier
-	presence *presence
-	log      *slog.Logger
-	stopped  chan struct{}
-	stopOnce sync.Once
+	applier   applier
+	presence  *presence
+	producers producers
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+	stopped   chan struct{}
+	stopOnce  sync.Once
 }
 
 // NewServer checks the options and returns a Server.
@@ -61,8 +66,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	log = log.With("component", "resource-sink")
 	return &Server{
-		applier:  applier{store: opts.Store, asked: a, node: opts.SinkNode},
+		applier:  newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
 		presence: newPresence(opts.Store, opts.Expiry, log),
+		metrics:  opts.Metrics,
 		log:      log,
 		stopped:  make(chan struct{}),
 	}, nil
@@ -92,20 +98,25 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	log := s.log.With("owner", owner, "peer", peerAddr(ctx))
 	s.presence.open(owner)
 	defer s.presence.close(owner)
+	s.producers.open(owner, peerAddr(ctx))
+	defer s.producers.close(owner)
+	sm := s.metrics.Stream(metrics.RoleSink, ProtocolResourceSink)
+	defer sm.Close()
 	log.Info("producer stream opened")
 
 	for _, c := range s.applier.asked.list {
 		if err := stream.Send(s.applier.request(c.Name, "")); err != nil {
+			sm.SendFailed(err)
 			return err
 		}
 	}
-	err := s.serve(ctx, stream, owner, log)
+	err := s.serve(ctx, stream, owner, log, sm)
 	log.Info("producer stream ended; its resources stay served", "reason", err)
 	return err
 }
 
-func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources], owner string, log *slog.Logger) error {
-	msgs := receive(ctx, stream.Recv)
+func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources], owner string, log *slog.Logger, sm *metrics.Stream) error {
+	msgs := receive(ctx, stream.Recv, sm)
 	for {
 		select {
 		case r := <-msgs:
@@ -114,7 +125,9 @@ func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.
 			}
 			o := s.applier.handle(owner, r.msg)
 			logOutcome(log, r.msg, o)
+			s.producers.answered(owner, o, r.msg.GetNonce())
 			if err := stream.Send(o.reply); err != nil {
+				sm.SendFailed(err)
 				return err
 			}
 		case <-ctx.Done():
@@ -134,11 +147,16 @@ type received[T any] struct {
 // receive reads a stream on its own goroutine, so that the handler can also wait for Stop.
 // The goroutine ends with the stream: gRPC cancels ctx when the handler returns, which ends
 // Recv.
-func receive[T any](ctx context.Context, recv func() (T, error)) <-chan received[T] {
+//
+// A receive failure is counted here: it may also cancel ctx, which the handler may see first.
+func receive[T any](ctx context.Context, recv func() (T, error), sm *metrics.Stream) <-chan received[T] {
 	ch := make(chan received[T])
 	go func() {
 		for {
 			m, err := recv()
+			if err != nil && endOfStream(err) != nil {
+				sm.RecvFailed(err)
+			}
 			select {
 			case ch <- received[T]{m, err}:
 			case <-ctx.Done():

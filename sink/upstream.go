@@ -13,6 +13,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -28,6 +29,9 @@ type UpstreamOptions struct {
 	// Backoff paces reconnects. Its zero value is dial.Backoff's defaults.
 	Backoff dial.Backoff
 	Logger  *slog.Logger
+	// Metrics, if set, counts the stream, what it receives and answers, reconnections, and
+	// reports the connection state (mcpbridge_peer_connected, the status page). Nil: none.
+	Metrics *metrics.Metrics
 }
 
 // Upstream subscribes the bridge to a remote ResourceSource: it dials it, asks for every
@@ -41,6 +45,8 @@ type Upstream struct {
 	applier applier
 	backoff dial.Backoff
 	log     *slog.Logger
+	metrics *metrics.Metrics
+	peer    *metrics.Peer // nil without metrics
 
 	running   atomic.Bool
 	connected atomic.Bool
@@ -68,8 +74,10 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 	return &Upstream{
 		target:  opts.Target,
 		owner:   UpstreamOwner(opts.Target.Address),
-		applier: applier{store: opts.Store, asked: a, node: opts.SinkNode},
+		applier: newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
 		backoff: opts.Backoff,
+		metrics: opts.Metrics,
+		peer:    opts.Metrics.Peer(metrics.Upstream, opts.Target.Address),
 		log:     log.With("component", "upstream", "upstream", opts.Target.Address),
 		ready:   make(chan struct{}),
 		synced:  map[string]bool{},
@@ -108,8 +116,10 @@ func (u *Upstream) Run(ctx context.Context) error {
 	for {
 		applied, err := u.session(ctx, client)
 		if ctx.Err() != nil {
+			u.peer.Down(nil)
 			return nil
 		}
+		u.peer.Down(err)
 		if applied {
 			u.backoff.Reset() // the upstream worked: come back quickly
 		}
@@ -129,17 +139,24 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 	if err != nil {
 		return false, err
 	}
+	sm := u.metrics.Stream(metrics.RoleSink, ProtocolUpstream)
+	defer sm.Close()
 	for _, req := range u.requests() {
 		if err := stream.Send(req); err != nil {
+			sm.SendFailed(err)
 			return false, err
 		}
 	}
 	u.connected.Store(true)
 	defer u.connected.Store(false)
+	u.peer.Up()
 	u.log.Info("upstream stream opened")
 	for {
 		m, err := stream.Recv()
 		if err != nil {
+			if ctx.Err() == nil {
+				sm.RecvFailed(err)
+			}
 			return applied, err
 		}
 		o := u.applier.handle(u.owner, m)
@@ -149,6 +166,7 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 			u.markSynced(o.canonical)
 		}
 		if err := stream.Send(o.reply); err != nil {
+			sm.SendFailed(err)
 			return applied, err
 		}
 	}

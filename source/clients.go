@@ -25,10 +25,27 @@ type SubscriptionInfo struct {
 	// Names are the explicitly subscribed names (none for wildcard).
 	Names []string `json:"names,omitempty"`
 	// SentVersion is the version of the last response sent; Pending its nonce while unacknowledged.
-	SentVersion string  `json:"sent_version"`
-	Pending     string  `json:"pending_nonce,omitempty"`
-	LastACK     *record `json:"last_ack,omitempty"`
-	LastNACK    *record `json:"last_nack,omitempty"`
+	SentVersion string `json:"sent_version"`
+	// SentRevision is the store revision of the collection the client has been sent, or
+	// brought up to when nothing it asked for changed. Once the latest response is ACKed,
+	// Acked is set and AckedRevision is SentRevision: the revision the client holds. While a
+	// response is in flight, or after a NACK, Acked is false and AckedRevision 0. Test kits
+	// (bridgetest) wait on them.
+	SentRevision  uint64  `json:"sent_revision"`
+	AckedRevision uint64  `json:"acked_revision"`
+	Acked         bool    `json:"acked"`
+	Pending       string  `json:"pending_nonce,omitempty"`
+	LastACK       *record `json:"last_ack,omitempty"`
+	LastNACK      *record `json:"last_nack,omitempty"`
+}
+
+// Client returns one connected stream, by ID.
+func (e *Engine) Client(id uint64) (ClientInfo, bool) {
+	v, ok := e.streams.Load(id)
+	if !ok {
+		return ClientInfo{}, false
+	}
+	return v.(*stream).info(), true
 }
 
 // Clients returns every connected stream, ordered by ID.
@@ -52,7 +69,10 @@ func (s *stream) info() ClientInfo {
 			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
 		}
 		if sub.started {
-			si.SentVersion = sub.sentVer
+			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev
+			if sub.pendingNonce == "" && !sub.nacked {
+				si.AckedRevision, si.Acked = sub.sentRev, true
+			}
 		}
 		ci.Subscriptions = append(ci.Subscriptions, si)
 	}

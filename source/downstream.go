@@ -9,6 +9,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 )
 
 // TriggerCollection is the collection of the Resources message with which an MCP source that
@@ -45,12 +46,17 @@ func (d *Downstream) Run(ctx context.Context) error {
 	log = log.With("downstream", d.Target.Address)
 	client := mcp.NewResourceSinkClient(conn)
 	backoff := dial.Backoff{}
+	// The peer's state feeds mcpbridge_peer_connected, the reconnection count and the status
+	// page; it exists (disconnected) before the first attempt so that a sink never reached shows.
+	peer := d.Engine.metrics.Peer(metrics.Downstream, d.Target.Address)
 	for {
 		started := time.Now()
-		err := d.stream(ctx, client)
+		err := d.stream(ctx, client, peer)
 		if ctx.Err() != nil {
+			peer.Down(nil)
 			return nil
 		}
+		peer.Down(err)
 		if time.Since(started) > 10*time.Second {
 			backoff.Reset() // it worked for a while: come back quickly
 		}
@@ -64,7 +70,7 @@ func (d *Downstream) Run(ctx context.Context) error {
 	}
 }
 
-func (d *Downstream) stream(ctx context.Context, client mcp.ResourceSinkClient) error {
+func (d *Downstream) stream(ctx context.Context, client mcp.ResourceSinkClient, peer *metrics.Peer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream, which ends the engine's receive loop
 	stream, err := client.EstablishResourceStream(ctx)
@@ -74,6 +80,7 @@ func (d *Downstream) stream(ctx context.Context, client mcp.ResourceSinkClient) 
 	if err := stream.Send(&mcp.Resources{Collection: TriggerCollection}); err != nil {
 		return err
 	}
+	peer.Up()
 	if d.Connected != nil {
 		d.Connected(true)
 		defer d.Connected(false)

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -94,6 +95,9 @@ type Options struct {
 	// MaxResponseSize is the size above which a response is logged as likely to exceed the
 	// client's receive limit (gRPC's default is 4 MiB). Zero means 4 MiB.
 	MaxResponseSize int
+	// Metrics, if set, counts streams, requests, ACKs, NACKs, failures, response sizes and
+	// push latency. Nil: no metrics.
+	Metrics *metrics.Metrics
 }
 
 // Engine serves subscriptions on any number of streams. It is safe for concurrent use.
@@ -109,11 +113,12 @@ type Engine struct {
 	streams sync.Map // uint64 → *stream
 	nextID  atomic.Uint64
 	stats   counters
+	metrics *metrics.Metrics
 }
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
-	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize, stop: make(chan struct{})}
+	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize, stop: make(chan struct{}), metrics: opts.Metrics}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -143,7 +148,9 @@ func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) er
 		engine: e, adapter: a, protocol: protocol, peer: peer, id: e.nextID.Add(1),
 		subs: map[string]*subscription{}, watch: e.store.Watch(placeholderCollection), connected: time.Now(),
 		log: e.log.With("protocol", protocol, "peer", peer), reset: make(chan struct{}),
+		metrics: e.metrics.Stream(metrics.RoleSource, protocol),
 	}
+	defer s.metrics.Close()
 	defer s.watch.Close()
 	e.streams.Store(s.id, s)
 	defer e.streams.Delete(s.id)
@@ -177,6 +184,7 @@ type stream struct {
 	watch     *store.Watch
 	connected time.Time
 	reset     chan struct{}
+	metrics   *metrics.Stream // nil without metrics
 
 	mu    sync.Mutex
 	node  string
@@ -195,6 +203,11 @@ func (s *stream) loop(ctx context.Context) error {
 	go func() {
 		for {
 			req, err := s.adapter.Recv()
+			if err != nil && !cleanEnd(err) {
+				// Counted here, not where the loop sees it: a failed receive may also cancel
+				// the stream, and the loop may see that first.
+				s.metrics.RecvFailed(err)
+			}
 			select {
 			case requests <- received{req, err}:
 			case <-ctx.Done():
@@ -209,7 +222,7 @@ func (s *stream) loop(ctx context.Context) error {
 		select {
 		case r := <-requests:
 			if r.err != nil {
-				if errors.Is(r.err, io.EOF) || status.Code(r.err) == codes.Canceled {
+				if cleanEnd(r.err) {
 					return nil
 				}
 				return r.err
@@ -229,6 +242,11 @@ func (s *stream) loop(ctx context.Context) error {
 	}
 }
 
+// cleanEnd tells a client that closed its stream from a failure.
+func cleanEnd(err error) bool {
+	return errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled
+}
+
 // handle applies one request to the stream's subscriptions.
 func (s *stream) handle(req *Request) {
 	s.mu.Lock()
@@ -237,6 +255,7 @@ func (s *stream) handle(req *Request) {
 		s.node = req.Node
 	}
 	sub := s.subs[req.Key]
+	defer s.countRequest(req)
 	if req.Nonce != "" {
 		// Only the latest response's nonce counts. It may have been acknowledged already: a
 		// client then repeats it with a new set of names.
@@ -263,13 +282,40 @@ func (s *stream) acknowledge(sub *subscription, req *Request) {
 	if req.ErrorDetail != nil {
 		rec.Message = req.ErrorDetail.GetMessage()
 		sub.lastNack = rec
+		sub.nacked = true
 		s.engine.stats.nacks.Add(1)
+		s.engine.metrics.NACK(metrics.RoleSource, sub.label, codes.Code(req.ErrorDetail.GetCode()))
 		s.log.Warn("client rejected a response (NACK); that version will not be resent",
 			"type", req.Key, "version", rec.Version, "node", s.node, "error", rec.Message)
 		return
 	}
 	sub.lastAck = rec
+	sub.nacked = false
 	s.engine.stats.acks.Add(1)
+	sub.metrics.ACK()
+}
+
+// countRequest counts a request under its subscription's collection label, resolved when the
+// subscription started; a stale request for a type never subscribed pays the lookup.
+func (s *stream) countRequest(req *Request) {
+	if s.engine.metrics == nil {
+		return
+	}
+	if sub := s.subs[req.Key]; sub != nil {
+		sub.metrics.Request()
+		return
+	}
+	s.engine.metrics.Collection(metrics.RoleSource, s.engine.collectionLabel(req)).Request()
+}
+
+// collectionLabel is the collection as metrics label it: the store collection when the
+// naming table or the store knows it, else "unknown", so that clients asking for arbitrary
+// type names cannot grow the label set.
+func (e *Engine) collectionLabel(req *Request) string {
+	if req.Known || e.store.View().Collection(req.Collection).Revision > 0 {
+		return req.Collection
+	}
+	return metrics.UnknownCollection
 }
 
 // subscribe starts (or, for Restart, starts over) a subscription.
@@ -278,6 +324,10 @@ func (s *stream) subscribe(req *Request) {
 		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form,
 		priority: req.Priority, removalPriority: req.RemovalPriority, makeBeforeBreak: req.MakeBeforeBreak, fullOnLoss: req.FullOnLoss, initial: req.InitialVersions,
 		names: map[string]struct{}{},
+	}
+	if s.engine.metrics != nil {
+		sub.label = s.engine.collectionLabel(req)
+		sub.metrics = s.engine.metrics.Collection(metrics.RoleSource, sub.label)
 	}
 	asked := req.Names
 	if req.Mode == Incremental {
@@ -398,6 +448,9 @@ func (s *stream) send(sub *subscription, p *pending) error {
 	s.mu.Lock()
 	s.nonce++
 	nonce := strconv.FormatUint(s.nonce, 10)
+	// A push is a response that carries a change the client has not been sent: not the first
+	// response, nor one that only answers a new subscription.
+	push := sub.started && p.rev > sub.sentRev
 	sub.sent(p, nonce)
 	s.mu.Unlock()
 	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
@@ -408,13 +461,19 @@ func (s *stream) send(sub *subscription, p *pending) error {
 	timer := time.AfterFunc(s.engine.timeout, func() { close(s.reset) })
 	err := s.adapter.Send(frame)
 	if !timer.Stop() {
+		s.metrics.SendFailed(status.Error(codes.DeadlineExceeded, "send timed out"))
 		return errors.New("send timed out")
 	}
 	if err != nil {
+		s.metrics.SendFailed(err)
 		return err
 	}
 	s.engine.stats.responses.Add(1)
 	s.engine.stats.resources.Add(uint64(len(p.msg.Resources)))
+	sub.metrics.Size(frame.Size())
+	if push && !p.changed.IsZero() {
+		s.metrics.Pushed(time.Since(p.changed).Seconds())
+	}
 	s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", nonce,
 		"resources", len(p.msg.Resources), "removed", len(p.msg.Removed), "bytes", frame.Size())
 	return nil

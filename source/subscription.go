@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -74,12 +75,18 @@ type subscription struct {
 	sentVer      string
 	lastAck      *record
 	lastNack     *record
+	nacked       bool // the latest answer was a NACK: the client does not hold sentRev
+
+	label   string              // the collection as metrics label it
+	metrics *metrics.Collection // nil without metrics
 }
 
 // pending is one computed response, before encoding.
 type pending struct {
 	msg wire.Message
 	rev uint64
+	// changed is when the store made revision rev, for the push-latency metric.
+	changed time.Time
 	// share is set when every stream at the same revision would get the same bytes: the
 	// encoded frame is then cached and shared.
 	share *frameKey
@@ -103,7 +110,15 @@ func (s *subscription) next(v *store.View, protocol string) (*pending, error) {
 	if s.pendingNonce != "" {
 		return nil, nil
 	}
-	rev := v.Collection(s.collection).Revision
+	info := v.Collection(s.collection)
+	p, err := s.nextAt(v, info.Revision, protocol)
+	if p != nil {
+		p.changed = info.Changed
+	}
+	return p, err
+}
+
+func (s *subscription) nextAt(v *store.View, rev uint64, protocol string) (*pending, error) {
 	if !s.started {
 		return s.first(v, rev, protocol), nil
 	}

@@ -318,6 +318,7 @@ func (w *writer) resolve() Result {
 		}
 		if changed > 0 {
 			info.Revision = w.rev
+			info.Changed = w.now
 			mustTxn(w.txn.Insert(tableCollections, &info))
 			res.Changed += changed
 			res.Collections = append(res.Collections, coll)

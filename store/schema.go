@@ -61,6 +61,9 @@ type CollectionInfo struct {
 	Revision uint64
 	// Count is the number of live (non-deleted) resources.
 	Count int
+	// Changed is when the write of Revision was made: the push-latency metric measures from it
+	// to the send of the response that carries the change.
+	Changed time.Time
 	// Compacted is the highest revision of a tombstone removed by compaction: a reader at an
 	// older revision cannot be given changes and must take a full state.
 	Compacted uint64

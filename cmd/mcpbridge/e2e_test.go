@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -20,6 +18,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/bridgetest"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/sink"
@@ -38,40 +37,11 @@ func seResource(name, host string) *mcpapi.Resource {
 	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: body}
 }
 
-// runBridge serves a whole bridge in-process on loopback and returns its gRPC address.
-func runBridge(t *testing.T, cfg *Config) string {
+// runBridge serves a whole bridge in-process on loopback, with the test kit users have, and
+// returns its gRPC address.
+func runBridge(t *testing.T, opts ...bridgetest.Option) string {
 	t.Helper()
-	cfg.GRPC.Address, cfg.HTTP.Address = "127.0.0.1:0", "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(g, _ net.Addr) { addrs <- g })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	select {
-	case a := <-addrs:
-		return a.String()
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	return ""
-}
-
-func testConfig(t *testing.T) *Config {
-	t.Helper()
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	addConfigFlags(fs)
-	cfg, err := loadConfig(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return bridgetest.Start(t, opts...).GRPCAddr()
 }
 
 // producerSource is a config producer that serves a ResourceSource: the bridge dials it.
@@ -228,20 +198,22 @@ func TestBridgeEndToEndInEveryDirection(t *testing.T) {
 }
 
 func endToEnd(t *testing.T, producerDials, sinkDials, incremental bool) {
-	cfg := testConfig(t)
-	cfg.Sink.Incremental = incremental
+	var opts []bridgetest.Option
+	if !incremental {
+		opts = append(opts, bridgetest.WithFullStateFromProducers())
+	}
 	var upstream *producerSource
 	if !producerDials {
 		upstream = startProducerSource(t)
 		upstream.set(t, seResource("ns/a", "a.example"), seResource("ns/b", "b.example"))
-		cfg.Sources.Upstreams = []dial.Target{{Address: upstream.addr}}
+		opts = append(opts, bridgetest.WithUpstreams(upstream.addr))
 	}
 	var down *downstreamSink
 	if !sinkDials {
 		down = startDownstreamSink(t, incremental)
-		cfg.Downstreams = []dial.Target{{Address: down.addr}}
+		opts = append(opts, bridgetest.WithDownstreams(down.addr))
 	}
-	bridgeAddr := runBridge(t, cfg)
+	bridgeAddr := runBridge(t, opts...)
 
 	var pusher *pushProducer
 	if producerDials {
@@ -271,7 +243,7 @@ func endToEnd(t *testing.T, producerDials, sinkDials, incremental bool) {
 
 // Every service of CONTRACT.md section 3 is on the one gRPC port, with health and reflection.
 func TestEveryServiceIsOnTheGRPCPort(t *testing.T) {
-	addr := runBridge(t, testConfig(t))
+	addr := runBridge(t)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

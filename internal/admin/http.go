@@ -1,13 +1,41 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/sink"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// Handler returns the HTTP mux of the admin port. More routes join it through mux.Handle.
-func Handler(ready *Readiness) *http.ServeMux {
+// Options is what the admin endpoints read. Only Ready is required: without Metrics there is
+// no /metrics, and without Store and Engine no debug endpoints and no status page.
+type Options struct {
+	Ready   *Readiness
+	Metrics *metrics.Metrics
+	Store   *store.Store
+	Engine  *source.Engine
+	// Sink lists the producers of the ResourceSink service; nil lists none.
+	Sink *sink.Server
+	// FileFaults and TranslationFaults report current faults; nil reports none.
+	FileFaults        func() []error
+	TranslationFaults metrics.FaultsFunc
+	// Version is shown on the status page.
+	Version string
+	Logger  *slog.Logger
+}
+
+// Handler returns the HTTP mux of the admin port: /healthz, /readyz, /metrics, /debug/... and
+// the status page at /.
+func Handler(opts Options) *http.ServeMux {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -15,12 +43,44 @@ func Handler(ready *Readiness) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if pending := ready.Pending(); len(pending) > 0 {
+		if pending := opts.Ready.Pending(); len(pending) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: waiting for %s\n", strings.Join(pending, ", "))
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics.Handler())
+	}
+	if opts.Store != nil && opts.Engine != nil {
+		d := &debug{opts: opts}
+		mux.HandleFunc("GET /debug/collections", d.collections)
+		mux.HandleFunc("GET /debug/collections/{collection...}", d.collection)
+		mux.HandleFunc("GET /debug/clients", d.clients)
+		mux.HandleFunc("GET /debug/clients/{id}", d.client)
+		mux.HandleFunc("GET /debug/producers", d.producers)
+		mux.Handle("GET /{$}", newStatusPage(d))
+	}
 	return mux
+}
+
+// writeJSON writes v indented, for people reading it with curl as much as for programs.
+func writeJSON(w http.ResponseWriter, log *slog.Logger, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		log.Debug("writing a debug response", "error", err)
+	}
+}
+
+// errorBody is every JSON error: {"error": "what is wrong"}.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, log *slog.Logger, code int, format string, args ...any) {
+	writeJSON(w, log, code, errorBody{Error: fmt.Sprintf(format, args...)})
 }

@@ -6,7 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	t.Helper()
@@ -23,7 +27,7 @@ func TestReadyzWaitsForEveryCondition(t *testing.T) {
 	ready := NewReadiness()
 	grpcDone := ready.Wait("grpc")
 	filesDone := ready.Wait("source files")
-	srv := httptest.NewServer(Handler(ready))
+	srv := httptest.NewServer(Handler(Options{Ready: ready}))
 	defer srv.Close()
 
 	if code, _ := get(t, srv, "/healthz"); code != http.StatusOK {

@@ -1,5 +1,5 @@
-// Package admin serves the operator's HTTP endpoints: health, readiness, and (as they land)
-// metrics and debug views.
+// Package admin serves the operator's HTTP endpoints: health, readiness, Prometheus metrics,
+// the JSON debug views and the status page.
 package admin
 
 import (

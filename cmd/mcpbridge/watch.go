@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	// The Envoy types a bridge serves, so that their bodies print as JSON, not bytes.
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+)
+
+func newWatchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL) [flags]",
+		Short: "Subscribe to a config source and print every update",
+		Long: `Subscribe to a config source and print every update it sends, ACKing each:
+
+  --collection COLLECTION  as an MCP sink, on istio.mcp.v1alpha1.ResourceSource
+                           (mcpbridge's, or any MCP source): the whole collection
+  --xds TYPE_URL           as an xDS client, on the aggregated discovery service: state of the
+                           world, or delta with --incremental; a wildcard subscription, or the
+                           names given with --name
+
+Each update is printed with its version and its resources (name, version, and body decoded
+from protobuf), as a YAML document (--output yaml, the default) or as one line of JSON
+(--output json). watch runs until SIGINT, or until --count updates.
+
+Exit status: 0 when stopped by SIGINT or after --count updates; 1 when the stream fails or the
+source ends it; 2 for a bad command line.`,
+		Example: `  mcpbridge watch --from localhost:15010 --collection istio/networking/v1alpha3/serviceentries
+  mcpbridge watch --from localhost:15010 --xds networking.istio.io/v1alpha3/VirtualService --incremental
+  mcpbridge watch --from localhost:15010 --xds type.googleapis.com/envoy.config.cluster.v3.Cluster --output json --count 1`,
+		Args: cobra.NoArgs,
+		RunE: runWatch,
+	}
+	fs := cmd.Flags()
+	fs.String("from", "", "address of the config source (required)")
+	fs.String("collection", "", "MCP collection to subscribe to, on ResourceSource")
+	fs.String("xds", "", "xDS type URL to subscribe to, on the aggregated discovery service")
+	fs.StringArray("name", nil, "with --xds: a resource name to subscribe to (repeatable); none means every resource")
+	fs.Bool("incremental", false, "ask for incremental updates (MCP incremental; xDS delta)")
+	fs.String("output", "yaml", "yaml or json")
+	fs.Int("count", 0, "stop after this many updates (0: until SIGINT)")
+	fs.String("node", "mcpbridge-watch", "node id this client sends (sink_node.id, node.id)")
+	addDialFlags(fs)
+	return cmd
+}
+
+// watchOptions are watch's flags, checked.
+type watchOptions struct {
+	collection, xdsType, node, output string
+	names                             []string
+	incremental                       bool
+	count                             int
+}
+
+func watchFlags(cmd *cobra.Command) (watchOptions, error) {
+	fs := cmd.Flags()
+	var o watchOptions
+	o.collection, _ = fs.GetString("collection")
+	o.xdsType, _ = fs.GetString("xds")
+	o.names, _ = fs.GetStringArray("name")
+	o.incremental, _ = fs.GetBool("incremental")
+	o.output, _ = fs.GetString("output")
+	o.count, _ = fs.GetInt("count")
+	o.node, _ = fs.GetString("node")
+	switch {
+	case (o.collection == "") == (o.xdsType == ""):
+		return o, usageError{fmt.Errorf("give one of --collection (MCP) or --xds (xDS)")}
+	case o.output != "yaml" && o.output != "json":
+		return o, usageError{fmt.Errorf("--output: %q is neither yaml nor json", o.output)}
+	case o.count < 0:
+		return o, usageError{fmt.Errorf("--count: must not be negative, got %d", o.count)}
+	case len(o.names) > 0 && o.collection != "":
+		return o, usageError{fmt.Errorf("--name goes with --xds: an MCP subscription is to a whole collection")}
+	}
+	return o, nil
+}
+
+func runWatch(cmd *cobra.Command, _ []string) error {
+	o, err := watchFlags(cmd)
+	if err != nil {
+		return err
+	}
+	conn, err := dialFlags(cmd.Flags(), "from")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	addr, _ := cmd.Flags().GetString("from")
+	p := &printer{out: cmd.OutOrStdout(), json: o.output == "json", left: o.count}
+	ctx := cmd.Context()
+	switch {
+	case o.collection != "":
+		err = watchMCP(ctx, conn, o, p)
+	case o.incremental:
+		err = watchDelta(ctx, conn, o, p)
+	default:
+		err = watchSotW(ctx, conn, o, p)
+	}
+	if err == nil || ctx.Err() != nil {
+		return nil // --count reached, or SIGINT
+	}
+	return rpcError("watch: stream from "+addr, err)
+}
+
+// errDone ends a watch after --count updates.
+var errDone = fmt.Errorf("done")
+
+// stream runs one subscription: send the first request, then print and ACK each response.
+func stream[Req, Resp any](ctx context.Context, open func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error),
+	first *Req, answer func(*Resp) (*update, *Req)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.Send(first); err != nil {
+		return err
+	}
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		u, ack := answer(m)
+		if err := s.Send(ack); err != nil {
+			return err
+		}
+		if err := u.print(); err != nil {
+			if err == errDone {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func watchMCP(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	client := mcp.NewResourceSourceClient(conn)
+	node := &mcp.SinkNode{Id: o.node}
+	first := &mcp.RequestResources{SinkNode: node, Collection: o.collection, Incremental: o.incremental}
+	return stream(ctx, client.EstablishResourceStream, first, func(m *mcp.Resources) (*update, *mcp.RequestResources) {
+		u := &update{p: p, Collection: m.GetCollection(), Version: m.GetSystemVersionInfo(), Incremental: m.GetIncremental(), Removed: m.GetRemovedResources()}
+		for _, r := range m.GetResources() {
+			u.Resources = append(u.Resources, mcpResource(r))
+		}
+		return u, &mcp.RequestResources{SinkNode: node, Collection: m.GetCollection(), ResponseNonce: m.GetNonce()}
+	})
+}
+
+func watchSotW(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	client := discovery.NewAggregatedDiscoveryServiceClient(conn)
+	node := &core.Node{Id: o.node}
+	first := &discovery.DiscoveryRequest{Node: node, TypeUrl: o.xdsType, ResourceNames: o.names}
+	return stream(ctx, client.StreamAggregatedResources, first, func(m *discovery.DiscoveryResponse) (*update, *discovery.DiscoveryRequest) {
+		u := &update{p: p, TypeURL: m.GetTypeUrl(), Version: m.GetVersionInfo()}
+		for _, a := range m.GetResources() {
+			u.Resources = append(u.Resources, anyResource("", "", a))
+		}
+		return u, &discovery.DiscoveryRequest{Node: node, TypeUrl: m.GetTypeUrl(), VersionInfo: m.GetVersionInfo(),
+			ResponseNonce: m.GetNonce(), ResourceNames: o.names}
+	})
+}
+
+func watchDelta(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	client := discovery.NewAggregatedDiscoveryServiceClient(conn)
+	node := &core.Node{Id: o.node}
+	first := &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: o.xdsType, ResourceNamesSubscribe: o.names}
+	return stream(ctx, client.DeltaAggregatedResources, first, func(m *discovery.DeltaDiscoveryResponse) (*update, *discovery.DeltaDiscoveryRequest) {
+		u := &update{p: p, TypeURL: m.GetTypeUrl(), Version: m.GetSystemVersionInfo(), Incremental: true, Removed: m.GetRemovedResources()}
+		for _, r := range m.GetResources() {
+			u.Resources = append(u.Resources, anyResource(r.GetName(), r.GetVersion(), r.GetResource()))
+		}
+		return u, &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: m.GetTypeUrl(), ResponseNonce: m.GetNonce()}
+	})
+}
+
+// update is one response as watch prints it.
+type update struct {
+	p           *printer
+	Collection  string     `json:"collection,omitempty" yaml:"collection,omitempty"`
+	TypeURL     string     `json:"type_url,omitempty" yaml:"type_url,omitempty"`
+	Version     string     `json:"version" yaml:"version"`
+	Incremental bool       `json:"incremental" yaml:"incremental"`
+	Resources   []resource `json:"resources" yaml:"resources"`
+	Removed     []string   `json:"removed,omitempty" yaml:"removed,omitempty"`
+}
+
+// resource is one resource of an update: its name and version, and its body as protojson
+// (with its "@type"), or why the body could not be decoded.
+type resource struct {
+	Name      string          `json:"name" yaml:"name"`
+	Version   string          `json:"version,omitempty" yaml:"version,omitempty"`
+	Body      json.RawMessage `json:"body,omitempty" yaml:"-"`
+	BodyError string          `json:"body_error,omitempty" yaml:"body_error,omitempty"`
+	// YAMLBody is Body as a YAML node: decoding JSON into a node keeps the order of its
+	// fields (protobuf's), where a map would sort them.
+	YAMLBody *yaml.Node `json:"-" yaml:"body,omitempty"`
+}
+
+var bodyJSON = protojson.MarshalOptions{Resolver: protoregistry.GlobalTypes}
+
+func mcpResource(r *mcpapi.Resource) resource {
+	out := resource{Name: r.GetMetadata().GetName(), Version: r.GetMetadata().GetVersion()}
+	if r.GetBody() == nil {
+		return out
+	}
+	js, err := bodyJSON.Marshal(r.GetBody())
+	if err != nil {
+		out.BodyError = err.Error()
+		return out
+	}
+	out.Body = js
+	return out
+}
+
+// anyResource decodes an xDS resource: an MCP resource (MCP over xDS) or an Envoy resource,
+// whose name, when the response does not give it (state of the world), is its name field.
+func anyResource(name, version string, a *anypb.Any) resource {
+	if a == nil {
+		return resource{Name: name, Version: version}
+	}
+	if a.GetTypeUrl() == wire.MCPResourceTypeURL {
+		r := &mcpapi.Resource{}
+		if err := a.UnmarshalTo(r); err == nil {
+			return mcpResource(r)
+		}
+	}
+	out := resource{Name: name, Version: version}
+	msg, err := a.UnmarshalNew()
+	if err != nil {
+		out.BodyError = err.Error()
+		return out
+	}
+	if out.Name == "" {
+		out.Name = nameField(msg)
+	}
+	if out.Body, err = bodyJSON.Marshal(a); err != nil {
+		out.Body, out.BodyError = nil, err.Error()
+	}
+	return out
+}
+
+// nameField is an Envoy resource's name: its name field, or cluster_name for an endpoint
+// assignment.
+func nameField(msg proto.Message) string {
+	fields := msg.ProtoReflect().Descriptor().Fields()
+	for _, n := range []protoreflect.Name{"name", "cluster_name"} {
+		if f := fields.ByName(n); f != nil && f.Kind() == protoreflect.StringKind {
+			return msg.ProtoReflect().Get(f).String()
+		}
+	}
+	return ""
+}
+
+func (u *update) printYAML() error {
+	for i := range u.Resources {
+		r := &u.Resources[i]
+		if len(r.Body) > 0 {
+			var doc yaml.Node
+			if err := yaml.Unmarshal(r.Body, &doc); err != nil || len(doc.Content) != 1 {
+				return fmt.Errorf("encoding %s as YAML: %v", r.Name, err)
+			}
+			r.YAMLBody = blockStyle(doc.Content[0])
+		}
+	}
+	var b strings.Builder
+	b.WriteString("---\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(u); err != nil {
+		return fmt.Errorf("encoding an update: %w", err)
+	}
+	enc.Close()
+	_, err := io.WriteString(u.p.out, b.String())
+	return err
+}
+
+// blockStyle writes a node parsed from JSON as block YAML, not as the JSON's flow style.
+func blockStyle(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style = 0
+	}
+	if n.Kind == yaml.ScalarNode && n.Style == yaml.DoubleQuotedStyle {
+		n.Style = 0 // quoted again by the encoder only where YAML needs it
+	}
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+	return n
+}
+
+// printer writes updates and counts them down to --count.
+type printer struct {
+	out  io.Writer
+	json bool
+	left int // updates still to print; 0: no limit
+}
+
+func (u *update) print() error {
+	if u.Resources == nil {
+		u.Resources = []resource{}
+	}
+	js, err := json.Marshal(u)
+	if err != nil {
+		return fmt.Errorf("encoding an update: %w", err)
+	}
+	p := u.p
+	if p.json {
+		fmt.Fprintf(p.out, "%s\n", js)
+	} else if err := u.printYAML(); err != nil {
+		return err
+	}
+	if p.left > 0 {
+		if p.left--; p.left == 0 {
+			return errDone
+		}
+	}
+	return nil
+}

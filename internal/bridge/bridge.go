@@ -1,0 +1,332 @@
+// Package bridge wires a whole mcpbridge from its configuration: the store, the sink side
+// (ResourceSink, upstreams, file source), the source engine with its MCP and xDS adapters,
+// downstream pushes, metrics and the admin HTTP endpoints. cmd/mcpbridge serves one from the
+// command line; package bridgetest starts one in a test. Nothing here reads configuration.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/encoding/protojson"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/admin"
+	"github.com/mcpbridge/mcpbridge/internal/buildinfo"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/sink"
+	"github.com/mcpbridge/mcpbridge/sink/filesource"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/source/xds"
+	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// Bridge is every component of a serving bridge, wired from the configuration.
+type Bridge struct {
+	cfg     *Config
+	log     *slog.Logger
+	store   *store.Store
+	metrics *metrics.Metrics
+	grpc    *grpc.Server
+	health  *health.Server
+	engine  *source.Engine
+	sink    *sink.Server
+	files   *filesource.Source // nil without sources.files
+	ready   *admin.Readiness
+	http    http.Handler
+	runners []runner
+	// translationFaults reports the translation's faults to the metrics and the status page.
+	translationFaults metrics.FaultsFunc
+}
+
+// runner is a long-running component: a producer the bridge reads or a sink it pushes to.
+type runner struct {
+	name  string
+	run   func(context.Context) error
+	ready <-chan struct{} // nil: not a readiness condition
+}
+
+// New builds every component; nothing listens or runs before Serve. A bad configuration is a
+// *ConfigError.
+func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := metrics.New()
+	b := &Bridge{
+		cfg: cfg, log: log, metrics: m, ready: admin.NewReadiness(),
+		store: store.New(store.Options{
+			Validate:           translate.ValidateResource,
+			TombstoneRetention: cfg.Store.TombstoneRetention,
+			Logger:             log.With("component", "store"),
+		}),
+	}
+	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
+		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta)
+	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
+	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
+		return nil, err
+	}
+	if err := b.wireSink(); err != nil {
+		return nil, err
+	}
+	b.wireSource()
+	if err := b.wireSources(); err != nil {
+		return nil, err
+	}
+	// The translation (translate/envoy) joins here: its controller runs as a runner, and its
+	// faults reach the metrics and the status page with one line:
+	//   b.translationFaults = metrics.FaultsFrom(controller)
+	if err := b.wireAdmin(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bridge) wireSink() error {
+	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
+	s, err := sink.NewServer(sink.Options{
+		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry,
+		Logger: b.log, Metrics: b.metrics,
+	})
+	if err != nil {
+		return ConfigErrorf("collections: %v", err)
+	}
+	b.sink = s
+	return nil
+}
+
+func (b *Bridge) wireSource() {
+	b.grpc = grpc.NewServer(
+		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
+		grpc.MaxRecvMsgSize(b.cfg.GRPC.MaxRecvMsgSize),
+	)
+	b.health = health.NewServer()
+	b.engine = source.New(source.Options{
+		Store: b.store, Logger: b.log.With("component", "source"),
+		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize,
+		Metrics: b.metrics,
+	})
+	healthpb.RegisterHealthServer(b.grpc, b.health)
+	reflection.Register(b.grpc)
+	mcp.RegisterResourceSinkServer(b.grpc, b.sink)
+	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
+	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
+	(&xds.Server{Engine: b.engine}).Register(b.grpc)
+}
+
+// wireSources adds the producers the bridge reads (files, upstreams) and the sinks it pushes to.
+func (b *Bridge) wireSources() error {
+	cfg := b.cfg
+	if len(cfg.Sources.Files) > 0 {
+		b.files = filesource.New(filesource.Options{
+			Paths: cfg.Sources.Files, Debounce: cfg.Sources.FileDebounce, Store: b.store, Logger: b.log,
+		})
+		b.runners = append(b.runners, runner{name: "sources.files", run: b.files.Run, ready: b.files.Ready()})
+	}
+	node := sink.SinkNode{ID: cfg.Sink.NodeID, Annotations: cfg.Sink.NodeAnnotations}
+	for i, t := range cfg.Sources.Upstreams {
+		up, err := sink.NewUpstream(sink.UpstreamOptions{
+			Target: t, Store: b.store, Collections: sinkCollections(cfg), SinkNode: node,
+			Logger: b.log, Metrics: b.metrics,
+		})
+		if err != nil {
+			return ConfigErrorf("sources.upstreams[%d]: %v", i, err)
+		}
+		b.runners = append(b.runners, runner{name: "upstream " + t.Address, run: up.Run, ready: up.Ready()})
+	}
+	for _, t := range cfg.Downstreams {
+		d := &source.Downstream{Target: t, Engine: b.engine, Logger: b.log.With("component", "downstream")}
+		b.runners = append(b.runners, runner{name: "downstream " + t.Address, run: d.Run})
+	}
+	return nil
+}
+
+// wireAdmin registers the collectors that read the store and the fault reporters at scrape
+// time, and builds the HTTP handler.
+func (b *Bridge) wireAdmin() error {
+	var fileFaults func() []error
+	if b.files != nil {
+		fileFaults = b.files.Faults
+	}
+	for _, err := range []error{
+		b.metrics.WatchStore(b.store),
+		b.metrics.WatchFileFaults(fileFaults),
+		b.metrics.WatchTranslationFaults(b.translationFaults),
+	} {
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	b.http = admin.Handler(admin.Options{
+		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
+		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
+		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
+	})
+	return nil
+}
+
+// Store is the bridge's store.
+func (b *Bridge) Store() *store.Store { return b.store }
+
+// Engine is the source engine every consumer stream is served by.
+func (b *Bridge) Engine() *source.Engine { return b.engine }
+
+// Sink is the ResourceSink service.
+func (b *Bridge) Sink() *sink.Server { return b.sink }
+
+// Metrics are the bridge's metrics.
+func (b *Bridge) Metrics() *metrics.Metrics { return b.metrics }
+
+// Ready tracks /readyz.
+func (b *Bridge) Ready() *admin.Readiness { return b.ready }
+
+// Serve serves gRPC and HTTP on the listeners and runs every source until ctx ends, then stops
+// gracefully: it stops accepting, ends streams with Unavailable, and returns nil. An error is a
+// run-time failure (a source that cannot run, a listener that fails). It closes the listeners.
+func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	grpcReady := b.ready.Wait("grpc")
+	httpServer := &http.Server{Handler: b.http, ReadHeaderTimeout: 10 * time.Second}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3+len(b.runners))
+	wg.Go(func() { b.store.Run(ctx) })
+	wg.Go(func() {
+		if err := b.grpc.Serve(grpcLis); err != nil {
+			errs <- fmt.Errorf("grpc server: %w", err)
+		}
+	})
+	wg.Go(func() {
+		if err := httpServer.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("http server: %w", err)
+		}
+	})
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	grpcReady()
+	b.startRunners(ctx, &wg, errs)
+	b.log.Info("mcpbridge serving", "version", buildinfo.String(),
+		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "files", b.cfg.Sources.Files,
+		"upstreams", len(b.cfg.Sources.Upstreams), "downstreams", len(b.cfg.Downstreams))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		b.log.Info("stopping")
+	case runErr = <-errs:
+		b.log.Error("stopping after a failure", "error", runErr)
+	}
+	cancel()
+	b.stop()
+	stopGRPC(b.grpc, b.cfg.GRPC.ShutdownGrace)
+	shutdownCtx, done := context.WithTimeout(context.Background(), b.cfg.GRPC.ShutdownGrace)
+	httpServer.Shutdown(shutdownCtx)
+	done()
+	wg.Wait()
+	return runErr
+}
+
+func (b *Bridge) startRunners(ctx context.Context, wg *sync.WaitGroup, errs chan<- error) {
+	for _, r := range b.runners {
+		var done func()
+		if r.ready != nil {
+			done = b.ready.Wait(r.name)
+		}
+		wg.Go(func() {
+			if err := r.run(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", r.name, err)
+			}
+		})
+		if r.ready != nil {
+			wg.Go(func() { waitReady(ctx, b.log, r.name, r.ready, b.cfg.Sources.StartupTimeout, done) })
+		}
+	}
+}
+
+// stop ends every stream with Unavailable; the gRPC server stops after.
+func (b *Bridge) stop() {
+	b.health.Shutdown()
+	b.engine.Stop()
+	b.sink.Stop()
+}
+
+// stopGRPC stops accepting and lets streams end for up to grace, then closes what is left.
+// Streams still open are ended by the cancelled serving context with Unavailable.
+func stopGRPC(s *grpc.Server, grace time.Duration) {
+	stopped := make(chan struct{})
+	go func() {
+		s.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		s.Stop()
+		<-stopped
+	}
+}
+
+// waitReady marks a source ready once it delivered its first full state, or when the start-up
+// timeout passes (logged, so an operator knows readiness did not mean loaded).
+func waitReady(ctx context.Context, log *slog.Logger, name string, srcReady <-chan struct{}, timeout time.Duration, done func()) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-srcReady:
+		done()
+	case <-t.C:
+		log.Warn("source has not delivered its first full state; ready anyway", "source", name, "startup_timeout", timeout)
+		done()
+	case <-ctx.Done():
+	}
+}
+
+func sinkCollections(cfg *Config) []sink.Collection {
+	var out []sink.Collection
+	for _, name := range cfg.Collections {
+		out = append(out, sink.Collection{Name: name, Incremental: cfg.Sink.Incremental})
+	}
+	if len(out) == 0 {
+		for _, c := range sink.DefaultCollections() {
+			out = append(out, sink.Collection{Name: c.Name, Incremental: cfg.Sink.Incremental})
+		}
+	}
+	return out
+}
+
+// storeMeshConfig serves the configured MeshConfig (YAML or JSON), or an empty one.
+func storeMeshConfig(path string, st *store.Store) error {
+	mc := &meshv1alpha1.MeshConfig{}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return ConfigErrorf("xds.mesh_config_file: %v", err)
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return ConfigErrorf("xds.mesh_config_file %s: %v", path, err)
+		}
+		if err := protojson.Unmarshal(js, mc); err != nil {
+			return ConfigErrorf("xds.mesh_config_file %s: not a MeshConfig: %v", path, err)
+		}
+	}
+	return xds.StoreMeshConfig(st, mc)
+}

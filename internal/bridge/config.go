@@ -1,0 +1,104 @@
+package bridge
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mcpbridge/mcpbridge/internal/dial"
+)
+
+// Config is the whole configuration of a bridge. cmd/mcpbridge reads it (viper: file,
+// environment, flags); keys are the mapstructure tags joined with "."; config.yaml at the
+// repository root documents each one. Nothing here reads configuration: the bridge is handed
+// plain values.
+type Config struct {
+	GRPC        GRPCConfig    `mapstructure:"grpc"`
+	HTTP        HTTPConfig    `mapstructure:"http"`
+	Log         LogConfig     `mapstructure:"log"`
+	Sources     SourcesConfig `mapstructure:"sources"`
+	Sink        SinkConfig    `mapstructure:"sink"`
+	Store       StoreConfig   `mapstructure:"store"`
+	XDS         XDSConfig     `mapstructure:"xds"`
+	Collections []string      `mapstructure:"collections"`
+	// Downstreams are ResourceSinks the bridge dials and pushes to.
+	Downstreams []dial.Target `mapstructure:"downstreams"`
+}
+
+// SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
+type SinkConfig struct {
+	NodeID          string            `mapstructure:"node_id"`
+	NodeAnnotations map[string]string `mapstructure:"node_annotations"`
+	// Incremental asks producers for incremental updates of every collection.
+	Incremental bool `mapstructure:"incremental"`
+	// Expiry deletes a disconnected producer's resources after this long; 0 keeps them.
+	Expiry time.Duration `mapstructure:"expiry"`
+}
+
+// XDSConfig configures the xDS and MCP source side.
+type XDSConfig struct {
+	// MeshConfigFile is a YAML or JSON istio.mesh.v1alpha1.MeshConfig served to istiod under
+	// core/v1alpha1/MeshConfig; empty serves an empty MeshConfig.
+	MeshConfigFile string `mapstructure:"mesh_config_file"`
+	// SendTimeout resets a stream whose one send takes longer.
+	SendTimeout time.Duration `mapstructure:"send_timeout"`
+	// MaxResponseSize logs responses larger than this (the client's likely receive limit).
+	MaxResponseSize int `mapstructure:"max_response_size"`
+}
+
+type GRPCConfig struct {
+	Address string `mapstructure:"address"`
+	// MaxRecvMsgSize bounds one message a client or producer sends, in bytes.
+	MaxRecvMsgSize int `mapstructure:"max_recv_msg_size"`
+	// ShutdownGrace is how long a stop waits for streams to end before closing connections.
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+}
+
+type HTTPConfig struct {
+	Address string `mapstructure:"address"`
+}
+
+type LogConfig struct {
+	Level  string `mapstructure:"level"`
+	Format string `mapstructure:"format"`
+}
+
+type SourcesConfig struct {
+	Files []string `mapstructure:"files"`
+	// FileDebounce gathers a burst of file events into one reload.
+	FileDebounce time.Duration `mapstructure:"file_debounce"`
+	// StartupTimeout bounds how long /readyz waits for a source's first full state.
+	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
+	// Upstreams are ResourceSources the bridge dials as a sink.
+	Upstreams []dial.Target `mapstructure:"upstreams"`
+}
+
+type StoreConfig struct {
+	// TombstoneRetention is how long deletions are kept for incremental readers.
+	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
+}
+
+// DefaultConfig is the configuration when nothing sets a key: the defaults of CONTRACT.md
+// section 2 and config.yaml. cmd/mcpbridge's test holds its viper defaults to it.
+func DefaultConfig() *Config {
+	return &Config{
+		GRPC:        GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second},
+		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
+		Log:         LogConfig{Level: "info", Format: "text"},
+		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
+		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true},
+		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
+		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20},
+		Collections: []string{},
+		Downstreams: []dial.Target{},
+	}
+}
+
+// ConfigError is a bad command line or configuration: exit status 2, one line naming the key.
+type ConfigError struct{ msg string }
+
+func (e *ConfigError) Error() string { return e.msg }
+
+// ConfigErrorf returns a *ConfigError.
+func ConfigErrorf(format string, args ...any) error {
+	return &ConfigError{msg: fmt.Sprintf(format, args...)}
+}

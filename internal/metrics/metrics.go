@@ -1,0 +1,256 @@
+// Package metrics is the bridge's Prometheus metrics, named mcpbridge_* after Istio's
+// istio_mcp_* set, on a registry of their own (no global state), with the Go and process
+// collectors.
+//
+// Streams have a role, the bridge's role on them: "source" when the bridge sends config
+// (ResourceSource, AggregatedMeshConfigService, xDS, downstream pushes) and "sink" when it
+// receives config (ResourceSink, upstreams). Requests, ACKs and NACKs are the request-side
+// messages of a stream in either role, as in Istio's metrics: on a source stream those the
+// consumer sends, on a sink stream those the bridge sends to the producer.
+//
+// Every method is safe on a nil *Metrics and on the nil handles it then returns, so components
+// run without metrics by leaving theirs nil. The handles (Stream, Collection) are resolved once,
+// when a stream or subscription starts, so that the per-message path only adds to atomics: no
+// label lookup, no lock, no allocation.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Role is the bridge's role on a stream.
+type Role string
+
+const (
+	// RoleSource: the bridge sends config (ResourceSource, AMCS, xDS, downstream).
+	RoleSource Role = "source"
+	// RoleSink: the bridge receives config (ResourceSink, upstream).
+	RoleSink Role = "sink"
+)
+
+// Direction is which way the bridge dialled a peer.
+type Direction string
+
+const (
+	// Upstream is a ResourceSource the bridge dials as a sink.
+	Upstream Direction = "upstream"
+	// Downstream is a ResourceSink the bridge dials and pushes to.
+	Downstream Direction = "downstream"
+)
+
+// Collection label values for what is not a collection of the store.
+const (
+	// UnknownCollection labels requests for a type neither the naming table nor the store
+	// knows, so that a client asking for arbitrary names cannot grow the label set.
+	UnknownCollection = "unknown"
+	// UnaskedCollection labels a producer's Resources for a collection the bridge did not ask.
+	UnaskedCollection = "unasked"
+)
+
+// Metrics holds every metric of one bridge.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	streams       *prometheus.GaugeVec
+	requests      *prometheus.CounterVec
+	acks          *prometheus.CounterVec
+	nacks         *prometheus.CounterVec
+	sendFailures  *prometheus.CounterVec
+	recvFailures  *prometheus.CounterVec
+	reconnections *prometheus.CounterVec
+	peerConnected *prometheus.GaugeVec
+	messageSize   *prometheus.HistogramVec
+	pushLatency   *prometheus.HistogramVec
+
+	mu    sync.Mutex
+	peers map[peerKey]*Peer
+}
+
+// New returns the metrics on a new registry that also holds the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg:   prometheus.NewRegistry(),
+		peers: map[peerKey]*Peer{},
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpbridge_streams",
+			Help: "Streams currently open, by protocol and the bridge's role on them (source: it sends config; sink: it receives config).",
+		}, []string{"protocol", "role"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_requests_total",
+			Help: "Requests by collection: received from consumers (role=source) or sent to producers (role=sink), ACKs and NACKs included.",
+		}, []string{"role", "collection"}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_request_acks_total",
+			Help: "ACKs by collection: from consumers (role=source) or sent to producers (role=sink).",
+		}, []string{"role", "collection"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_request_nacks_total",
+			Help: "NACKs by collection and error_detail code: from consumers (role=source) or sent to producers (role=sink).",
+		}, []string{"role", "collection", "code"}),
+		sendFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_send_failures_total",
+			Help: "Messages that could not be sent on a stream (the stream then ends), by gRPC code.",
+		}, []string{"role", "protocol", "code"}),
+		recvFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_recv_failures_total",
+			Help: "Streams that ended with a receive error other than a clean close, by gRPC code.",
+		}, []string{"role", "protocol", "code"}),
+		reconnections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_reconnections_total",
+			Help: "Streams to a dialled peer opened again after an earlier one ended.",
+		}, []string{"direction", "address"}),
+		peerConnected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpbridge_peer_connected",
+			Help: "1 while a stream to a dialled upstream or downstream is open, else 0.",
+		}, []string{"direction", "address"}),
+		messageSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcpbridge_message_size_bytes",
+			Help: "Size of config messages: responses sent (role=source) and Resources received (role=sink).",
+			// 256 B to 64 MiB
+			Buckets: prometheus.ExponentialBuckets(256, 4, 10),
+		}, []string{"role", "collection"}),
+		pushLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcpbridge_push_latency_seconds",
+			Help: "Time from a change in the store to the send of the response that carries it, per stream.",
+			// 100 µs to about 26 s
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 19),
+		}, []string{"protocol"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
+		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency,
+	)
+	return m
+}
+
+// Registry is where the metrics are registered; components may register more collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Declare exports the streams gauge (at 0) and the push latency of each protocol a role serves,
+// so that dashboards and alerts see every series before the first stream opens.
+func (m *Metrics) Declare(role Role, protocols ...string) {
+	if m == nil {
+		return
+	}
+	for _, p := range protocols {
+		m.streams.WithLabelValues(p, string(role))
+		if role == RoleSource {
+			m.pushLatency.WithLabelValues(p)
+		}
+	}
+}
+
+// Stream is one open stream's metrics.
+type Stream struct {
+	m        *Metrics
+	role     Role
+	protocol string
+	open     prometheus.Gauge
+	latency  prometheus.Observer
+}
+
+// Stream counts a stream as open until Close.
+func (m *Metrics) Stream(role Role, protocol string) *Stream {
+	if m == nil {
+		return nil
+	}
+	s := &Stream{m: m, role: role, protocol: protocol, open: m.streams.WithLabelValues(protocol, string(role))}
+	if role == RoleSource {
+		s.latency = m.pushLatency.WithLabelValues(protocol)
+	}
+	s.open.Inc()
+	return s
+}
+
+// Close counts the stream as closed.
+func (s *Stream) Close() {
+	if s != nil {
+		s.open.Dec()
+	}
+}
+
+// SendFailed counts a message that could not be sent.
+func (s *Stream) SendFailed(err error) {
+	if s != nil {
+		s.m.sendFailures.WithLabelValues(string(s.role), s.protocol, code(err)).Inc()
+	}
+}
+
+// RecvFailed counts a stream that ended with a receive error. A clean close is not a failure.
+func (s *Stream) RecvFailed(err error) {
+	if s != nil {
+		s.m.recvFailures.WithLabelValues(string(s.role), s.protocol, code(err)).Inc()
+	}
+}
+
+// Pushed observes the latency of a response sent because of a change made seconds ago.
+func (s *Stream) Pushed(seconds float64) {
+	if s != nil && s.latency != nil {
+		s.latency.Observe(seconds)
+	}
+}
+
+// NACK counts a NACK with its error_detail code. NACKs are rare: the label lookup is paid here.
+func (m *Metrics) NACK(role Role, collection string, c codes.Code) {
+	if m != nil {
+		m.nacks.WithLabelValues(string(role), collection, c.String()).Inc()
+	}
+}
+
+// Collection is the metrics of one collection in one role.
+type Collection struct {
+	requests, acks prometheus.Counter
+	size           prometheus.Observer
+}
+
+// Collection resolves the per-collection handles once, for a subscription or a configured
+// collection.
+func (m *Metrics) Collection(role Role, collection string) *Collection {
+	if m == nil {
+		return nil
+	}
+	r := string(role)
+	return &Collection{
+		requests: m.requests.WithLabelValues(r, collection),
+		acks:     m.acks.WithLabelValues(r, collection),
+		size:     m.messageSize.WithLabelValues(r, collection),
+	}
+}
+
+// Request counts one request.
+func (c *Collection) Request() {
+	if c != nil {
+		c.requests.Inc()
+	}
+}
+
+// ACK counts one ACK.
+func (c *Collection) ACK() {
+	if c != nil {
+		c.acks.Inc()
+	}
+}
+
+// Size observes the size of one config message, in bytes.
+func (c *Collection) Size(bytes int) {
+	if c != nil {
+		c.size.Observe(float64(bytes))
+	}
+}
+
+// code is the gRPC code of an error as a label value.
+func code(err error) string { return status.Code(err).String() }

@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Components run without metrics by leaving theirs nil: nothing may panic.
+func TestNilMetricsAreSafe(t *testing.T) {
+	var m *Metrics
+	s := m.Stream(RoleSource, "xds-sotw")
+	s.Pushed(1)
+	s.SendFailed(errors.New("x"))
+	s.RecvFailed(errors.New("x"))
+	s.Close()
+	c := m.Collection(RoleSink, "c")
+	c.Request()
+	c.ACK()
+	c.Size(10)
+	m.NACK(RoleSink, "c", codes.InvalidArgument)
+	m.Declare(RoleSource, "xds-sotw")
+	p := m.Peer(Upstream, "a:1")
+	p.Up()
+	p.Down(nil)
+	if m.Peers() != nil {
+		t.Fatal("a nil Metrics lists peers")
+	}
+	for _, err := range []error{m.WatchStore(nil), m.WatchFileFaults(nil), m.WatchTranslationFaults(nil)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// translateFault has the shape the translation controller reports.
+type translateFault struct {
+	Kind, Name, Message string
+}
+
+type controller struct{ faults []translateFault }
+
+func (c *controller) Faults() []translateFault { return c.faults }
+
+// The translation's faults are wired with one line, and counted by kind at scrape time.
+func TestTranslationFaultsAreCountedByKind(t *testing.T) {
+	m := New()
+	ctrl := &controller{}
+	if err := m.WatchTranslationFaults(FaultsFrom(ctrl)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(m.Registry(), "mcpbridge_translation_faults"); err != nil || n != 0 {
+		t.Fatalf("%d series with no faults (%v), want none", n, err)
+	}
+	ctrl.faults = []translateFault{
+		{Kind: "VirtualService", Name: "shop/reviews", Message: "route to unknown host"},
+		{Kind: "VirtualService", Name: "shop/ratings", Message: "route to unknown host"},
+		{Kind: "DestinationRule", Name: "shop/reviews", Message: "subset without labels"},
+	}
+	const want = `
+# HELP mcpbridge_translation_faults Faults the translation currently reports, by kind.
+# TYPE mcpbridge_translation_faults gauge
+mcpbridge_translation_faults{kind="DestinationRule"} 1
+mcpbridge_translation_faults{kind="VirtualService"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_translation_faults"); err != nil {
+		t.Fatal(err)
+	}
+	got := FaultsFrom(ctrl)()
+	if got[2] != (Fault{Kind: "DestinationRule", Name: "shop/reviews", Message: "subset without labels"}) {
+		t.Fatalf("FaultsFrom = %+v", got[2])
+	}
+}
+
+type kindName string
+
+type otherFault struct {
+	Message string
+	Kind    kindName
+	Line    int
+}
+
+type otherController struct{}
+
+func (otherController) Faults() []*otherFault {
+	return []*otherFault{{Kind: "Gateway", Message: "no servers", Line: 3}}
+}
+
+// Field order, named string types, pointers and extra fields do not matter.
+func TestFaultsFromToleratesOtherShapes(t *testing.T) {
+	got := FaultsFrom[*otherFault](otherController{})()
+	if len(got) != 1 || got[0] != (Fault{Kind: "Gateway", Message: "no servers"}) {
+		t.Fatalf("FaultsFrom = %+v", got)
+	}
+}
+
+func TestPeerCountsReconnectionsNotFirstConnections(t *testing.T) {
+	m := New()
+	p := m.Peer(Downstream, "sink:9902")
+	p.Up()
+	p.Down(errors.New("connection reset"))
+	if got := m.Peers(); len(got) != 1 || got[0].Connected || got[0].LastError != "connection reset" || got[0].Reconnections != 0 {
+		t.Fatalf("after one stream: %+v", got)
+	}
+	p.Up()
+	if got := m.Peers(); !got[0].Connected || got[0].Reconnections != 1 || got[0].LastError != "" {
+		t.Fatalf("after a reconnection: %+v", got)
+	}
+	if m.Peer(Downstream, "sink:9902") != p {
+		t.Fatal("Peer is not get-or-create")
+	}
+}

@@ -57,6 +57,10 @@ type Request struct {
 	WildcardCapable bool
 	// FullOnLoss: the protocol can send a full state in place of an increment (MCP).
 	FullOnLoss bool
+	// PartialStateOfTheWorld lets a state-of-the-world response to explicit names carry only
+	// what changed. xDS groups every type but listeners and clusters this way (endpoints,
+	// routes); listeners, clusters and MCP collections are always sent whole.
+	PartialStateOfTheWorld bool
 
 	// Names is the whole subscription of a state-of-the-world request.
 	Names []string
@@ -322,7 +326,8 @@ func (e *Engine) collectionLabel(req *Request) string {
 func (s *stream) subscribe(req *Request) {
 	sub := &subscription{
 		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form,
-		priority: req.Priority, removalPriority: req.RemovalPriority, makeBeforeBreak: req.MakeBeforeBreak, fullOnLoss: req.FullOnLoss, initial: req.InitialVersions,
+		priority: req.Priority, removalPriority: req.RemovalPriority, makeBeforeBreak: req.MakeBeforeBreak, fullOnLoss: req.FullOnLoss,
+		partialSotW: req.PartialStateOfTheWorld, initial: req.InitialVersions,
 		names: map[string]struct{}{},
 	}
 	if s.engine.metrics != nil {
@@ -339,6 +344,7 @@ func (s *stream) subscribe(req *Request) {
 			sub.names[n] = struct{}{}
 		}
 	}
+	sub.namesChanged()
 	if old := s.subs[req.Key]; old != nil {
 		s.order = slices.DeleteFunc(s.order, func(x *subscription) bool { return x == old })
 	}
@@ -371,20 +377,26 @@ func (s *stream) resubscribe(sub *subscription, req *Request) {
 			return
 		}
 		next := make(map[string]struct{}, len(req.Names))
+		added := false
 		for _, n := range req.Names {
 			next[n] = struct{}{}
 			if _, had := sub.names[n]; !had {
 				sub.addFresh(n)
+				added = true
 			}
 		}
-		// Names dropped need no response: the next one (on a change) simply omits them.
-		sub.names = next
+		if added || len(next) != len(sub.names) {
+			// Names dropped need no response: the next one (on a change) simply omits them.
+			sub.names = next
+			sub.namesChanged()
+		}
 		return
 	}
 	for _, n := range req.Unsubscribe {
 		delete(sub.names, n) // phantom unsubscriptions are harmless
 		delete(sub.fresh, n)
 	}
+	sub.namesChanged()
 	for _, n := range req.Subscribe {
 		if n == Wildcard && req.WildcardCapable {
 			sub.wildcard, sub.names, sub.fresh = true, nil, nil

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"crypto/sha256"
 	"errors"
 	"slices"
 	"strconv"
@@ -58,11 +59,16 @@ type subscription struct {
 	makeBeforeBreak bool
 	fullOnLoss      bool // the protocol can say "full state" when changes were compacted away
 
-	wildcard bool
-	names    map[string]struct{}
-	fresh    map[string]struct{} // newly subscribed names: sent even if unchanged
-	initial  map[string]string   // initial_resource_versions, until the first response
-	started  bool
+	wildcard    bool
+	partialSotW bool
+	names       map[string]struct{}
+	// Derived from names when first needed after a change (see namesChanged): the sorted
+	// list, and a fingerprint under which streams with the same names share responses.
+	sorted  []string
+	fp      *[sha256.Size]byte
+	fresh   map[string]struct{} // newly subscribed names: sent even if unchanged
+	initial map[string]string   // initial_resource_versions, until the first response
+	started bool
 
 	// owesBreak: the last response kept removed resources for make-before-break; the removal
 	// is due once it is acknowledged. owedRemovals are those names, for incremental clients.
@@ -94,13 +100,15 @@ type pending struct {
 	removes bool
 }
 
-// frameKey identifies a response that is the same for every wildcard subscriber of a type.
+// frameKey identifies a response that is the same for every subscriber of a type with the
+// same names (or wildcard) at the same revisions.
 type frameKey struct {
 	protocol, key string
 	form          wire.Form
 	mode          Mode
 	full          bool
 	from, to      uint64
+	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard
 }
 
 // next computes the response due on this subscription, or nil when none is: one is in flight
@@ -144,19 +152,69 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
+	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev}
 	if s.wildcard {
 		_, p.msg.Resources = v.Snapshot(s.collection)
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev}
 		return p
 	}
-	for _, name := range sortedNames(s.names) {
-		if e := v.Get(s.collection, name); e != nil {
-			p.msg.Resources = append(p.msg.Resources, e)
-		} else {
-			p.msg.Missing = append(p.msg.Missing, name)
+	p.share.names = s.fingerprint()
+	p.msg.Resources, p.msg.Missing = s.lookup(v)
+	return p
+}
+
+// lookup returns the subscribed names' entries and the names that do not exist, both sorted.
+// Many names are found with one ordered scan of the collection; few, one by one.
+func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []string) {
+	names := s.sortedNames()
+	if len(names)*4 < v.Collection(s.collection).Count {
+		for _, name := range names {
+			if e := v.Get(s.collection, name); e != nil {
+				found = append(found, e)
+			} else {
+				missing = append(missing, name)
+			}
+		}
+		return found, missing
+	}
+	_, all := v.Snapshot(s.collection)
+	i := 0
+	for _, e := range all { // both sorted by name: a merge
+		for i < len(names) && names[i] < e.Name {
+			missing = append(missing, names[i])
+			i++
+		}
+		if i < len(names) && names[i] == e.Name {
+			found = append(found, e)
+			i++
 		}
 	}
-	return p
+	return found, append(missing, names[i:]...)
+}
+
+// namesChanged drops what was derived from the explicit names; call it after changing them.
+func (s *subscription) namesChanged() { s.sorted, s.fp = nil, nil }
+
+func (s *subscription) sortedNames() []string {
+	if s.sorted == nil {
+		s.sorted = sortedNames(s.names)
+	}
+	return s.sorted
+}
+
+// fingerprint identifies the set of explicit names: streams asking for the same names share
+// encoded responses. A cryptographic hash, so that two different sets never share.
+func (s *subscription) fingerprint() [sha256.Size]byte {
+	if s.fp == nil {
+		h := sha256.New()
+		for _, n := range s.sortedNames() {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+		}
+		var fp [sha256.Size]byte
+		h.Sum(fp[:0])
+		s.fp = &fp
+	}
+	return *s.fp
 }
 
 // diffAgainstInitial answers a reconnecting incremental client with only what differs from
@@ -167,7 +225,7 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 	if s.wildcard {
 		_, current = v.Snapshot(s.collection)
 	} else {
-		for _, name := range sortedNames(s.names) {
+		for _, name := range s.sortedNames() {
 			if e := v.Get(s.collection, name); e != nil {
 				current = append(current, e)
 			} else if _, held := s.initial[name]; !held {
@@ -192,6 +250,9 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 }
 
 func (s *subscription) nextStateOfTheWorld(v *store.View, rev uint64, protocol string) *pending {
+	if s.partialSotW && !s.wildcard {
+		return s.partialStateOfTheWorld(v, rev, protocol)
+	}
 	if len(s.fresh) > 0 {
 		return s.full(v, rev, protocol)
 	}
@@ -212,6 +273,40 @@ func (s *subscription) nextStateOfTheWorld(v *store.View, rev uint64, protocol s
 	}
 	s.sentRev = rev // nothing this client asked for changed
 	return nil
+}
+
+// partialStateOfTheWorld answers explicit names of a type that xDS groups like the incremental
+// variants (endpoints, routes): only the subscribed resources that changed, and the newly asked
+// ones. Deletions are not sent: in state of the world they follow from the parents that stop
+// naming the resource.
+func (s *subscription) partialStateOfTheWorld(v *store.View, rev uint64, protocol string) *pending {
+	if rev == s.sentRev && len(s.fresh) == 0 {
+		return nil
+	}
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if err != nil {
+		return s.full(v, rev, protocol)
+	}
+	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
+	for _, name := range sortedNames(s.fresh) {
+		if e := v.Get(s.collection, name); e != nil {
+			p.msg.Resources = append(p.msg.Resources, e)
+		}
+	}
+	for _, e := range ch.Upserts {
+		_, asked := s.names[e.Name]
+		if _, fresh := s.fresh[e.Name]; asked && !fresh {
+			p.msg.Resources = append(p.msg.Resources, e)
+		}
+	}
+	if len(p.msg.Resources) == 0 {
+		s.sentRev, s.fresh = rev, nil
+		return nil
+	}
+	if len(s.fresh) == 0 {
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, names: s.fingerprint()}
+	}
+	return p
 }
 
 func (s *subscription) touches(ch store.Changes) bool {
@@ -308,7 +403,7 @@ func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol strin
 		// Explicit names: send each as it is now; a name that is gone is sent as missing,
 		// which delta xDS clients take as "does not exist".
 		p := s.full(v, rev, protocol)
-		p.msg.Incremental = true
+		p.msg.Incremental, p.share = true, nil
 		return p, nil
 	default:
 		return nil, errFellBehind

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -63,10 +65,55 @@ func TestResourceNamesAreTheSubscriptionForEndpoints(t *testing.T) {
 	// Newly asked names are sent at once, though unchanged.
 	c.ack(m, "a", "c")
 	m = c.recv()
-	assertNames(t, "EDS for a and c", sotwNames(t, m), "a", "c")
+	assertNames(t, "EDS for the newly asked c", sotwNames(t, m), "c")
 	c.ack(m, "a", "c")
 	s.putEnvoy(t, EndpointType, loadAssignments("v2", "c"))
-	assertNames(t, "EDS after c changed", sotwNames(t, c.recv()), "a", "c")
+	assertNames(t, "EDS after c changed", sotwNames(t, c.recv()), "c")
+}
+
+// xDS state of the world sends listeners and clusters whole, but groups the other types like
+// the incremental variants: a change to one endpoint assignment sends that one only.
+func TestStateOfTheWorldSendsOnlyChangedEndpointsButWholeClusters(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, EndpointType, loadAssignments("v1", "a", "b", "c"))
+	s.putEnvoy(t, ClusterType, clusters("a", "b", "c"))
+	eds, cds := newSotW(t, s.addr), newSotW(t, s.addr)
+	eds.send(&discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"a", "b", "c"}})
+	m := eds.recv()
+	assertNames(t, "first EDS response: every asked name", sotwNames(t, m), "a", "b", "c")
+	eds.ack(m, "a", "b", "c")
+	cds.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a", "b", "c"}})
+	cm := cds.recv()
+	cds.ack(cm, "a", "b", "c")
+	waitAllAcknowledged(t, s.engine)
+
+	s.putEnvoy(t, EndpointType, loadAssignments("v2", "b"))
+	assertNames(t, "EDS after b changed", sotwNames(t, eds.recv()), "b")
+	s.putEnvoy(t, ClusterType, map[string]proto.Message{"b": &cluster.Cluster{Name: "b", ConnectTimeout: durationpb.New(3 * time.Second)}})
+	assertNames(t, "CDS (named) after b changed", sotwNames(t, cds.recv()), "a", "b", "c")
+}
+
+// Streams asking for the same names at the same revisions share one encoded response.
+func TestStreamsWithTheSameNamesShareEncodedResponses(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, EndpointType, loadAssignments("v1", "a", "b"))
+	var clients []*sotwClient
+	for range 5 {
+		c := newSotW(t, s.addr)
+		c.send(&discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"b", "a"}})
+		c.ack(c.recv(), "a", "b")
+		clients = append(clients, c)
+	}
+	waitAllAcknowledged(t, s.engine)
+	before := s.engine.Stats()
+	s.putEnvoy(t, EndpointType, loadAssignments("v2", "a"))
+	for _, c := range clients {
+		assertNames(t, "change", sotwNames(t, c.recv()), "a")
+	}
+	after := s.engine.Stats()
+	if enc, hits := after.Encodes-before.Encodes, after.FrameHits-before.FrameHits; enc != 1 || hits != 4 {
+		t.Fatalf("5 streams with the same names: %d encodes and %d reuses, want 1 and 4", enc, hits)
+	}
 }
 
 func TestVersionsArePerType(t *testing.T) {

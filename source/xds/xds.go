@@ -92,7 +92,10 @@ func resolve(typeURL string) typeInfo {
 
 func (ti typeInfo) request(typeURL string) *source.Request {
 	return &source.Request{
-		Key: typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
+		// xDS sends listeners and clusters whole in state of the world; other types, like the
+		// incremental variants, only what changed (the MCP collections are wildcard: whole).
+		PartialStateOfTheWorld: !ti.wildcard,
+		Key:                    typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
 		Priority: ti.priority, RemovalPriority: ti.removalPriority, MakeBeforeBreak: ti.removalPriority != 0,
 		WildcardCapable: ti.wildcard,
 	}

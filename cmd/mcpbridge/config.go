@@ -49,6 +49,8 @@ var defaults = map[string]any{
 	"xds.mesh_config_file":      "",
 	"xds.send_timeout":          "10s",
 	"xds.max_response_size":     4 << 20,
+	"translate.enabled":         true,
+	"translate.domain_suffix":   "cluster.local",
 }
 
 // flagKeys maps each configuration flag to its key.
@@ -216,6 +218,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 				return configErrorf("%s: %q is not host:port: %v", name, t.Address, err)
 			}
 		}
+	}
+	if c.Translate.Enabled && (c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".")) {
+		return configErrorf("translate.domain_suffix: %q is not a DNS suffix such as cluster.local", c.Translate.DomainSuffix)
 	}
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")

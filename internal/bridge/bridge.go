@@ -34,6 +34,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
 // Bridge is every component of a serving bridge, wired from the configuration.
@@ -89,13 +90,22 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := b.wireSources(); err != nil {
 		return nil, err
 	}
-	// The translation (translate/envoy) joins here: its controller runs as a runner, and its
-	// faults reach the metrics and the status page with one line:
-	//   b.translationFaults = metrics.FaultsFrom(controller)
+	b.wireTranslation()
 	if err := b.wireAdmin(); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// wireTranslation runs the controller that derives Envoy clusters, endpoints, routes and
+// listeners from the Istio config and writes them back to the store.
+func (b *Bridge) wireTranslation() {
+	if !b.cfg.Translate.Enabled {
+		return
+	}
+	ctrl := envoy.New(envoy.Options{Store: b.store, Logger: b.log, DomainSuffix: b.cfg.Translate.DomainSuffix})
+	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run, ready: ctrl.Ready()})
+	b.translationFaults = metrics.FaultsFrom(ctrl)
 }
 
 func (b *Bridge) wireSink() error {

@@ -12,14 +12,15 @@ import (
 // repository root documents each one. Nothing here reads configuration: the bridge is handed
 // plain values.
 type Config struct {
-	GRPC        GRPCConfig    `mapstructure:"grpc"`
-	HTTP        HTTPConfig    `mapstructure:"http"`
-	Log         LogConfig     `mapstructure:"log"`
-	Sources     SourcesConfig `mapstructure:"sources"`
-	Sink        SinkConfig    `mapstructure:"sink"`
-	Store       StoreConfig   `mapstructure:"store"`
-	XDS         XDSConfig     `mapstructure:"xds"`
-	Collections []string      `mapstructure:"collections"`
+	GRPC        GRPCConfig      `mapstructure:"grpc"`
+	HTTP        HTTPConfig      `mapstructure:"http"`
+	Log         LogConfig       `mapstructure:"log"`
+	Sources     SourcesConfig   `mapstructure:"sources"`
+	Sink        SinkConfig      `mapstructure:"sink"`
+	Store       StoreConfig     `mapstructure:"store"`
+	XDS         XDSConfig       `mapstructure:"xds"`
+	Translate   TranslateConfig `mapstructure:"translate"`
+	Collections []string        `mapstructure:"collections"`
 	// Downstreams are ResourceSinks the bridge dials and pushes to.
 	Downstreams []dial.Target `mapstructure:"downstreams"`
 }
@@ -43,6 +44,15 @@ type XDSConfig struct {
 	SendTimeout time.Duration `mapstructure:"send_timeout"`
 	// MaxResponseSize logs responses larger than this (the client's likely receive limit).
 	MaxResponseSize int `mapstructure:"max_response_size"`
+}
+
+// TranslateConfig configures the derivation of Envoy resources from the Istio config.
+type TranslateConfig struct {
+	// Enabled runs the translation; off, the bridge serves only what producers give it.
+	Enabled bool `mapstructure:"enabled"`
+	// DomainSuffix completes short hosts in VirtualServices and DestinationRules
+	// ("reviews" in namespace "bookinfo" is reviews.bookinfo.svc.SUFFIX).
+	DomainSuffix string `mapstructure:"domain_suffix"`
 }
 
 type GRPCConfig struct {
@@ -88,6 +98,7 @@ func DefaultConfig() *Config {
 		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true},
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20},
+		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Collections: []string{},
 		Downstreams: []dial.Target{},
 	}

@@ -1,0 +1,320 @@
+package envoy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// Update records changes to one input collection (canonical or alias): resources upserted and
+// names removed. A collection the translation does not read is ignored. A resource identical
+// to the one held (version, creation time and spec) is skipped, so that reading a whole
+// collection again costs no translation. A resource whose body cannot be read is treated as
+// removed and reported as a fault.
+func (t *Translator) Update(collection string, upserts []*mcpapi.Resource, removed []string) {
+	kind, ok := translate.ByCollection(collection)
+	if !ok || !slices.Contains(inputKinds, kind.Kind) {
+		return
+	}
+	for _, name := range removed {
+		t.clearInputFault(kind.Kind + "/" + name)
+		t.remove(kind.Kind, name)
+	}
+	for _, r := range upserts {
+		t.upsert(kind.Kind, r)
+	}
+}
+
+// Names returns the names held of an input kind's collection, for a caller that must
+// reconcile a full state (after its changes were compacted away) without a diff of its own.
+func (t *Translator) Names(collection string) []string {
+	kind, ok := translate.ByCollection(collection)
+	if !ok {
+		return nil
+	}
+	var out []string
+	switch kind.Kind {
+	case kindServiceEntry:
+		out = slices.Collect(maps.Keys(t.ses))
+	case kindVirtualService:
+		out = slices.Collect(maps.Keys(t.vss))
+	case kindDestinationRule:
+		out = slices.Collect(maps.Keys(t.drs))
+	case kindGateway:
+		out = slices.Collect(maps.Keys(t.gws))
+	case kindWorkloadEntry:
+		out = slices.Collect(maps.Keys(t.wes))
+	}
+	for key := range t.inputFaults {
+		if k, name, _ := strings.Cut(key, "/"); k == kind.Kind {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (t *Translator) upsert(kind string, r *mcpapi.Resource) {
+	name := r.GetMetadata().GetName()
+	if held := t.held(kind, name); held != nil && held.same(r) {
+		return
+	}
+	var err error
+	switch kind {
+	case kindServiceEntry:
+		var se *serviceEntry
+		if se, err = newServiceEntry(r); err == nil {
+			t.setServiceEntry(name, se)
+		}
+	case kindVirtualService:
+		var vs *virtualService
+		if vs, err = newVirtualService(r, t.suffix); err == nil {
+			t.setVirtualService(name, vs)
+		}
+	case kindDestinationRule:
+		var dr *destinationRule
+		if dr, err = newDestinationRule(r, t.suffix); err == nil {
+			t.setDestinationRule(name, dr)
+		}
+	case kindGateway:
+		var gw *gateway
+		if gw, err = newGateway(r); err == nil {
+			t.setGateway(name, gw)
+		}
+	case kindWorkloadEntry:
+		var we *workloadEntry
+		if we, err = newWorkloadEntry(r); err == nil {
+			t.setWorkloadEntry(name, we)
+		}
+	}
+	key := kind + "/" + name
+	if err != nil {
+		// The store validates bodies, so this is a resource written around it; what it said
+		// before is no longer believed either.
+		t.remove(kind, name)
+		t.inputFaults[key] = Fault{Kind: kind, Name: name, Message: fmt.Sprintf("%v; the resource is ignored", err)}
+		t.faultsDirty = true
+		return
+	}
+	t.clearInputFault(key)
+}
+
+func (t *Translator) clearInputFault(key string) {
+	if _, ok := t.inputFaults[key]; ok {
+		delete(t.inputFaults, key)
+		t.faultsDirty = true
+	}
+}
+
+// held returns the metadata of the input held under a name, or nil.
+func (t *Translator) held(kind, name string) *meta {
+	switch kind {
+	case kindServiceEntry:
+		if r := t.ses[name]; r != nil {
+			return &r.meta
+		}
+	case kindVirtualService:
+		if r := t.vss[name]; r != nil {
+			return &r.meta
+		}
+	case kindDestinationRule:
+		if r := t.drs[name]; r != nil {
+			return &r.meta
+		}
+	case kindGateway:
+		if r := t.gws[name]; r != nil {
+			return &r.meta
+		}
+	case kindWorkloadEntry:
+		if r := t.wes[name]; r != nil {
+			return &r.meta
+		}
+	}
+	return nil
+}
+
+func (t *Translator) remove(kind, name string) {
+	switch kind {
+	case kindServiceEntry:
+		t.setServiceEntry(name, nil)
+	case kindVirtualService:
+		t.setVirtualService(name, nil)
+	case kindDestinationRule:
+		t.setDestinationRule(name, nil)
+	case kindGateway:
+		t.setGateway(name, nil)
+	case kindWorkloadEntry:
+		t.setWorkloadEntry(name, nil)
+	}
+}
+
+// The set* methods replace (or, with nil, remove) one input, keep the indexes, and mark
+// what the old and the new version touch.
+
+func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
+	if old := t.ses[key]; old != nil {
+		for _, h := range old.hosts {
+			delFrom(t.seByHost, h, key)
+			t.markHost(h, true)
+		}
+		delFrom(t.selectorsByNS, old.Namespace, key)
+		delete(t.ses, key)
+	}
+	if se == nil {
+		return
+	}
+	t.ses[key] = se
+	for _, h := range se.hosts {
+		addTo(t.seByHost, h, key)
+		t.markHost(h, true)
+	}
+	if len(se.spec.GetWorkloadSelector().GetLabels()) > 0 {
+		addTo(t.selectorsByNS, se.Namespace, key)
+	}
+}
+
+func (t *Translator) setVirtualService(key string, vs *virtualService) {
+	if old := t.vss[key]; old != nil {
+		t.markVirtualService(old)
+		for _, h := range old.hosts {
+			delFrom(t.vsByHost, h, key)
+		}
+		for _, g := range old.gateways {
+			delFrom(t.vsByGateway, g, key)
+		}
+		delete(t.vsWildcard, key)
+		delete(t.vss, key)
+	}
+	t.dirty[unitKey{unitVirtualService, key}] = struct{}{}
+	if vs == nil {
+		return
+	}
+	t.vss[key] = vs
+	for _, h := range vs.hosts {
+		addTo(t.vsByHost, h, key)
+		if isWildcard(h) {
+			t.vsWildcard[key] = struct{}{}
+		}
+	}
+	for _, g := range vs.gateways {
+		addTo(t.vsByGateway, g, key)
+	}
+	t.markVirtualService(vs)
+}
+
+// markVirtualService marks what a VirtualService's routes appear in: its hosts (a wildcard
+// host, every host it covers) and its gateways. Its destinations are not marked: what routes
+// to a host does not change that host's own outputs.
+func (t *Translator) markVirtualService(vs *virtualService) {
+	for _, h := range vs.hosts {
+		t.markHosts(h, false)
+	}
+	for _, g := range vs.gateways {
+		t.dirty[unitKey{unitGateway, g}] = struct{}{}
+	}
+}
+
+func (t *Translator) setDestinationRule(key string, dr *destinationRule) {
+	if old := t.drs[key]; old != nil {
+		delFrom(t.drByHost, old.host, key)
+		delete(t.drWildcard, key)
+		delete(t.drs, key)
+		t.markHosts(old.host, true)
+	}
+	if dr == nil {
+		return
+	}
+	t.drs[key] = dr
+	addTo(t.drByHost, dr.host, key)
+	if isWildcard(dr.host) {
+		t.drWildcard[key] = struct{}{}
+	}
+	t.markHosts(dr.host, true)
+}
+
+func (t *Translator) setGateway(key string, gw *gateway) {
+	delete(t.gws, key)
+	if gw != nil {
+		t.gws[key] = gw
+	}
+	t.dirty[unitKey{unitGateway, key}] = struct{}{}
+	t.markDependents(depKey{depGateway, key})
+}
+
+func (t *Translator) setWorkloadEntry(key string, we *workloadEntry) {
+	if old := t.wes[key]; old != nil {
+		t.markSelecting(old)
+		delFrom(t.weByNamespace, old.Namespace, key)
+		delete(t.wes, key)
+	}
+	if we == nil {
+		return
+	}
+	t.wes[key] = we
+	addTo(t.weByNamespace, we.Namespace, key)
+	t.markSelecting(we)
+}
+
+// markSelecting marks the hosts of the ServiceEntries that select a workload. Endpoints
+// appear only in their own host's outputs, so nothing that routes to those hosts is marked.
+func (t *Translator) markSelecting(we *workloadEntry) {
+	for key := range t.selectorsByNS[we.Namespace] {
+		se := t.ses[key]
+		if selects(se.spec.GetWorkloadSelector().GetLabels(), we.spec.GetLabels()) {
+			for _, h := range se.hosts {
+				t.markHost(h, false)
+			}
+		}
+	}
+}
+
+// markHosts marks a host, or every known host a wildcard covers.
+func (t *Translator) markHosts(host string, withDependents bool) {
+	t.markHost(host, withDependents)
+	if !isWildcard(host) {
+		return
+	}
+	for h := range t.seByHost {
+		if hostMatches(host, h) {
+			t.markHost(h, withDependents)
+		}
+	}
+}
+
+// markHost marks a host's unit and, when what others read of it changed (its ServiceEntry or
+// DestinationRule), every unit that read it.
+func (t *Translator) markHost(host string, withDependents bool) {
+	t.dirty[unitKey{unitHost, host}] = struct{}{}
+	if withDependents {
+		t.markDependents(depKey{depHost, host})
+	}
+}
+
+func (t *Translator) markDependents(d depKey) {
+	for u := range t.dependents[d] {
+		t.dirty[u] = struct{}{}
+	}
+}
+
+func addTo(m map[string]keySet, k, v string) {
+	s := m[k]
+	if s == nil {
+		s = keySet{}
+		m[k] = s
+	}
+	s[v] = struct{}{}
+}
+
+func delFrom(m map[string]keySet, k, v string) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package envoy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// adsSource is the config source of every EDS cluster and RDS route configuration: the
+// same ADS stream, which is what grpc-go accepts (ADS or self).
+func adsSource() *corepb.ConfigSource {
+	return &corepb.ConfigSource{
+		ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}},
+		ResourceApiVersion:    corepb.ApiVersion_V3,
+	}
+}
+
+// buildClusters adds a host's clusters (and, for EDS, their load assignments) for one
+// port: the service as a whole, then one per subset of its DestinationRule.
+func (b *hostBuild) buildClusters(p port, eps []endpoint) {
+	b.addCluster(ClusterName(p.number, "", b.host), p, effectivePolicy(b.dr, nil, p.number), eps)
+	for i, ss := range b.dr.subsets() {
+		if ss == nil {
+			continue
+		}
+		subsetEps := subsetEndpoints(eps, ss.GetLabels())
+		if len(subsetEps) == 0 && len(eps) > 0 {
+			b.fs.add(kindDestinationRule, b.dr.Key, "subsets[%d] (%s): labels %s select no endpoint of %s; its clusters are empty",
+				i, ss.GetName(), formatLabels(ss.GetLabels()), b.host)
+		}
+		b.addCluster(ClusterName(p.number, ss.GetName(), b.host), p, effectivePolicy(b.dr, ss, p.number), subsetEps)
+	}
+}
+
+// subsets returns the rule's subsets, with nil in place of each that is left out (a faulty
+// or repeated name), so that indexes still name the field. Faults are reported by checkSubsets.
+func (dr *destinationRule) subsets() []*networking.Subset {
+	if dr == nil {
+		return nil
+	}
+	out := slices.Clone(dr.spec.GetSubsets())
+	seen := map[string]bool{}
+	for i, ss := range out {
+		if !subsetPattern.MatchString(ss.GetName()) || seen[ss.GetName()] {
+			out[i] = nil
+			continue
+		}
+		seen[ss.GetName()] = true
+	}
+	return out
+}
+
+// subset returns the rule's subset of that name, or nil.
+func (dr *destinationRule) subset(name string) *networking.Subset {
+	for _, ss := range dr.subsets() {
+		if ss != nil && ss.GetName() == name {
+			return ss
+		}
+	}
+	return nil
+}
+
+// checkSubsets reports the subsets that subsets() leaves out.
+func (dr *destinationRule) checkSubsets(fs *faults) {
+	seen := map[string]bool{}
+	for i, ss := range dr.spec.GetSubsets() {
+		switch {
+		case !subsetPattern.MatchString(ss.GetName()):
+			fs.add(kindDestinationRule, dr.Key, "subsets[%d].name: %q is not a valid subset name; the subset is left out", i, ss.GetName())
+		case seen[ss.GetName()]:
+			fs.add(kindDestinationRule, dr.Key, "subsets[%d].name: subset %q is defined twice; the first is used", i, ss.GetName())
+		}
+		seen[ss.GetName()] = true
+	}
+}
+
+func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) {
+	c := &clusterpb.Cluster{Name: name}
+	pol.applyLoadBalancer(c, b.fs)
+	pol.applyConnectionPool(c)
+	pol.applyOutlierDetection(c, b.fs)
+	pol.checkTLS(b.fs)
+	if opts := pol.httpOptions(p.protocol); opts != nil {
+		body, err := pack(opts)
+		if err != nil {
+			b.invalid("Cluster", name, err)
+			return
+		}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: body}
+	}
+	switch b.se.spec.GetResolution() {
+	case networking.ServiceEntry_DNS:
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_STRICT_DNS}
+		c.LoadAssignment = b.dnsAssignment(name, p, eps, false)
+	case networking.ServiceEntry_DNS_ROUND_ROBIN:
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_LOGICAL_DNS}
+		c.LoadAssignment = b.dnsAssignment(name, p, eps, true)
+	default: // STATIC and NONE
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS}
+		c.EdsClusterConfig = &clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name}
+		b.put(EndpointType, name, loadAssignment(name, eps))
+	}
+	b.put(ClusterType, name, c)
+}
+
+// dnsAssignment is the inline load assignment of a DNS cluster: the endpoints' addresses
+// (host names, resolved by the proxy), or the host itself when the ServiceEntry lists none.
+// LOGICAL_DNS takes exactly one endpoint: the first.
+func (b *hostBuild) dnsAssignment(name string, p port, eps []endpoint, single bool) *endpointpb.ClusterLoadAssignment {
+	if len(b.se.spec.GetEndpoints()) == 0 && len(b.se.spec.GetWorkloadSelector().GetLabels()) == 0 {
+		target := p.number
+		if p.target != 0 {
+			target = p.target
+		}
+		eps = []endpoint{{workload: &workload{address: b.host}, port: target}}
+	}
+	if single && len(eps) > 1 {
+		b.fs.add(kindServiceEntry, b.se.Key, "resolution DNS_ROUND_ROBIN takes one endpoint, %d are listed for port %d; the first is used", len(eps), p.number)
+		eps = eps[:1]
+	}
+	return loadAssignment(name, eps)
+}
+
+// loadAssignment groups endpoints by locality. A locality's weight is the sum of its
+// endpoints' weights, so that it is at least 1: grpc-go ignores a locality without a weight.
+func loadAssignment(name string, eps []endpoint) *endpointpb.ClusterLoadAssignment {
+	cla := &endpointpb.ClusterLoadAssignment{ClusterName: name}
+	byLocality := map[string]*endpointpb.LocalityLbEndpoints{}
+	var order []string
+	for _, ep := range eps {
+		lle := byLocality[ep.locality]
+		if lle == nil {
+			lle = &endpointpb.LocalityLbEndpoints{Locality: parseLocality(ep.locality)}
+			byLocality[ep.locality] = lle
+			order = append(order, ep.locality)
+		}
+		w := max(ep.weight, 1)
+		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(ep, w))
+		lle.LoadBalancingWeight = wrapperspb.UInt32(lle.LoadBalancingWeight.GetValue() + w)
+	}
+	slices.Sort(order)
+	for _, l := range order {
+		cla.Endpoints = append(cla.Endpoints, byLocality[l])
+	}
+	return cla
+}
+
+func lbEndpoint(ep endpoint, weight uint32) *endpointpb.LbEndpoint {
+	return &endpointpb.LbEndpoint{
+		HostIdentifier: &endpointpb.LbEndpoint_Endpoint{Endpoint: &endpointpb.Endpoint{
+			Address: socketAddress(ep.address, ep.port),
+		}},
+		LoadBalancingWeight: wrapperspb.UInt32(weight),
+		Metadata:            endpointMetadata(ep.workload),
+	}
+}
+
+func socketAddress(addr string, port uint32) *corepb.Address {
+	return &corepb.Address{Address: &corepb.Address_SocketAddress{SocketAddress: &corepb.SocketAddress{
+		Address: addr, PortSpecifier: &corepb.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// endpointMetadata carries an endpoint's labels under "envoy.lb" (where Envoy's subset load
+// balancer and grpc-go look for endpoint attributes) and its network under "istio".
+func endpointMetadata(w *workload) *corepb.Metadata {
+	if len(w.labels) == 0 && w.network == "" {
+		return nil
+	}
+	md := &corepb.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+	if len(w.labels) > 0 {
+		fields := make(map[string]*structpb.Value, len(w.labels))
+		for k, v := range w.labels {
+			fields[k] = structpb.NewStringValue(v)
+		}
+		md.FilterMetadata["envoy.lb"] = &structpb.Struct{Fields: fields}
+	}
+	if w.network != "" {
+		md.FilterMetadata["istio"] = &structpb.Struct{Fields: map[string]*structpb.Value{
+			"network": structpb.NewStringValue(w.network)}}
+	}
+	return md
+}
+
+// parseLocality reads Istio's "region/zone/subzone". An empty locality is still a locality:
+// grpc-go rejects endpoints without one.
+func parseLocality(s string) *corepb.Locality {
+	parts := strings.SplitN(s, "/", 3)
+	l := &corepb.Locality{Region: parts[0]}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}
+
+func formatLabels(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%s", k, labels[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}

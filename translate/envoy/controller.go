@@ -1,0 +1,351 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// Build translates a complete set of Istio resources, by collection (canonical or alias),
+// into Envoy resources: the pure function under the Controller, for tools and tests.
+func Build(inputs map[string][]*mcpapi.Resource, opts TranslatorOptions) ([]Resource, []Fault) {
+	t := NewTranslator(opts)
+	for _, coll := range sortedKeys(inputs) {
+		t.Update(coll, inputs[coll], nil)
+	}
+	t.Translate()
+	return t.Outputs(), t.Faults()
+}
+
+// Options configures a Controller.
+type Options struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// DomainSuffix completes short host names; empty means DefaultDomainSuffix.
+	DomainSuffix string
+}
+
+// retryDelay is how long the controller waits before writing again after the store refused
+// a write (which only a bug can cause: the derived collections are not validated by kind).
+const retryDelay = time.Second
+
+// Controller keeps the derived Envoy collections in step with the Istio config in the store.
+// It watches its input collections, reads only what changed since the revisions it has
+// processed, recomputes the hosts those changes touch, and writes the four Envoy collections
+// in one store.Apply under Owner. The first run is a full build and a full write.
+type Controller struct {
+	st      *store.Store
+	log     *slog.Logger
+	t       *Translator
+	ready   chan struct{}
+	running atomic.Bool
+
+	// Run's own state.
+	revs      map[string]uint64 // per input collection, the revision read
+	wroteFull bool              // false until a full write succeeded (and after a failed write)
+
+	mu        sync.Mutex
+	synced    bool
+	processed uint64
+	waiters   []waiter
+	faults    []Fault
+	stats     ControllerStats
+}
+
+type waiter struct {
+	rev uint64
+	ch  chan struct{}
+}
+
+// ControllerStats tell what the controller did, for metrics, logs and tests.
+type ControllerStats struct {
+	Syncs    uint64 // translations run
+	Revision uint64 // the store revision whose inputs are translated
+	// Last is what the last translation rebuilt and changed.
+	Last Stats
+	// LastWritten is how many served entries the last write changed (store.Result.Changed).
+	LastWritten int
+}
+
+// New returns a Controller; nothing is read before Run.
+func New(opts Options) *Controller {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		st:    opts.Store,
+		log:   log.With("component", "translate"),
+		t:     NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix}),
+		ready: make(chan struct{}),
+		revs:  map[string]uint64{},
+	}
+}
+
+// Ready is closed once the first full build is written.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Run translates until ctx ends, then returns nil. It returns an error at once if it is
+// called twice or has no store.
+func (c *Controller) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("translate: Run called twice")
+	}
+	if c.st == nil {
+		return errors.New("translate: no store")
+	}
+	// Watch before the first read, so that a change made during it is not missed.
+	w := c.st.Watch(InputCollections()...)
+	defer w.Close()
+	retry := time.NewTimer(retryDelay)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		if err := c.sync(); err != nil {
+			c.log.Error("writing the Envoy resources failed; retrying with a full write", "err", err, "retry_in", retryDelay)
+			retry.Reset(retryDelay)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.C():
+		case <-retry.C:
+		}
+	}
+}
+
+// sync reads the changes since the last sync, translates what they touch and writes the
+// result.
+func (c *Controller) sync() error {
+	v := c.st.View()
+	rev := v.Revision()
+	for _, coll := range InputCollections() {
+		c.read(v, coll)
+	}
+	start := time.Now()
+	delta, stats := c.t.Translate()
+	res, err := c.write(delta)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelDebug
+	if c.Stats().Syncs == 0 {
+		level = slog.LevelInfo // the first full build, once
+	}
+	if res.Changed > 0 || stats.Hosts+stats.Gateways > 0 || level == slog.LevelInfo {
+		c.log.Log(context.Background(), level, "translated", "revision", rev, "hosts", stats.Hosts, "ports", stats.Ports,
+			"gateways", stats.Gateways, "upserts", stats.Upserts, "removals", stats.Removals, "written", res.Changed,
+			"faults", len(c.t.Faults()), "took", time.Since(start))
+	}
+	c.finish(rev, stats, res.Changed)
+	return nil
+}
+
+// read brings the translator up to date with one collection: the changes since the revision
+// read last, or, the first time and when those changes were compacted away, the whole
+// collection reconciled against what the translator holds.
+func (c *Controller) read(v *store.View, coll string) {
+	if from, ok := c.revs[coll]; ok {
+		ch, err := v.ChangesSince(coll, from)
+		if err == nil {
+			c.t.Update(coll, resourcesOf(ch.Upserts), namesOf(ch.Deleted))
+			c.revs[coll] = ch.Revision
+			return
+		}
+		c.log.Warn("changes were compacted away; reading the whole collection", "collection", coll, "from", from)
+	}
+	rev, entries := v.Snapshot(coll)
+	live := map[string]bool{}
+	for _, e := range entries {
+		live[e.Name] = true
+	}
+	gone := slices.DeleteFunc(c.t.Names(coll), func(n string) bool { return live[n] })
+	c.t.Update(coll, resourcesOf(entries), gone)
+	c.revs[coll] = rev
+}
+
+func resourcesOf(es []*store.Entry) []*mcpapi.Resource {
+	out := make([]*mcpapi.Resource, len(es))
+	for i, e := range es {
+		out[i] = e.Resource
+	}
+	return out
+}
+
+func namesOf(es []*store.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// write applies a delta in one store.Apply: the four collections change together, so a
+// client never sees a route to a cluster that is not there yet. Until a full write has
+// succeeded, the whole output replaces what the owner held.
+func (c *Controller) write(delta Delta) (store.Result, error) {
+	var updates []store.Update
+	if !c.wroteFull {
+		byType := map[string][]*mcpapi.Resource{}
+		for _, r := range c.t.Outputs() {
+			byType[r.TypeURL] = append(byType[r.TypeURL], r.mcp())
+		}
+		for _, typ := range outputTypes {
+			updates = append(updates, store.Update{Collection: typ, Full: true, Resources: byType[typ]})
+		}
+	} else {
+		updates = deltaUpdates(delta)
+	}
+	if len(updates) == 0 {
+		return store.Result{}, nil
+	}
+	res, err := c.st.Apply(Owner, updates...)
+	if err != nil {
+		c.wroteFull = false
+		return res, fmt.Errorf("store refused the Envoy resources: %w", err)
+	}
+	c.wroteFull = true
+	return res, nil
+}
+
+func deltaUpdates(delta Delta) []store.Update {
+	var updates []store.Update
+	for _, typ := range outputTypes {
+		u := store.Update{Collection: typ, Removed: delta.Removed[typ]}
+		for _, r := range delta.Upserts {
+			if r.TypeURL == typ {
+				u.Resources = append(u.Resources, r.mcp())
+			}
+		}
+		if len(u.Resources)+len(u.Removed) > 0 {
+			updates = append(updates, u)
+		}
+	}
+	return updates
+}
+
+// mcp wraps an output as the store keeps it: named by the Envoy resource, the body its Any.
+// The version is left to the store, which hashes the content.
+func (r Resource) mcp() *mcpapi.Resource {
+	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: r.Name}, Body: r.Body}
+}
+
+// finish publishes a sync: faults (logging those that appeared or went), stats, and the
+// revision, waking whoever waits for it.
+func (c *Controller) finish(rev uint64, stats Stats, written int) {
+	var newFaults []Fault
+	if stats.FaultsChanged {
+		newFaults = c.t.Faults()
+	}
+	covered := c.coveredRevision(rev)
+	c.mu.Lock()
+	old := c.faults
+	if stats.FaultsChanged {
+		c.faults = newFaults
+	}
+	c.processed = rev
+	c.synced = true
+	c.stats.Syncs++
+	c.stats.Revision = rev
+	c.stats.Last = stats
+	c.stats.LastWritten = written
+	waiters := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.rev <= covered {
+			close(w.ch)
+		} else {
+			waiters = append(waiters, w)
+		}
+	}
+	c.waiters = waiters
+	c.mu.Unlock()
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
+	if stats.FaultsChanged {
+		c.logFaults(old, newFaults)
+	}
+}
+
+// coveredRevision is the highest store revision whose inputs are all translated, given that
+// those of revision processed are: the store's current revision when no input collection
+// changed since, so that a waiter for a write to some other collection is not left waiting
+// for an input change that never comes.
+func (c *Controller) coveredRevision(processed uint64) uint64 {
+	v := c.st.View()
+	for _, coll := range InputCollections() {
+		if v.Collection(coll).Revision > processed {
+			return processed
+		}
+	}
+	return max(v.Revision(), processed)
+}
+
+// logFaults logs a fault when it appears and when it is gone, not at every sync that still
+// finds it.
+func (c *Controller) logFaults(old, cur []Fault) {
+	was := map[Fault]bool{}
+	for _, f := range old {
+		was[f] = true
+	}
+	for _, f := range cur {
+		if !was[f] {
+			c.log.Warn("translation fault", "kind", f.Kind, "name", f.Name, "fault", f.Message)
+		}
+		delete(was, f)
+	}
+	for f := range was {
+		c.log.Info("translation fault resolved", "kind", f.Kind, "name", f.Name, "fault", f.Message)
+	}
+}
+
+// Faults returns the current translation faults, sorted by kind, name and message: what the
+// debug endpoint shows.
+func (c *Controller) Faults() []Fault {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.faults)
+}
+
+// Stats returns what the controller has done so far.
+func (c *Controller) Stats() ControllerStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Synced returns a channel that is closed once every input as of store revision rev is
+// translated and written: after a write whose store.Result.Revision is rev, a test waits on
+// Synced(rev) instead of sleeping.
+func (c *Controller) Synced(rev uint64) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced && c.coveredRevision(c.processed) >= rev {
+		close(ch)
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{rev: rev, ch: ch})
+	return ch
+}
+
+// WaitFor waits until revision rev is translated, or ctx ends.
+func (c *Controller) WaitFor(ctx context.Context, rev uint64) error {
+	select {
+	case <-c.Synced(rev):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("translate: revision %d not translated: %w", rev, ctx.Err())
+	}
+}

@@ -1,0 +1,111 @@
+// Package envoy derives Envoy resources (clusters, load assignments, listeners, route
+// configurations) from the Istio config in the store, for Envoy proxies and for proxyless
+// gRPC clients (grpc-go's xDS client) alike.
+//
+// The Controller watches the input collections (ServiceEntry, WorkloadEntry, DestinationRule,
+// VirtualService, Gateway), reads only what changed since the revisions it processed, and
+// writes the four derived collections, named by their Envoy type URLs, in one store.Apply
+// under the owner "translate". Under it, the Translator is the pure layer (no store, no
+// goroutines): it recomputes only the hosts a change touches. Build translates a whole set of
+// resources at once.
+//
+// # Names
+//
+//   - Cluster and ClusterLoadAssignment: outbound|PORT||HOST, and outbound|PORT|SUBSET|HOST for
+//     each subset of the host's DestinationRule. An EDS cluster's service_name is its own name.
+//   - Route configuration of one host and port: outbound|PORT||HOST, with one virtual host
+//     "HOST:PORT" whose domains are HOST and HOST:PORT.
+//   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, an
+//     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST, router filter last.
+//   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
+//     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
+//     holds every HTTP host's virtual host on that port.
+//   - Gateway listener of one Gateway and server port: NAMESPACE/NAME/0.0.0.0_PORT, with RDS of
+//     NAMESPACE/NAME/http.PORT. Istio names these 0.0.0.0_PORT and http.PORT within the one
+//     gateway proxy a Gateway selects; the bridge serves every gateway to every client, so the
+//     gateway's name keeps them apart.
+//
+// Short host names ("reviews") are completed in the resource's namespace
+// ("reviews.bookinfo.svc.cluster.local"); ServiceEntry hosts are taken as written.
+//
+// # Translation
+//
+// ServiceEntry: one cluster per host and port. STATIC and NONE are EDS clusters (ADS config
+// source) with a load assignment of the inline endpoints and of the WorkloadEntries of the same
+// namespace that the workloadSelector selects; DNS is STRICT_DNS and DNS_ROUND_ROBIN is
+// LOGICAL_DNS (its first endpoint only), with the load assignment inline, and the host itself
+// as the endpoint when none is listed. An endpoint's port is its own port of the service port's
+// name, else the service port's targetPort, else its number. Endpoints are grouped by locality
+// ("region/zone/subzone"); a locality's weight is the sum of its endpoints' weights (at least 1:
+// grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
+// network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
+// Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO...) get clusters but no
+// routes and no listeners; an undeclared protocol is taken as HTTP.
+//
+// DestinationRule: the rule for the host (exact before wildcard, oldest first), with the
+// traffic policy merged as Istio merges it: top level, then its port-level settings for the
+// cluster's port, then the subset's, then the subset's port-level settings, each field
+// (loadBalancer, connectionPool, outlierDetection, tls) replaced whole. Simple load balancers
+// map to their Envoy policies (unset is LEAST_REQUEST, Istio's default); consistentHash is a
+// RING_HASH (or MAGLEV) cluster plus a hash policy on the routes whose single destination it
+// is; the connection pool sets circuit-breaker thresholds (unset ones unlimited, as Istio sets
+// them), the connect timeout (10s by default), TCP keepalive, and HTTP protocol options;
+// outlier detection follows Istio (success-rate ejection off, panic threshold minHealthPercent).
+// Each subset is a cluster whose endpoints carry all its labels.
+//
+// VirtualService: each http route becomes one Envoy route per match block (uri exact, prefix,
+// regex; headers and withoutHeaders; method, scheme and authority as pseudo-headers; query
+// parameters; ignoreUriCase; port and gateways select where a block applies). Destinations
+// become a cluster, or weighted clusters; a destination without a port takes its host's only
+// port, else the port being routed. Timeout sets the route timeout and max_stream_duration
+// (what grpc-go reads); without one the timeout is 0 (none), as Istio sets it. Retries map to
+// a retry policy (HTTP codes in retryOn become retriable status codes); without retries,
+// Istio's default policy applies; attempts 0 turns retries off. Rewrite (uri as a prefix
+// rewrite, uriRegexRewrite, authority), redirect, directResponse, request and response header
+// changes (per route and per weighted destination), fault injection (fixed delay; abort by
+// HTTP or gRPC status; a fault without a percentage applies to no request, as Istio
+// documents) and mirroring are translated. Istio has no grpc section: http routes serve gRPC.
+// A host without a VirtualService gets one route to its own cluster. A host with several
+// VirtualServices takes the oldest (then first by name); an exact host wins over a wildcard.
+//
+// Gateway: HTTP, HTTP2 and GRPC servers, grouped by port. A VirtualService bound to the gateway
+// (gateways: "name" in its namespace, or "namespace/name") gets a virtual host for each of its
+// hosts that a server host admits ("namespace/host" patterns), named by the narrower of the
+// two; VirtualServices with the same host on a gateway have their routes joined, oldest first.
+// tls.httpsRedirect requires TLS on the virtual host.
+//
+// # Faults
+//
+// A fault is reported against its resource (Faults, and a warning in the log when it appears)
+// and only what it affects is left out; it never stops the rest of the mesh from being served:
+//
+//   - A destination that cannot be resolved (no ServiceEntry for its host, no such port, a
+//     subset its host's DestinationRule does not define) is left out; the route's other
+//     destinations keep their relative weights, so a canary whose subset is missing sends all
+//     traffic to what exists rather than failing a share of it. A route left with no
+//     destination is left out, and requests fall through to the next route.
+//   - A match block that cannot be matched as written (a regular expression that does not
+//     compile, sourceLabels or sourceNamespace) is left out, never widened.
+//   - A route whose action cannot be translated (an invalid regex rewrite, a fault of which
+//     nothing translates, a delegate) is left out.
+//   - An endpoint that is not an IP address under STATIC or NONE is left out.
+//   - A host defined by several ServiceEntries is taken from the oldest; a host with several
+//     DestinationRules or VirtualServices likewise; the others are reported.
+//   - Every output is validated with the Envoy types' ValidateAll; one that fails is not
+//     served, and reported against the resource it derives from.
+//
+// # Left out
+//
+// Not translated, and reported as faults where a resource asks for them: TLS origination and
+// termination (DestinationRule tls, Gateway HTTPS and TLS servers: they need certificates the
+// bridge does not serve), TCP and TLS routes, sourceLabels and sourceNamespace matches (a
+// shared configuration has no client identity), delegate VirtualServices, corsPolicy,
+// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
+// retryRemoteLocalities. Silently not modelled: a redirect's derivePort, exportTo (every
+// resource is visible everywhere), Sidecar resources,
+// the namespace-dependent choice of DestinationRule, short-name and VIP domains on virtual
+// hosts, and Istio's per-proxy views (every client is served every resource). grpc-go itself
+// accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and
+// RING_HASH policies: a proxyless client cannot reach a DNS (STRICT_DNS) service, nor one
+// whose rule asks for RANDOM or Maglev.
+package envoy

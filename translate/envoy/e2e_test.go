@@ -1,0 +1,645 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+	grpcxds "google.golang.org/grpc/xds" // registers the xDS resolver's balancers and filters
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+	xdsserver "github.com/mcpbridge/mcpbridge/source/xds"
+)
+
+// These tests run grpc-go's own xDS client against a bridge (store, translation controller,
+// xDS server on loopback) and real gRPC backends on loopback: the translated resources are
+// proven by a strict client nobody here wrote, not by reading them back.
+
+const (
+	e2eHost = "echo.e2e.svc.cluster.local"
+	e2ePort = 8080
+	// e2eTarget is what a proxyless gRPC client dials; its listener is named HOST:PORT.
+	e2eTarget = "xds:///echo.e2e.svc.cluster.local:8080"
+)
+
+// bridge is a store with a running translation controller, served over xDS on loopback.
+type bridge struct {
+	*harness
+	addr string
+	eng  *source.Engine
+}
+
+func startBridge(t *testing.T) *bridge {
+	t.Helper()
+	h := startController(t, nil)
+	eng := source.New(source.Options{Store: h.st, Logger: testLogger(t).With("component", "source")})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
+	(&xdsserver.Server{Engine: eng}).Register(srv)
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		eng.Stop()
+		srv.Stop()
+	})
+	return &bridge{harness: h, addr: lis.Addr().String(), eng: eng}
+}
+
+// setConfig makes the YAML the test producer's whole config and waits for its translation.
+func (b *bridge) setConfig(yaml string) {
+	b.t.Helper()
+	res, err := b.st.ReplaceOwner(testOwner, decodeYAML(b.t, yaml))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.wait(res.Revision)
+	if faults := b.ctrl.Faults(); len(faults) > 0 {
+		b.t.Fatalf("the test config has faults: %v", faults)
+	}
+}
+
+// client dials a target through grpc-go's xDS resolver, with a bootstrap of its own that
+// points at the bridge.
+func (b *bridge) client(target string) testgrpc.TestServiceClient {
+	b.t.Helper()
+	resolver := b.resolver()
+	conn, err := grpc.NewClient(target, grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { conn.Close() })
+	b.t.Cleanup(b.assertNoNACK) // runs before the connection closes
+	return testgrpc.NewTestServiceClient(conn)
+}
+
+// assertNoNACK fails the test if grpc-go rejected any response: every resource the
+// translation produced passed the client's own validation.
+func (b *bridge) assertNoNACK() {
+	b.t.Helper()
+	for _, c := range b.eng.Clients() {
+		for _, s := range c.Subscriptions {
+			if s.LastNACK != nil {
+				b.t.Errorf("grpc-go rejected %s version %s: %s", s.Type, s.LastNACK.Version, s.LastNACK.Message)
+			}
+		}
+	}
+}
+
+// backend is a gRPC server on loopback that answers with its ID.
+type backend struct {
+	testgrpc.UnimplementedTestServiceServer
+	id   string
+	port int
+}
+
+func (s *backend) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if d := md.Get("sleep"); len(d) > 0 {
+		wait, _ := time.ParseDuration(d[0])
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &testpb.SimpleResponse{ServerId: s.id}, nil
+}
+
+func startBackends(t *testing.T, ids ...string) map[string]*backend {
+	t.Helper()
+	out := map[string]*backend{}
+	for _, id := range ids {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &backend{id: id, port: lis.Addr().(*net.TCPAddr).Port}
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, b)
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		out[id] = b
+	}
+	return out
+}
+
+// echoService is the ServiceEntry of e2eHost with the given backends as endpoints on
+// 127.0.0.1, each mapped to its own port and labelled version: the ID's first two characters,
+// and a DestinationRule with a subset per version.
+func echoService(bs ...*backend) string {
+	var eps strings.Builder
+	var versions []string
+	for _, b := range bs {
+		fmt.Fprintf(&eps, "  - address: 127.0.0.1\n    ports: {grpc: %d}\n    labels: {version: %s}\n", b.port, b.id[:2])
+		if !slices.Contains(versions, b.id[:2]) {
+			versions = append(versions, b.id[:2])
+		}
+	}
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [%s]
+  ports:
+  - {number: %d, name: grpc, protocol: GRPC}
+  resolution: STATIC
+  endpoints:
+%s`, e2eHost, e2ePort, eps.String()) + echoSubsets(versions...)
+}
+
+func echoSubsets(versions ...string) string {
+	var subsets strings.Builder
+	for _, v := range versions {
+		fmt.Fprintf(&subsets, "  - name: %s\n    labels: {version: %s}\n", v, v)
+	}
+	return `---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo, namespace: e2e}
+spec:
+  host: echo
+  subsets:
+` + subsets.String()
+}
+
+// echoRoutes is a VirtualService for e2eHost with the given http routes (YAML, indented
+// as list items under http).
+func echoRoutes(routes string) string {
+	return fmt.Sprintf(`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [echo]
+  http:
+%s`, routes)
+}
+
+// call makes one RPC and returns the backend that answered.
+func call(t *testing.T, c testgrpc.TestServiceClient, md ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if len(md) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+	}
+	resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return "", err
+	}
+	return resp.GetServerId(), nil
+}
+
+// answers makes n calls and counts who answered.
+func answers(t *testing.T, c testgrpc.TestServiceClient, n int, md ...string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		id, err := call(t, c, md...)
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		got[id]++
+	}
+	return got
+}
+
+// eventually calls until the answers satisfy cond, or fails after 10s: changes reach the
+// client asynchronously, and polling with a deadline is how to wait for them without sleeping.
+func eventually(t *testing.T, c testgrpc.TestServiceClient, what string, cond func(id string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		id, err := call(t, c)
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		if cond(id) {
+			return
+		}
+		last = id
+	}
+	t.Fatalf("%s: not within 10s (last answer from %s)", what, last)
+}
+
+func TestGRPCClientCallsAServiceWithoutVirtualService(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v1-b")
+	b.setConfig(echoService(bs["v1-a"], bs["v1-b"]))
+	got := answers(t, b.client(e2eTarget), 40)
+	if got["v1-a"] == 0 || got["v1-b"] == 0 {
+		t.Errorf("answers %v; want both endpoints of the default route's cluster", got)
+	}
+}
+
+func TestGRPCClientFollowsWeightedSplit(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v2-a")
+	b.setConfig(echoService(bs["v1-a"], bs["v2-a"]) + echoRoutes(`  - route:
+    - destination: {host: echo, subset: v1}
+      weight: 80
+    - destination: {host: echo, subset: v2}
+      weight: 20
+`))
+	const n = 1000
+	got := answers(t, b.client(e2eTarget), n)
+	// 80% of 1,000 has a standard deviation of 1.3%: ±5% is about 4 deviations.
+	if share := float64(got["v1-a"]) / n; share < 0.75 || share > 0.85 || got["v1-a"]+got["v2-a"] != n {
+		t.Errorf("answers %v: v1 took %.1f%%; want 80%% ± 5%%", got, 100*share)
+	}
+}
+
+func TestGRPCClientReachesOnlyTheRoutedSubset(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v2-a", "v2-b")
+	b.setConfig(echoService(bs["v1-a"], bs["v2-a"], bs["v2-b"]) + echoRoutes(`  - route:
+    - destination: {host: echo, subset: v2}
+`))
+	got := answers(t, b.client(e2eTarget), 60)
+	if got["v1-a"] != 0 || got["v2-a"] == 0 || got["v2-b"] == 0 {
+		t.Errorf("answers %v; want both v2 endpoints and never v1", got)
+	}
+}
+
+func TestGRPCClientRoutesOnHeaderMatch(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v2-a")
+	b.setConfig(echoService(bs["v1-a"], bs["v2-a"]) + echoRoutes(`  - name: canary
+    match:
+    - headers:
+        x-variant: {exact: canary}
+    route:
+    - destination: {host: echo, subset: v2}
+  - name: stable
+    route:
+    - destination: {host: echo, subset: v1}
+`))
+	c := b.client(e2eTarget)
+	if got := answers(t, c, 20, "x-variant", "canary"); got["v2-a"] != 20 {
+		t.Errorf("with x-variant: canary, answers %v; want v2 only", got)
+	}
+	if got := answers(t, c, 20, "x-variant", "other"); got["v1-a"] != 20 {
+		t.Errorf("with x-variant: other, answers %v; want v1 only", got)
+	}
+	if got := answers(t, c, 20); got["v1-a"] != 20 {
+		t.Errorf("without x-variant, answers %v; want v1 only", got)
+	}
+}
+
+// TestGRPCClientSeesEndpointChanges adds and removes endpoints, inline and as selected
+// WorkloadEntries, on one client connection: each change reaches the client without a restart.
+func TestGRPCClientSeesEndpointChanges(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v1-b", "v1-c")
+	b.setConfig(echoService(bs["v1-a"]))
+	c := b.client(e2eTarget)
+	if got := answers(t, c, 10); got["v1-a"] != 10 {
+		t.Fatalf("answers %v; want v1-a only", got)
+	}
+
+	b.setConfig(echoService(bs["v1-a"], bs["v1-b"]))
+	eventually(t, c, "the added endpoint v1-b answers", func(id string) bool { return id == "v1-b" })
+
+	b.setConfig(echoService(bs["v1-b"]))
+	b.eventuallyOnly(c, "v1-b")
+
+	// The same service by workloadSelector: a WorkloadEntry added is used, one removed is not.
+	selector := func(wes ...*backend) string {
+		text := fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [%s]
+  ports:
+  - {number: %d, name: grpc, protocol: GRPC}
+  resolution: STATIC
+  workloadSelector:
+    labels: {app: echo}
+`, e2eHost, e2ePort)
+		for _, w := range wes {
+			text += fmt.Sprintf(`---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: %s, namespace: e2e}
+spec:
+  address: 127.0.0.1
+  ports: {grpc: %d}
+  labels: {app: echo, version: v1}
+`, w.id, w.port)
+		}
+		return text
+	}
+	b.setConfig(selector(bs["v1-b"], bs["v1-c"]))
+	eventually(t, c, "the selected WorkloadEntry v1-c answers", func(id string) bool { return id == "v1-c" })
+	b.setConfig(selector(bs["v1-c"]))
+	b.eventuallyOnly(c, "v1-c")
+}
+
+// eventuallyOnly waits until 20 calls in a row are answered by id.
+func (b *bridge) eventuallyOnly(c testgrpc.TestServiceClient, id string) {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := answers(b.t, c, 20); got[id] == 20 {
+			return
+		}
+	}
+	b.t.Fatalf("calls are not all answered by %s within 10s", id)
+}
+
+func TestGRPCClientGetsInjectedAbort(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a")
+	b.setConfig(echoService(bs["v1-a"]) + echoRoutes(`  - name: chaos
+    match:
+    - headers:
+        x-chaos: {exact: abort}
+    fault:
+      abort:
+        grpcStatus: RESOURCE_EXHAUSTED
+        percentage: {value: 100}
+    route:
+    - destination: {host: echo}
+  - name: delayed
+    match:
+    - headers:
+        x-chaos: {exact: delay}
+    fault:
+      delay:
+        fixedDelay: 0.200s
+        percentage: {value: 100}
+    route:
+    - destination: {host: echo}
+  - route:
+    - destination: {host: echo}
+`))
+	c := b.client(e2eTarget)
+	if _, err := call(t, c, "x-chaos", "abort"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("with the abort route, call error %v; want code ResourceExhausted", err)
+	}
+	start := time.Now()
+	if _, err := call(t, c, "x-chaos", "delay"); err != nil {
+		t.Errorf("with the delay route: %v", err)
+	} else if took := time.Since(start); took < 200*time.Millisecond {
+		t.Errorf("with the delay route, the call took %v; want at least the 200ms delay", took)
+	}
+	if id, err := call(t, c); err != nil || id != "v1-a" {
+		t.Errorf("without a fault, call = %q, %v; want v1-a", id, err)
+	}
+}
+
+func TestGRPCClientHonoursRouteTimeout(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a")
+	b.setConfig(echoService(bs["v1-a"]) + echoRoutes(`  - timeout: 0.300s
+    route:
+    - destination: {host: echo}
+`))
+	c := b.client(e2eTarget)
+	if _, err := call(t, c); err != nil {
+		t.Fatalf("a fast call failed: %v", err)
+	}
+	_, err := call(t, c, "sleep", "2s")
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a call slower than the route's timeout ended with %v; want DeadlineExceeded", err)
+	}
+}
+
+// TestGRPCClientIsNotDisturbedByOtherFaults checks that a faulty VirtualService for another
+// host leaves this host served.
+func TestGRPCClientIsNotDisturbedByOtherFaults(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a")
+	res, err := b.st.ReplaceOwner(testOwner, decodeYAML(t, echoService(bs["v1-a"])+`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: broken, namespace: e2e}
+spec:
+  hosts: [echo]
+  http:
+  - match:
+    - uri: {regex: "(unclosed"}
+    route:
+    - destination: {host: nowhere.example.com}
+  - route:
+    - destination: {host: echo, subset: v1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.wait(res.Revision)
+	if len(b.ctrl.Faults()) == 0 {
+		t.Fatal("no fault reported for the broken VirtualService")
+	}
+	if id, err := call(t, b.client(e2eTarget), "x", "y"); err != nil || id != "v1-a" {
+		t.Errorf("call = %q, %v; want v1-a through the VirtualService's valid route", id, errors.Unwrap(err))
+	}
+}
+
+// TestGRPCClientResolvesLogicalDNSCluster routes to a DNS_ROUND_ROBIN service: a
+// LOGICAL_DNS cluster whose one endpoint grpc-go resolves itself.
+func TestGRPCClientResolvesLogicalDNSCluster(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-dns")
+	b.setConfig(fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [%s]
+  ports:
+  - {number: %d, name: grpc, protocol: GRPC}
+  resolution: DNS_ROUND_ROBIN
+  endpoints:
+  - address: localhost
+    ports: {grpc: %d}
+`, e2eHost, e2ePort, bs["v1-dns"].port))
+	if id, err := call(t, b.client(e2eTarget)); err != nil || id != "v1-dns" {
+		t.Errorf("call = %q, %v; want v1-dns", id, err)
+	}
+}
+
+// TestGRPCClientAcceptsEveryTranslatedHost dials, with grpc-go's xDS client, every API
+// listener that the golden inputs produce (except those whose clusters grpc-go does not
+// support at all: STRICT_DNS, RANDOM, Maglev), and waits until the client has fetched and
+// acknowledged each listener, its route configuration, the clusters its routes name and
+// their load assignments. A NACK of any of them fails the test.
+func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
+	b := startBridge(t)
+	m := allTestdata(t)
+	res, err := b.st.ReplaceOwner(testOwner, m.inputs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.wait(res.Revision)
+	want := grpcReachable(t, served(b.st))
+	if len(want[ListenerType]) < 20 {
+		t.Fatalf("only %d listeners to check: %v", len(want[ListenerType]), want[ListenerType])
+	}
+	t.Logf("checking %d listeners, %d route configurations, %d clusters, %d load assignments",
+		len(want[ListenerType]), len(want[RouteType]), len(want[ClusterType]), len(want[EndpointType]))
+	resolver := b.resolver()
+	for _, l := range sortedKeys(want[ListenerType]) {
+		conn, err := grpc.NewClient("xds:///"+l, grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.Connect()
+	}
+	t.Cleanup(b.assertNoNACK)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		missing := b.unacknowledged(want)
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not fetched and acknowledged within 20s: %v", missing)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the engine's debug view; nothing to wait on
+	}
+}
+
+// resolver is an xDS resolver whose bootstrap points at the bridge.
+func (b *bridge) resolver() resolver.Builder {
+	b.t.Helper()
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+		"node": {"id": "e2e-%s"}
+	}`, b.addr, b.t.Name())
+	r, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return r
+}
+
+// unacknowledged returns the wanted names, by type, that the client has not subscribed to,
+// or whose latest response it has not acknowledged.
+func (b *bridge) unacknowledged(want map[string]keySet) map[string][]string {
+	acked := map[string]keySet{}
+	for _, c := range b.eng.Clients() {
+		for _, s := range c.Subscriptions {
+			if !s.Acked || s.Pending != "" {
+				continue
+			}
+			for _, n := range s.Names {
+				if acked[s.Type] == nil {
+					acked[s.Type] = keySet{}
+				}
+				acked[s.Type][n] = struct{}{}
+			}
+		}
+	}
+	missing := map[string][]string{}
+	for typ, names := range want {
+		for n := range names {
+			if _, ok := acked[typ][n]; !ok {
+				missing[typeName(typ)] = append(missing[typeName(typ)], n)
+			}
+		}
+	}
+	return missing
+}
+
+// grpcReachable walks the outputs from each API listener to its route configuration, the
+// clusters its routes name and their load assignments, keeping the listeners whose clusters
+// grpc-go supports.
+func grpcReachable(t *testing.T, outs []Resource) map[string]keySet {
+	t.Helper()
+	byName := map[string]map[string]proto.Message{}
+	for _, r := range outs {
+		m, err := r.Body.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if byName[r.TypeURL] == nil {
+			byName[r.TypeURL] = map[string]proto.Message{}
+		}
+		byName[r.TypeURL][r.Name] = m
+	}
+	want := map[string]keySet{}
+	add := func(typ, name string) {
+		if want[typ] == nil {
+			want[typ] = keySet{}
+		}
+		want[typ][name] = struct{}{}
+	}
+	for name, m := range byName[ListenerType] {
+		api := m.(*listenerpb.Listener).GetApiListener().GetApiListener()
+		if api == nil {
+			continue
+		}
+		hcm := &hcmpb.HttpConnectionManager{}
+		if err := api.UnmarshalTo(hcm); err != nil {
+			t.Fatal(err)
+		}
+		rcName := hcm.GetRds().GetRouteConfigName()
+		clusters := routedClusters(byName[RouteType][rcName].(*routepb.RouteConfiguration))
+		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[ClusterType][c]) }) {
+			add(ListenerType, name)
+			add(RouteType, rcName)
+			for _, c := range clusters {
+				add(ClusterType, c)
+				if svc := byName[ClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
+					add(EndpointType, svc)
+				}
+			}
+		}
+	}
+	return want
+}
+
+func routedClusters(rc *routepb.RouteConfiguration) []string {
+	var out []string
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			if c := r.GetRoute().GetCluster(); c != "" && !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+			for _, wc := range r.GetRoute().GetWeightedClusters().GetClusters() {
+				if !slices.Contains(out, wc.GetName()) {
+					out = append(out, wc.GetName())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// grpcSupports tells whether grpc-go accepts a cluster: EDS or LOGICAL_DNS, balanced by
+// round robin, least request or ring hash. A cluster that is not served at all is not.
+func grpcSupports(m proto.Message) bool {
+	c, ok := m.(*clusterpb.Cluster)
+	if !ok {
+		return false
+	}
+	switch c.GetLbPolicy() {
+	case clusterpb.Cluster_ROUND_ROBIN, clusterpb.Cluster_LEAST_REQUEST, clusterpb.Cluster_RING_HASH:
+	default:
+		return false
+	}
+	return c.GetType() == clusterpb.Cluster_EDS || c.GetType() == clusterpb.Cluster_LOGICAL_DNS
+}

@@ -1,0 +1,135 @@
+package envoy
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Envoy resource type URLs. They are also the store collections that hold the derived
+// resources, as source/xds serves them.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// outputTypes are the four derived collections, in the order the controller writes them.
+var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType}
+
+// OutputTypes returns the type URLs of the derived collections, which are also their store
+// collections: clusters, load assignments, listeners, route configurations.
+func OutputTypes() []string { return slices.Clone(outputTypes[:]) }
+
+// Owner is the store owner under which the controller writes the derived collections.
+const Owner = "translate"
+
+// DefaultDomainSuffix completes short host names: "reviews" in namespace "bookinfo" is
+// "reviews.bookinfo.svc.cluster.local", as in a Kubernetes cluster with Istio's defaults.
+const DefaultDomainSuffix = "cluster.local"
+
+// ClusterName is Istio's outbound cluster name: "outbound|PORT|SUBSET|HOST", with an empty
+// subset for the service as a whole ("outbound|9080||reviews.bookinfo.svc.cluster.local").
+// The ClusterLoadAssignment of an EDS cluster has the same name.
+func ClusterName(port uint32, subset, host string) string {
+	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+}
+
+// HostRouteName is the route configuration of one host and port that a proxyless gRPC
+// client's API listener names: the cluster name without a subset, as Istio names it.
+func HostRouteName(host string, port uint32) string { return ClusterName(port, "", host) }
+
+// APIListenerName is the listener a proxyless gRPC client asks for when it dials
+// xds:///HOST:PORT.
+func APIListenerName(host string, port uint32) string {
+	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// OutboundListenerName is an Envoy sidecar's outbound listener for a port: "0.0.0.0_9080".
+func OutboundListenerName(port uint32) string {
+	return "0.0.0.0_" + strconv.FormatUint(uint64(port), 10)
+}
+
+// OutboundRouteName is the route configuration of an outbound listener, named by the port
+// alone ("9080"): it holds one virtual host per host on that port.
+func OutboundRouteName(port uint32) string { return strconv.FormatUint(uint64(port), 10) }
+
+// GatewayListenerName is the listener of one Gateway's servers on one port:
+// "NAMESPACE/NAME/0.0.0.0_PORT". Istio names a gateway's listener "0.0.0.0_PORT" within the
+// configuration of the one gateway proxy it selects; the bridge serves every gateway to every
+// client, so the name carries the gateway's own name to keep gateways apart from each other
+// and from the sidecar outbound listeners.
+func GatewayListenerName(gateway string, port uint32) string {
+	return gateway + "/" + OutboundListenerName(port)
+}
+
+// GatewayRouteName is the route configuration of GatewayListenerName: "NAMESPACE/NAME/http.PORT"
+// (Istio's "http.PORT", prefixed by the gateway for the same reason).
+func GatewayRouteName(gateway string, port uint32) string {
+	return gateway + "/http." + strconv.FormatUint(uint64(port), 10)
+}
+
+// Filter names, as Envoy and grpc-go know them.
+const (
+	hcmFilterName    = "envoy.filters.network.http_connection_manager"
+	faultFilterName  = "envoy.filters.http.fault"
+	routerFilterName = "envoy.filters.http.router"
+	// previousHostsName is the retry host predicate that makes a retry pick another host.
+	previousHostsName = "envoy.retry_host_predicates.previous_hosts"
+	// httpProtocolOptionsKey is the cluster's typed_extension_protocol_options key for HTTP
+	// upstream settings.
+	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// fqdn completes a short host name as Istio does: a name without a dot is a Kubernetes
+// service in the resource's namespace; anything with a dot, or a wildcard, is taken as written.
+func fqdn(host, namespace, suffix string) string {
+	if host == "" || strings.Contains(host, ".") || strings.Contains(host, "*") {
+		return host
+	}
+	return host + "." + namespace + ".svc." + suffix
+}
+
+// isWildcard reports whether a host is a pattern ("*" or "*.example.com") rather than a name.
+func isWildcard(host string) bool { return strings.HasPrefix(host, "*") }
+
+// hostMatches reports whether a host (a name, or itself a pattern) falls under pattern. "*"
+// matches everything; "*.example.com" matches "a.example.com", "a.b.example.com" and the
+// narrower pattern "*.b.example.com", but not "example.com".
+func hostMatches(pattern, host string) bool {
+	if pattern == host || pattern == "*" {
+		return true
+	}
+	if !isWildcard(pattern) {
+		return false
+	}
+	suffix := pattern[1:] // ".example.com"
+	if isWildcard(host) {
+		return strings.HasSuffix(host[1:], suffix)
+	}
+	return strings.HasSuffix(host, suffix)
+}
+
+// moreSpecific returns whichever of two matching hosts is narrower: a name over a pattern,
+// a longer pattern over a shorter one.
+func moreSpecific(a, b string) string {
+	switch {
+	case !isWildcard(a):
+		return a
+	case !isWildcard(b):
+		return b
+	case len(a) >= len(b):
+		return a
+	default:
+		return b
+	}
+}
+
+// splitKey splits "namespace/name".
+func splitKey(key string) (namespace, name string) {
+	if ns, n, ok := strings.Cut(key, "/"); ok {
+		return ns, n
+	}
+	return "", key
+}

@@ -1,0 +1,106 @@
+package envoy
+
+import (
+	"slices"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+)
+
+func TestNamesFollowIstio(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{ClusterName(9080, "", "reviews.bookinfo.svc.cluster.local"), "outbound|9080||reviews.bookinfo.svc.cluster.local"},
+		{ClusterName(9080, "v1", "reviews.bookinfo.svc.cluster.local"), "outbound|9080|v1|reviews.bookinfo.svc.cluster.local"},
+		{HostRouteName("a.example.com", 80), "outbound|80||a.example.com"},
+		{APIListenerName("a.example.com", 80), "a.example.com:80"},
+		{OutboundListenerName(9080), "0.0.0.0_9080"},
+		{OutboundRouteName(9080), "9080"},
+		{GatewayListenerName("ingress/edge", 443), "ingress/edge/0.0.0.0_443"},
+		{GatewayRouteName("ingress/edge", 443), "ingress/edge/http.443"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestShortHostsAreCompletedInTheNamespace(t *testing.T) {
+	for _, c := range []struct{ host, want string }{
+		{"reviews", "reviews.bookinfo.svc.cluster.local"},
+		{"reviews.other", "reviews.other"}, // a dot: taken as written, as Istio does
+		{"*.example.com", "*.example.com"},
+		{"*", "*"},
+		{"", ""},
+	} {
+		if got := fqdn(c.host, "bookinfo", DefaultDomainSuffix); got != c.want {
+			t.Errorf("fqdn(%q) = %q, want %q", c.host, got, c.want)
+		}
+	}
+}
+
+func TestWildcardHostsMatchTheirSuffix(t *testing.T) {
+	for _, c := range []struct {
+		pattern, host string
+		want          bool
+	}{
+		{"*", "anything.example.com", true},
+		{"*.example.com", "a.example.com", true},
+		{"*.example.com", "a.b.example.com", true},
+		{"*.example.com", "*.b.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", "a.example.org", false},
+		{"a.example.com", "a.example.com", true},
+		{"a.example.com", "*.example.com", false},
+	} {
+		if got := hostMatches(c.pattern, c.host); got != c.want {
+			t.Errorf("hostMatches(%q, %q) = %v, want %v", c.pattern, c.host, got, c.want)
+		}
+	}
+}
+
+func TestPortProtocolComesFromTheFieldOrTheNamePrefix(t *testing.T) {
+	for _, c := range []struct {
+		declared, name string
+		want           protocol
+	}{
+		{"GRPC", "", protoHTTP2},
+		{"", "grpc-web", protoHTTP2},
+		{"", "http-admin", protoHTTP},
+		{"http2", "tcp", protoHTTP2},
+		{"TCP", "http", protoOther},
+		{"", "web", protoAuto},
+		{"", "", protoAuto},
+		{"TLS", "", protoOther},
+	} {
+		if got := parseProtocol(c.declared, c.name); got != c.want {
+			t.Errorf("parseProtocol(%q, %q) = %v, want %v", c.declared, c.name, got, c.want)
+		}
+	}
+}
+
+func TestRetryOnSplitsStatusCodesFromConditions(t *testing.T) {
+	conds, codes := parseRetryOn("503, gateway-error,unavailable,429,gateway-error")
+	if conds != "gateway-error,unavailable,retriable-status-codes" || !slices.Equal(codes, []uint32{503, 429}) {
+		t.Errorf("got %q and %v", conds, codes)
+	}
+}
+
+func TestGRPCStatusIsReadByNameOrNumber(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want codes.Code
+		ok   bool
+	}{
+		{"UNAVAILABLE", codes.Unavailable, true},
+		{"14", codes.Unavailable, true},
+		{"OK", codes.OK, true},
+		{"unavailable", 0, false},
+		{"17", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := grpcCode(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("grpcCode(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

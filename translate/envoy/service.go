@@ -1,0 +1,285 @@
+package envoy
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// protocol is a port's application protocol, as far as the translation cares.
+type protocol uint8
+
+const (
+	protoAuto  protocol = iota // not declared: Istio sniffs it; served as HTTP here
+	protoHTTP                  // HTTP/1.1
+	protoHTTP2                 // HTTP2, GRPC, GRPC-Web: HTTP/2 to the upstream
+	protoOther                 // TCP, TLS, HTTPS, MONGO, ...: no HTTP routes
+)
+
+// parseProtocol reads a port's protocol as Istio does: the protocol field, or else the port
+// name's prefix ("http-web", "grpc"), case-insensitive.
+func parseProtocol(declared, portName string) protocol {
+	p := declared
+	if p == "" {
+		p, _, _ = strings.Cut(portName, "-")
+	}
+	switch strings.ToUpper(p) {
+	case "HTTP":
+		return protoHTTP
+	case "HTTP2", "GRPC", "GRPC-WEB":
+		return protoHTTP2
+	case "":
+		return protoAuto
+	case "TCP", "TLS", "HTTPS", "MONGO", "MYSQL", "REDIS", "UDP", "HBONE":
+		return protoOther
+	}
+	return protoAuto
+}
+
+// routed reports whether the port gets HTTP routes, listeners and route configurations.
+func (p protocol) routed() bool { return p != protoOther }
+
+// port is a validated ServiceEntry port.
+type port struct {
+	number, target uint32
+	name           string
+	protocol       protocol
+}
+
+// hostPattern is what Istio accepts as a host: DNS labels, optionally behind "*.", or "*".
+var hostPattern = regexp.MustCompile(`^(\*|(\*\.)?[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?)*)$`)
+
+func validHost(h string) bool { return len(h) <= 253 && hostPattern.MatchString(h) }
+
+// subsetPattern keeps subset names to what can sit between the bars of a cluster name.
+var subsetPattern = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`)
+
+// servicePorts validates a ServiceEntry's ports: a number in 1..65535, each number and name
+// once. A faulty port is left out.
+func servicePorts(se *serviceEntry, fs *faults) []port {
+	var out []port
+	seen := map[uint32]bool{}
+	for i, p := range se.spec.GetPorts() {
+		field := fmt.Sprintf("ports[%d]", i)
+		switch {
+		case p.GetNumber() == 0 || p.GetNumber() > 65535:
+			fs.add(kindServiceEntry, se.Key, "%s.number: %d is not a port number; the port is left out", field, p.GetNumber())
+			continue
+		case seen[p.GetNumber()]:
+			fs.add(kindServiceEntry, se.Key, "%s.number: port %d is listed twice; the first is used", field, p.GetNumber())
+			continue
+		case p.GetTargetPort() > 65535:
+			fs.add(kindServiceEntry, se.Key, "%s.targetPort: %d is not a port number; the port is left out", field, p.GetTargetPort())
+			continue
+		}
+		seen[p.GetNumber()] = true
+		out = append(out, port{number: p.GetNumber(), target: p.GetTargetPort(), name: p.GetName(),
+			protocol: parseProtocol(p.GetProtocol(), p.GetName())})
+	}
+	return out
+}
+
+// workload is one endpoint of a service: a ServiceEntry's inline endpoint or a
+// WorkloadEntry it selects.
+type workload struct {
+	kind, key, field string // where it comes from, for faults
+	address          string
+	ports            map[string]uint32
+	labels           map[string]string
+	network          string
+	locality         string
+	weight           uint32
+}
+
+// workloads lists a ServiceEntry's endpoints: its inline endpoints in order, then the
+// WorkloadEntries of its namespace that its workloadSelector selects, by name.
+func (t *Translator) workloads(se *serviceEntry) []workload {
+	var out []workload
+	for i, ep := range se.spec.GetEndpoints() {
+		out = append(out, workloadOf(kindServiceEntry, se.Key, fmt.Sprintf("endpoints[%d]", i), ep))
+	}
+	sel := se.spec.GetWorkloadSelector().GetLabels()
+	if len(sel) == 0 {
+		return out
+	}
+	for _, key := range slices.Sorted(maps.Keys(t.weByNamespace[se.Namespace])) {
+		we := t.wes[key]
+		if selects(sel, we.spec.GetLabels()) {
+			out = append(out, workloadOf(kindWorkloadEntry, key, "spec", we.spec))
+		}
+	}
+	return out
+}
+
+func workloadOf(kind, key, field string, we *networking.WorkloadEntry) workload {
+	return workload{
+		kind: kind, key: key, field: field,
+		address: we.GetAddress(), ports: we.GetPorts(), labels: we.GetLabels(),
+		network: we.GetNetwork(), locality: we.GetLocality(), weight: we.GetWeight(),
+	}
+}
+
+// endpointPort maps a service port to a workload's port as Istio does: the workload's port of
+// the same name, else the service port's targetPort, else the service port's number.
+func (w *workload) endpointPort(p port) uint32 {
+	if n, ok := w.ports[p.name]; ok && n > 0 && n <= 65535 {
+		return n
+	}
+	if p.target != 0 {
+		return p.target
+	}
+	return p.number
+}
+
+// endpoint is a workload placed on one service port.
+type endpoint struct {
+	*workload
+	port uint32
+}
+
+// portEndpoints places the workloads on a port. When ips is set (STATIC and NONE: EDS, which
+// takes only IP addresses) an address that is not an IP is left out with a fault. An
+// address:port that appears twice is kept once, and weights may not add up past 2^32-1:
+// grpc-go rejects a load assignment with a duplicate address or an overflowing weight sum.
+func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
+	out := make([]endpoint, 0, len(ws))
+	seen := map[string]bool{}
+	var total uint64
+	for i := range ws {
+		w := &ws[i]
+		if w.address == "" {
+			fs.add(w.kind, w.key, "%s.address is empty; the endpoint is left out", w.field)
+			continue
+		}
+		if ips {
+			if _, err := netip.ParseAddr(w.address); err != nil {
+				fs.add(w.kind, w.key, "%s.address: %q is not an IP address, which resolution STATIC needs; the endpoint is left out", w.field, w.address)
+				continue
+			}
+		}
+		ep := endpoint{workload: w, port: w.endpointPort(p)}
+		addr := ep.address + ":" + strconv.FormatUint(uint64(ep.port), 10)
+		if seen[addr] {
+			fs.add(w.kind, w.key, "%s: endpoint %s of port %d is listed twice; it is used once", w.field, addr, p.number)
+			continue
+		}
+		if total += uint64(max(w.weight, 1)); total > math.MaxUint32 {
+			fs.add(w.kind, w.key, "%s.weight: the endpoints' weights add up past %d; the endpoint is left out", w.field, uint64(math.MaxUint32))
+			total -= uint64(max(w.weight, 1))
+			continue
+		}
+		seen[addr] = true
+		out = append(out, ep)
+	}
+	return out
+}
+
+// subsetEndpoints returns the endpoints that carry every label of a subset. A subset
+// without labels has every endpoint.
+func subsetEndpoints(eps []endpoint, labels map[string]string) []endpoint {
+	if len(labels) == 0 {
+		return eps
+	}
+	var out []endpoint
+	for _, ep := range eps {
+		if selects(labels, ep.labels) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// serviceEntryFor returns the ServiceEntry that defines a host, and the others that also
+// list it: the oldest wins, then the first by namespace/name (Istio's rule for a host
+// defined twice).
+func (t *Translator) serviceEntryFor(host string) (*serviceEntry, []*serviceEntry) {
+	return first(t.seByHost[host], t.ses)
+}
+
+// destinationRuleFor returns the DestinationRule of a host, and the shadowed others: the
+// rules for exactly that host first (oldest wins), else the most specific wildcard rule.
+func (t *Translator) destinationRuleFor(host string) (*destinationRule, []*destinationRule) {
+	if win, others := first(t.drByHost[host], t.drs); win != nil {
+		return win, others
+	}
+	var best *destinationRule
+	for key := range t.drWildcard {
+		dr := t.drs[key]
+		if dr.host == host || !hostMatches(dr.host, host) {
+			continue
+		}
+		if best == nil || len(dr.host) > len(best.host) || (len(dr.host) == len(best.host) && dr.before(&best.meta)) {
+			best = dr
+		}
+	}
+	return best, nil
+}
+
+// meshVirtualServiceFor returns the VirtualService that routes a host for the mesh, and the
+// shadowed others: those listing exactly that host first (oldest wins), else the one with
+// the most specific wildcard host that covers it.
+func (t *Translator) meshVirtualServiceFor(host string) (*virtualService, []*virtualService) {
+	mesh := keySet{}
+	for key := range t.vsByHost[host] {
+		if t.vss[key].mesh {
+			mesh[key] = struct{}{}
+		}
+	}
+	if win, others := first(mesh, t.vss); win != nil {
+		return win, others
+	}
+	var best *virtualService
+	bestLen := 0
+	for key := range t.vsWildcard {
+		vs := t.vss[key]
+		if !vs.mesh {
+			continue
+		}
+		for _, h := range vs.hosts {
+			if h == host || !hostMatches(h, host) {
+				continue
+			}
+			if best == nil || len(h) > bestLen || (len(h) == bestLen && vs.before(&best.meta)) {
+				best, bestLen = vs, len(h)
+			}
+		}
+	}
+	return best, nil
+}
+
+// record is what first needs of an input.
+type record interface{ metaOf() *meta }
+
+func (m *meta) metaOf() *meta { return m }
+
+// first returns the oldest of a set of inputs (ties by key) and the rest in order.
+func first[R record](keys keySet, all map[string]R) (R, []R) {
+	var zero R
+	if len(keys) == 0 {
+		return zero, nil
+	}
+	rs := make([]R, 0, len(keys))
+	for k := range keys {
+		rs = append(rs, all[k])
+	}
+	slices.SortFunc(rs, byAge)
+	return rs[0], rs[1:]
+}
+
+// byAge orders inputs oldest first, then by namespace/name.
+func byAge[R record](a, b R) int {
+	switch am, bm := a.metaOf(), b.metaOf(); {
+	case am.before(bm):
+		return -1
+	case bm.before(am):
+		return 1
+	}
+	return 0
+}

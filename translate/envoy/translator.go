@@ -1,0 +1,344 @@
+package envoy
+
+import (
+	"bytes"
+	"cmp"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Translator turns Istio config into Envoy resources, incrementally. It is the pure layer
+// under the Controller: no store, no goroutines, no clock. Feed it changes with Update, then
+// call Translate to get what changed in the outputs. It is not safe for concurrent use.
+//
+// The unit of work is the host: a change marks the hosts it touches (and the gateways and
+// ports whose outputs embed them), and Translate recomputes only those. A host's outputs
+// are its clusters, load assignments, route configurations and API listeners; a port's are
+// the outbound listener and route configuration that gather the virtual hosts of every host
+// on that port; a gateway's are its listeners and route configurations.
+//
+// Dependencies between hosts are recorded as they are read: when host A's routes look up
+// host B (to check a destination's port or subset, or to take B's consistent hash policy),
+// a later change to B's ServiceEntry or DestinationRule recomputes A too.
+type Translator struct {
+	suffix string
+
+	ses map[string]*serviceEntry
+	vss map[string]*virtualService
+	drs map[string]*destinationRule
+	gws map[string]*gateway
+	wes map[string]*workloadEntry
+
+	seByHost      map[string]keySet // host as written → ServiceEntries that list it
+	vsByHost      map[string]keySet // completed host → VirtualServices that list it
+	vsWildcard    keySet            // VirtualServices with a wildcard host
+	drByHost      map[string]keySet // completed host → DestinationRules for it
+	drWildcard    keySet            // DestinationRules for a wildcard host
+	vsByGateway   map[string]keySet // gateway key → VirtualServices bound to it
+	weByNamespace map[string]keySet
+	selectorsByNS map[string]keySet // namespace → ServiceEntries with a workloadSelector
+
+	// dependents maps what a unit read to the units that read it, from their last build.
+	dependents map[depKey]map[unitKey]struct{}
+	units      map[unitKey]*unitState
+	portHosts  map[string]keySet   // port (decimal) → hosts that have an HTTP port of that number
+	portOrder  map[string][]string // port → portHosts sorted, until the set changes
+	dirty      map[unitKey]struct{}
+	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
+	inputFaults map[string]Fault
+
+	// current is every output as last returned by Translate, by type URL and name.
+	current map[string]map[string]*anypb.Any
+	// faults is the sorted list of every unit's faults, recomputed only after a build
+	// changed some (faultsDirty).
+	faults      []Fault
+	faultsDirty bool
+}
+
+type keySet = map[string]struct{}
+
+// unitKind is what a unit of translation is built from.
+type unitKind uint8
+
+const (
+	unitHost           unitKind = iota // one host of the mesh
+	unitPort                           // the outbound listener and route configuration of a port
+	unitGateway                        // one Gateway
+	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
+)
+
+type unitKey struct {
+	kind unitKind
+	name string
+}
+
+// depKind is what a unit may read of another's inputs.
+type depKind uint8
+
+const (
+	depHost    depKind = iota // the ServiceEntry and DestinationRule of a host
+	depGateway                // a Gateway's existence
+)
+
+type depKey struct {
+	kind depKind
+	name string
+}
+
+// unitState is the last build of a unit.
+type unitState struct {
+	outputs map[outKey]*anypb.Any
+	faults  []Fault
+	deps    []depKey
+	// Host units only: the virtual host of each HTTP port, encoded, which the port's route
+	// configuration gathers as it is (see buildPort), and whether its routes inject faults.
+	vhosts    map[uint32][]byte
+	usesFault map[uint32]bool
+}
+
+type outKey struct{ typeURL, name string }
+
+// TranslatorOptions configures a Translator.
+type TranslatorOptions struct {
+	// DomainSuffix completes short host names (see DefaultDomainSuffix, the default).
+	DomainSuffix string
+}
+
+// NewTranslator returns a Translator with no inputs.
+func NewTranslator(opts TranslatorOptions) *Translator {
+	if opts.DomainSuffix == "" {
+		opts.DomainSuffix = DefaultDomainSuffix
+	}
+	t := &Translator{
+		suffix: opts.DomainSuffix,
+		ses:    map[string]*serviceEntry{}, vss: map[string]*virtualService{},
+		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
+		seByHost: map[string]keySet{}, vsByHost: map[string]keySet{}, vsWildcard: keySet{},
+		drByHost: map[string]keySet{}, drWildcard: keySet{}, vsByGateway: map[string]keySet{},
+		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keySet{},
+		dependents: map[depKey]map[unitKey]struct{}{},
+		units:      map[unitKey]*unitState{}, portHosts: map[string]keySet{}, portOrder: map[string][]string{},
+		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{},
+		current: map[string]map[string]*anypb.Any{},
+	}
+	for _, typ := range outputTypes {
+		t.current[typ] = map[string]*anypb.Any{}
+	}
+	return t
+}
+
+// Resource is one derived Envoy resource: its type URL, its name and its body, encoded
+// deterministically so that an unchanged resource has the same bytes.
+type Resource struct {
+	TypeURL string
+	Name    string
+	Body    *anypb.Any
+}
+
+// Delta is what one Translate changed.
+type Delta struct {
+	// Upserts are the outputs that are new or whose encoding changed, sorted by type, name.
+	Upserts []Resource
+	// Removed are the names of outputs no longer produced, by type URL, sorted.
+	Removed map[string][]string
+}
+
+// Empty reports whether the delta changes nothing.
+func (d Delta) Empty() bool { return len(d.Upserts) == 0 && len(d.Removed) == 0 }
+
+// Stats tell how much one Translate recomputed, for tests, benchmarks and logs.
+type Stats struct {
+	Hosts, Ports, Gateways int // units rebuilt
+	Upserts, Removals      int
+	// FaultsChanged tells whether the faults differ from those before the call.
+	FaultsChanged bool
+}
+
+// Translate recomputes every unit the updates since the last call touched and returns what
+// changed in the outputs.
+func (t *Translator) Translate() (Delta, Stats) {
+	st := Stats{FaultsChanged: t.faultsDirty}
+	var delta Delta
+	// Hosts first: ports gather the hosts' virtual hosts.
+	for _, kind := range []unitKind{unitHost, unitGateway, unitVirtualService, unitPort} {
+		for _, key := range t.dirtyOf(kind) {
+			delete(t.dirty, key)
+			t.rebuild(key, &delta)
+			switch kind {
+			case unitHost:
+				st.Hosts++
+			case unitPort:
+				st.Ports++
+			case unitGateway:
+				st.Gateways++
+			}
+		}
+	}
+	slices.SortFunc(delta.Upserts, func(a, b Resource) int {
+		return cmp.Or(cmp.Compare(typeOrder(a.TypeURL), typeOrder(b.TypeURL)), cmp.Compare(a.Name, b.Name))
+	})
+	for _, names := range delta.Removed {
+		slices.Sort(names)
+	}
+	st.Upserts = len(delta.Upserts)
+	for _, names := range delta.Removed {
+		st.Removals += len(names)
+	}
+	st.FaultsChanged = st.FaultsChanged || t.faultsDirty
+	return delta, st
+}
+
+func typeOrder(typeURL string) int { return slices.Index(outputTypes[:], typeURL) }
+
+// dirtyOf returns the dirty units of a kind, sorted so that a build is deterministic.
+func (t *Translator) dirtyOf(kind unitKind) []unitKey {
+	var out []unitKey
+	for k := range t.dirty {
+		if k.kind == kind {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b unitKey) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+// rebuild builds one unit, replaces its last build and adds the difference to delta.
+func (t *Translator) rebuild(key unitKey, delta *Delta) {
+	old := t.units[key]
+	var u *unitState
+	switch key.kind {
+	case unitHost:
+		u = t.buildHost(key.name)
+		t.updatePorts(key.name, old, u)
+	case unitPort:
+		u = t.buildPort(parsePort(key.name))
+	case unitGateway:
+		u = t.buildGateway(key.name)
+	case unitVirtualService:
+		u = t.checkVirtualService(key.name)
+	}
+	t.diff(old, u, delta)
+	t.setDeps(key, old, u)
+	if old == nil && len(u.faults) > 0 || old != nil && !slices.Equal(old.faults, u.faults) {
+		t.faultsDirty = true
+	}
+	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps) == 0 && len(u.vhosts) == 0 {
+		delete(t.units, key)
+		return
+	}
+	t.units[key] = u
+}
+
+// updatePorts keeps portHosts and marks the ports whose gathered outputs a host's rebuild
+// may change: every port it had or has. A port whose hosts changed loses its cached order.
+func (t *Translator) updatePorts(host string, old, u *unitState) {
+	if old != nil {
+		for p := range old.vhosts {
+			if _, still := u.vhosts[p]; !still {
+				delFrom(t.portHosts, portKey(p), host)
+				delete(t.portOrder, portKey(p))
+			}
+			t.dirty[unitKey{unitPort, portKey(p)}] = struct{}{}
+		}
+	}
+	for p := range u.vhosts {
+		if _, had := old.vhostOf(p); !had {
+			addTo(t.portHosts, portKey(p), host)
+			delete(t.portOrder, portKey(p))
+		}
+		t.dirty[unitKey{unitPort, portKey(p)}] = struct{}{}
+	}
+}
+
+func (u *unitState) vhostOf(p uint32) ([]byte, bool) {
+	if u == nil {
+		return nil, false
+	}
+	vh, ok := u.vhosts[p]
+	return vh, ok
+}
+
+// hostsOn returns the hosts with an HTTP port of this number, sorted; the order is kept
+// until a host joins or leaves the port, so that a change to one host does not sort them all.
+func (t *Translator) hostsOn(port string) []string {
+	if order, ok := t.portOrder[port]; ok {
+		return order
+	}
+	order := sortedKeys(t.portHosts[port])
+	t.portOrder[port] = order
+	return order
+}
+
+func (t *Translator) diff(old, u *unitState, delta *Delta) {
+	for k, body := range u.outputs {
+		if prev, ok := t.current[k.typeURL][k.name]; ok && bytes.Equal(prev.GetValue(), body.GetValue()) {
+			continue
+		}
+		t.current[k.typeURL][k.name] = body
+		delta.Upserts = append(delta.Upserts, Resource{TypeURL: k.typeURL, Name: k.name, Body: body})
+	}
+	if old == nil {
+		return
+	}
+	for k := range old.outputs {
+		if _, ok := u.outputs[k]; ok {
+			continue
+		}
+		delete(t.current[k.typeURL], k.name)
+		if delta.Removed == nil {
+			delta.Removed = map[string][]string{}
+		}
+		delta.Removed[k.typeURL] = append(delta.Removed[k.typeURL], k.name)
+	}
+}
+
+func (t *Translator) setDeps(key unitKey, old, u *unitState) {
+	if old != nil {
+		for _, d := range old.deps {
+			if s := t.dependents[d]; s != nil {
+				delete(s, key)
+				if len(s) == 0 {
+					delete(t.dependents, d)
+				}
+			}
+		}
+	}
+	for _, d := range u.deps {
+		s := t.dependents[d]
+		if s == nil {
+			s = map[unitKey]struct{}{}
+			t.dependents[d] = s
+		}
+		s[key] = struct{}{}
+	}
+}
+
+// Outputs returns every current output, sorted by type and name: the full state, for a
+// writer that must replace what it wrote before.
+func (t *Translator) Outputs() []Resource {
+	var out []Resource
+	for _, typ := range outputTypes {
+		for _, name := range slices.Sorted(maps.Keys(t.current[typ])) {
+			out = append(out, Resource{TypeURL: typ, Name: name, Body: t.current[typ][name]})
+		}
+	}
+	return out
+}
+
+// Faults returns the faults of the last build of every unit, and of inputs that could not be
+// read, sorted, without duplicates.
+func (t *Translator) Faults() []Fault {
+	if t.faultsDirty {
+		var all []Fault
+		for _, u := range t.units {
+			all = append(all, u.faults...)
+		}
+		for _, f := range t.inputFaults {
+			all = append(all, f)
+		}
+		t.faults, t.faultsDirty = sortFaults(all), false
+	}
+	return slices.Clone(t.faults)
+}

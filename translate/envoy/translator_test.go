@@ -1,0 +1,451 @@
+package envoy
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// mesh is a set of inputs a test edits: by collection, by name.
+type mesh map[string]map[string]*mcpapi.Resource
+
+func newMesh(in map[string][]*mcpapi.Resource) mesh {
+	m := mesh{}
+	for coll, rs := range in {
+		for _, r := range rs {
+			m.put(coll, r)
+		}
+	}
+	return m
+}
+
+func (m mesh) put(coll string, r *mcpapi.Resource) {
+	if m[coll] == nil {
+		m[coll] = map[string]*mcpapi.Resource{}
+	}
+	m[coll][r.GetMetadata().GetName()] = r
+}
+
+func (m mesh) inputs() map[string][]*mcpapi.Resource {
+	out := map[string][]*mcpapi.Resource{}
+	for coll, byName := range m {
+		for _, r := range byName {
+			out[coll] = append(out[coll], r)
+		}
+	}
+	return out
+}
+
+// allTestdata is every golden input and the examples, as one mesh.
+func allTestdata(t *testing.T) mesh {
+	t.Helper()
+	var files []string
+	for _, fs := range goldenCases(t) {
+		files = append(files, fs...)
+	}
+	slices.Sort(files)
+	return newMesh(loadInputs(t, files...))
+}
+
+// withVersion returns a copy of r with a version, as the store gives every resource.
+func withVersion(r *mcpapi.Resource, version string) *mcpapi.Resource {
+	c := proto.Clone(r).(*mcpapi.Resource)
+	c.Metadata.Version = version
+	return c
+}
+
+// edit returns a copy of r whose spec edit changed, with a new version.
+func edit[M proto.Message](t testing.TB, r *mcpapi.Resource, spec M, version string, change func(M)) *mcpapi.Resource {
+	t.Helper()
+	if err := r.GetBody().UnmarshalTo(spec); err != nil {
+		t.Fatal(err)
+	}
+	change(spec)
+	c := withVersion(r, version)
+	body, err := anypb.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Body = body
+	return c
+}
+
+// assertSameAsFromScratch checks that what a translator holds after incremental updates is
+// exactly what a fresh build of the same inputs gives: outputs, bytes and faults.
+func assertSameAsFromScratch(t *testing.T, step string, tr *Translator, m mesh) {
+	t.Helper()
+	want, wantFaults := Build(m.inputs(), TranslatorOptions{})
+	got := tr.Outputs()
+	if d := diffOutputs(want, got); d != "" {
+		t.Fatalf("%s: incremental outputs differ from a fresh build:\n%s", step, d)
+	}
+	if gotFaults := tr.Faults(); !slices.Equal(wantFaults, gotFaults) {
+		t.Fatalf("%s: incremental faults differ from a fresh build:\nwant %v\ngot  %v", step, wantFaults, gotFaults)
+	}
+}
+
+func diffOutputs(want, got []Resource) string {
+	key := func(r Resource) string { return r.TypeURL + " " + r.Name }
+	w, g := map[string]Resource{}, map[string]Resource{}
+	for _, r := range want {
+		w[key(r)] = r
+	}
+	for _, r := range got {
+		g[key(r)] = r
+	}
+	var b strings.Builder
+	for k, r := range w {
+		switch o, ok := g[k]; {
+		case !ok:
+			fmt.Fprintf(&b, "missing %s\n", k)
+		case !bytes.Equal(o.Body.GetValue(), r.Body.GetValue()):
+			fmt.Fprintf(&b, "differs %s\n", k)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			fmt.Fprintf(&b, "extra   %s\n", k)
+		}
+	}
+	return b.String()
+}
+
+// TestIncrementalTranslationEqualsFromScratch edits a mesh at random, step by step (removing,
+// restoring and changing resources of every kind), and checks after each step that the
+// translator, fed only the step's changes, holds what a fresh build of the whole mesh gives.
+func TestIncrementalTranslationEqualsFromScratch(t *testing.T) {
+	t.Parallel()
+	full := allTestdata(t)
+	type item struct{ coll, name string }
+	var items []item
+	for coll, byName := range full {
+		for name := range byName {
+			items = append(items, item{coll, name})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.coll+a.name, b.coll+b.name) })
+
+	cur := newMesh(full.inputs())
+	tr := NewTranslator(TranslatorOptions{})
+	for coll, byName := range cur {
+		for _, r := range byName {
+			tr.Update(coll, []*mcpapi.Resource{r}, nil)
+		}
+	}
+	tr.Translate()
+	assertSameAsFromScratch(t, "initial build", tr, cur)
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 400 {
+		it := items[rng.IntN(len(items))]
+		version := fmt.Sprintf("v%d", step)
+		var what string
+		held, present := cur[it.coll][it.name]
+		switch {
+		case !present:
+			r := withVersion(full[it.coll][it.name], version)
+			cur.put(it.coll, r)
+			tr.Update(it.coll, []*mcpapi.Resource{r}, nil)
+			what = "restore"
+		case rng.IntN(3) == 0:
+			delete(cur[it.coll], it.name)
+			tr.Update(it.coll, nil, []string{it.name})
+			what = "remove"
+		default:
+			r := mutate(t, it.coll, held, version, rng)
+			cur.put(it.coll, r)
+			tr.Update(it.coll, []*mcpapi.Resource{r}, nil)
+			what = "change"
+		}
+		tr.Translate()
+		assertSameAsFromScratch(t, fmt.Sprintf("step %d: %s %s %s", step, what, it.coll, it.name), tr, cur)
+	}
+}
+
+// TestEverySingleChangeEqualsFromScratch removes, restores, changes and changes back every
+// resource of the mesh in turn, checking after each that the incremental result is a fresh
+// build's: every dependency between resources is exercised in both directions.
+func TestEverySingleChangeEqualsFromScratch(t *testing.T) {
+	t.Parallel()
+	full := allTestdata(t)
+	cur := newMesh(full.inputs())
+	tr := NewTranslator(TranslatorOptions{})
+	for coll, rs := range cur.inputs() {
+		tr.Update(coll, rs, nil)
+	}
+	tr.Translate()
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := 0
+	apply := func(step, coll string, r *mcpapi.Resource, remove bool) {
+		n++
+		if remove {
+			delete(cur[coll], r.GetMetadata().GetName())
+			tr.Update(coll, nil, []string{r.GetMetadata().GetName()})
+		} else {
+			cur.put(coll, r)
+			tr.Update(coll, []*mcpapi.Resource{r}, nil)
+		}
+		tr.Translate()
+		assertSameAsFromScratch(t, step, tr, cur)
+	}
+	for _, coll := range sortedKeys(full) {
+		for _, name := range sortedKeys(full[coll]) {
+			orig := full[coll][name]
+			apply("remove "+name, coll, orig, true)
+			apply("restore "+name, coll, withVersion(orig, fmt.Sprint("r", n)), false)
+			apply("change "+name, coll, mutate(t, coll, orig, fmt.Sprint("c", n), rng), false)
+			apply("change back "+name, coll, withVersion(orig, fmt.Sprint("b", n)), false)
+		}
+	}
+}
+
+// mutate changes a resource in a way that matters to the translation.
+func mutate(t *testing.T, coll string, r *mcpapi.Resource, version string, rng *rand.Rand) *mcpapi.Resource {
+	switch coll {
+	case collectionOf(kindServiceEntry):
+		return edit(t, r, &networking.ServiceEntry{}, version, func(se *networking.ServiceEntry) {
+			if n := len(se.Endpoints); n > 0 {
+				se.Endpoints = se.Endpoints[:n-1]
+			} else {
+				se.Endpoints = append(se.Endpoints, &networking.WorkloadEntry{Address: fmt.Sprintf("10.99.0.%d", rng.IntN(200)+1),
+					Labels: map[string]string{"version": "v2"}})
+			}
+			if len(se.Ports) > 1 && rng.IntN(2) == 0 {
+				se.Ports = se.Ports[1:]
+			}
+		})
+	case collectionOf(kindVirtualService):
+		return edit(t, r, &networking.VirtualService{}, version, func(vs *networking.VirtualService) {
+			slices.Reverse(vs.Http)
+			for _, hr := range vs.Http {
+				for _, d := range hr.Route {
+					d.Weight = int32(rng.IntN(100))
+				}
+			}
+			if rng.IntN(3) == 0 {
+				vs.Gateways = nil
+			}
+		})
+	case collectionOf(kindDestinationRule):
+		return edit(t, r, &networking.DestinationRule{}, version, func(dr *networking.DestinationRule) {
+			if n := len(dr.Subsets); n > 0 {
+				dr.Subsets = dr.Subsets[:n-1]
+			}
+			dr.TrafficPolicy = nil
+		})
+	case collectionOf(kindWorkloadEntry):
+		return edit(t, r, &networking.WorkloadEntry{}, version, func(we *networking.WorkloadEntry) {
+			we.Labels = map[string]string{"app": we.Labels["app"], "version": fmt.Sprintf("v%d", rng.IntN(3)+1)}
+			we.Address = fmt.Sprintf("10.98.0.%d", rng.IntN(200)+1)
+		})
+	case collectionOf(kindGateway):
+		return edit(t, r, &networking.Gateway{}, version, func(gw *networking.Gateway) {
+			if n := len(gw.Servers); n > 1 {
+				gw.Servers = gw.Servers[:n-1]
+			}
+		})
+	}
+	t.Fatalf("no mutation for %s", coll)
+	return nil
+}
+
+// translated builds the examples mesh and returns the translator, ready for a change.
+func translated(t *testing.T) (*Translator, mesh) {
+	t.Helper()
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	m := newMesh(loadInputs(t, files...))
+	for coll, byName := range m {
+		for name, r := range byName {
+			m[coll][name] = withVersion(r, "v1") // as the store versions every resource
+		}
+	}
+	tr := NewTranslator(TranslatorOptions{})
+	for coll, rs := range m.inputs() {
+		tr.Update(coll, rs, nil)
+	}
+	tr.Translate()
+	return tr, m
+}
+
+func upsertNames(d Delta) []string {
+	var out []string
+	for _, r := range d.Upserts {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func TestVirtualServiceChangeRebuildsOnlyItsHost(t *testing.T) {
+	tr, m := translated(t)
+	coll := collectionOf(kindVirtualService)
+	vs := edit(t, m[coll]["bookinfo/reviews"], &networking.VirtualService{}, "v2", func(vs *networking.VirtualService) {
+		vs.Http[1].Route[0].Weight, vs.Http[1].Route[1].Weight = 50, 40
+	})
+	tr.Update(coll, []*mcpapi.Resource{vs}, nil)
+	delta, st := tr.Translate()
+	if st.Hosts != 1 || st.Ports != 1 || st.Gateways != 0 {
+		t.Errorf("rebuilt %d hosts, %d ports, %d gateways; want 1, 1, 0", st.Hosts, st.Ports, st.Gateways)
+	}
+	want := []string{"9080", "outbound|9080||reviews.bookinfo.svc.cluster.local"}
+	if got := upsertNames(delta); !slices.Equal(got, want) || len(delta.Removed) != 0 {
+		t.Errorf("changed %v, removed %v; want %v and nothing removed", got, delta.Removed, want)
+	}
+}
+
+func TestDestinationRuleChangeRebuildsWhatRoutesToItsHost(t *testing.T) {
+	tr, m := translated(t)
+	coll := collectionOf(kindDestinationRule)
+	// productpage's rule loses its subsets: productpage itself and the gateway that routes
+	// to it are rebuilt; nothing else reads productpage.
+	dr := edit(t, m[coll]["bookinfo/productpage"], &networking.DestinationRule{}, "v2", func(dr *networking.DestinationRule) {
+		dr.Subsets = nil
+	})
+	tr.Update(coll, []*mcpapi.Resource{dr}, nil)
+	delta, st := tr.Translate()
+	if st.Hosts != 1 || st.Gateways != 1 {
+		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 1", st.Hosts, st.Gateways)
+	}
+	wantRemoved := map[string][]string{
+		ClusterType:  {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
+		EndpointType: {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
+	}
+	if !mapsEqual(delta.Removed, wantRemoved) || len(delta.Upserts) != 0 {
+		t.Errorf("upserts %v, removed %v; want none and %v", upsertNames(delta), delta.Removed, wantRemoved)
+	}
+}
+
+func TestWorkloadEntryChangeRebuildsOnlySelectingHosts(t *testing.T) {
+	tr, m := translated(t)
+	coll := collectionOf(kindWorkloadEntry)
+	we := edit(t, m[coll]["bookinfo/reviews-v1"], &networking.WorkloadEntry{}, "v2", func(we *networking.WorkloadEntry) {
+		we.Address = "10.10.1.9"
+	})
+	tr.Update(coll, []*mcpapi.Resource{we}, nil)
+	delta, st := tr.Translate()
+	if st.Hosts != 1 || st.Gateways != 0 {
+		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 0", st.Hosts, st.Gateways)
+	}
+	want := []string{"outbound|9080|v1|reviews.bookinfo.svc.cluster.local", "outbound|9080||reviews.bookinfo.svc.cluster.local"}
+	if got := upsertNames(delta); !slices.Equal(got, want) {
+		t.Errorf("changed %v; want only the load assignments %v", got, want)
+	}
+	for _, r := range delta.Upserts {
+		if r.TypeURL != EndpointType {
+			t.Errorf("changed %s %s; only load assignments should change", r.TypeURL, r.Name)
+		}
+	}
+}
+
+func TestUnchangedContentChangesNothing(t *testing.T) {
+	tr, m := translated(t)
+	for coll, rs := range m.inputs() {
+		for _, r := range rs {
+			tr.Update(coll, []*mcpapi.Resource{withVersion(r, "touched")}, nil)
+		}
+	}
+	delta, st := tr.Translate()
+	if !delta.Empty() {
+		t.Errorf("re-applying every input unchanged (%d hosts rebuilt) changed %v and removed %v", st.Hosts, upsertNames(delta), delta.Removed)
+	}
+}
+
+func TestSameVersionIsNotTranslatedAgain(t *testing.T) {
+	tr, m := translated(t)
+	for coll, rs := range m.inputs() {
+		tr.Update(coll, rs, nil)
+	}
+	if _, st := tr.Translate(); st.Hosts+st.Ports+st.Gateways != 0 {
+		t.Errorf("inputs at the versions held rebuilt %+v; want nothing", st)
+	}
+}
+
+func TestRemovingServiceEntryRemovesItsOutputs(t *testing.T) {
+	tr, _ := translated(t)
+	tr.Update(collectionOf(kindServiceEntry), nil, []string{"bookinfo/ratings"})
+	delta, _ := tr.Translate()
+	for _, typ := range outputTypes {
+		for _, name := range delta.Removed[typ] {
+			if !strings.Contains(name, "ratings") {
+				t.Errorf("removed %s %s, which is not ratings'", typeName(typ), name)
+			}
+		}
+	}
+	if got := len(delta.Removed[ListenerType]); got != 1 {
+		t.Errorf("removed %d listeners; want ratings' API listener only", got)
+	}
+	// The reviews and ratings virtual services are not affected; the port route is.
+	if got := upsertNames(delta); !slices.Equal(got, []string{"9080"}) {
+		t.Errorf("changed %v; want the port's route configuration only", got)
+	}
+	for _, f := range tr.Faults() {
+		if f.Name == "bookinfo/ratings" && f.Kind == kindVirtualService {
+			return
+		}
+	}
+	t.Errorf("faults %v; want the ratings VirtualService reported as routing a host no ServiceEntry defines", tr.Faults())
+}
+
+func TestUnreadableBodyIsAFaultAndIgnored(t *testing.T) {
+	tr, m := translated(t)
+	coll := collectionOf(kindServiceEntry)
+	bad := withVersion(m[coll]["bookinfo/details"], "broken")
+	bad.Body = &anypb.Any{TypeUrl: bad.Body.TypeUrl, Value: []byte{0xff, 0xff}}
+	tr.Update(coll, []*mcpapi.Resource{bad}, nil)
+	delta, _ := tr.Translate()
+	if len(delta.Removed[ClusterType]) == 0 {
+		t.Errorf("the unreadable ServiceEntry's clusters are still served")
+	}
+	faults := tr.Faults()
+	if !slices.ContainsFunc(faults, func(f Fault) bool { return f.Name == "bookinfo/details" && f.Kind == kindServiceEntry }) {
+		t.Errorf("faults %v; want one for bookinfo/details", faults)
+	}
+}
+
+func mapsEqual(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPortRouteEncodingIsTheMarshalledMessage holds the port route configuration, which is
+// assembled from encoded virtual hosts, to the bytes proto.Marshal gives for the message.
+func TestPortRouteEncodingIsTheMarshalledMessage(t *testing.T) {
+	outs, _ := Build(generatedMesh(50), TranslatorOptions{})
+	for _, r := range outs {
+		if r.TypeURL != RouteType || r.Name != "8080" {
+			continue
+		}
+		m, err := r.Body.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := deterministic.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, r.Body.GetValue()) {
+			t.Fatalf("the assembled encoding of route configuration 8080 differs from proto.Marshal's")
+		}
+		if n := len(m.(*routepb.RouteConfiguration).GetVirtualHosts()); n != 50 {
+			t.Fatalf("%d virtual hosts; want 50", n)
+		}
+		return
+	}
+	t.Fatal("no route configuration 8080")
+}

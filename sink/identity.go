@@ -87,10 +87,3 @@ func peerIP(addr net.Addr) string {
 	}
 	return addr.String()
 }
-
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}

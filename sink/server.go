@@ -15,6 +15,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -95,10 +96,10 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	}
 	ctx := stream.Context()
 	owner := ProducerOwner(ctx)
-	log := s.log.With("owner", owner, "peer", peerAddr(ctx))
+	log := s.log.With("owner", owner, "peer", source.PeerAddr(ctx))
 	s.presence.open(owner)
 	defer s.presence.close(owner)
-	s.producers.open(owner, peerAddr(ctx))
+	s.producers.open(owner, source.PeerAddr(ctx))
 	defer s.producers.close(owner)
 	sm := s.metrics.Stream(metrics.RoleSink, ProtocolResourceSink)
 	defer sm.Close()

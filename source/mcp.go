@@ -99,7 +99,7 @@ type ResourceSource struct {
 
 func (s *ResourceSource) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error {
 	a := &resourcesStream{recv: stream.Recv, send: stream.SendMsg}
-	return s.Engine.Serve(stream.Context(), a, ProtocolResourceSource, peerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolResourceSource, PeerAddr(stream.Context()))
 }
 
 // AggregatedMeshConfig is the istio.mcp.v1alpha1.AggregatedMeshConfigService: the older MCP
@@ -111,12 +111,12 @@ type AggregatedMeshConfig struct {
 
 func (s *AggregatedMeshConfig) StreamAggregatedResources(stream grpc.BidiStreamingServer[mcp.MeshConfigRequest, mcp.MeshConfigResponse]) error {
 	a := &meshConfigStream{stream: stream}
-	return s.Engine.Serve(stream.Context(), a, ProtocolAMCS, peerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCS, PeerAddr(stream.Context()))
 }
 
 func (s *AggregatedMeshConfig) IncrementalAggregatedResources(stream grpc.BidiStreamingServer[mcp.IncrementalMeshConfigRequest, mcp.IncrementalMeshConfigResponse]) error {
 	a := &incrementalMeshConfigStream{stream: stream}
-	return s.Engine.Serve(stream.Context(), a, ProtocolAMCSIncr, peerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCSIncr, PeerAddr(stream.Context()))
 }
 
 type meshConfigStream struct {
@@ -162,7 +162,8 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 func (a *incrementalMeshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *incrementalMeshConfigStream) Layout() *wire.Layout     { return incrementalMeshConfigLayout }
 
-func peerAddr(ctx context.Context) string {
+// PeerAddr is the address of the client of a server stream, for logs and the debug view.
+func PeerAddr(ctx context.Context) string {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		return p.Addr.String()
 	}

@@ -5,11 +5,8 @@
 package xds
 
 import (
-	"context"
-
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
@@ -116,12 +113,12 @@ func (x *Server) Register(s *grpc.Server) {
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
 	a := &sotwStream{stream: stream, defaultType: defaultType}
-	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, peerAddr(stream.Context()))
+	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, source.PeerAddr(stream.Context()))
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
 	a := &deltaStream{stream: stream, defaultType: defaultType}
-	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, peerAddr(stream.Context()))
+	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, source.PeerAddr(stream.Context()))
 }
 
 type ads struct {
@@ -202,10 +199,3 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 
 func (a *deltaStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *deltaStream) Layout() *wire.Layout     { return deltaLayout }
-
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}

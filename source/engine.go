@@ -486,8 +486,10 @@ func (s *stream) send(sub *subscription, p *pending) error {
 	if push && !p.changed.IsZero() {
 		s.metrics.Pushed(time.Since(p.changed).Seconds())
 	}
-	s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", nonce,
-		"resources", len(p.msg.Resources), "removed", len(p.msg.Removed), "bytes", frame.Size())
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // spare the fan-out path the arguments
+		s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", nonce,
+			"resources", len(p.msg.Resources), "removed", len(p.msg.Removed), "bytes", frame.Size())
+	}
 	return nil
 }
 

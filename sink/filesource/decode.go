@@ -390,6 +390,7 @@ func (d *docDecoder) spec(k *translate.Kind, raw json.RawMessage) (*anypb.Any, *
 		return nil, d.fail("spec", errors.New("missing"))
 	}
 	msg := k.New()
+	raw = normalizeDurations(raw, msg.ProtoReflect().Descriptor())
 	if err := protojson.Unmarshal(raw, msg); err != nil {
 		return nil, d.fail(protojsonField(raw, err), cleanProtojsonError(err))
 	}

@@ -440,3 +440,48 @@ spec:
 		}
 	}
 }
+
+// Istio reads durations with the older jsonpb, which takes Go's form; its documentation
+// writes "interval: 5m". Such files decode here too, and mean the same.
+func TestDurationsInGoFormDecodeAsIstioReadsThem(t *testing.T) {
+	doc := `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  host: reviews
+  trafficPolicy:
+    connectionPool:
+      tcp: {connectTimeout: 250ms}
+    outlierDetection: {interval: 5m, baseEjectionTime: 1.5s}
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy:
+      outlierDetection: {interval: 1h30m}
+`
+	objs, errs := Decode([]byte(doc), "dr.yaml")
+	if len(errs) != 0 {
+		t.Fatalf("faults: %v", errs)
+	}
+	var dr networking.DestinationRule
+	if err := objs[0].Resource.Body.UnmarshalTo(&dr); err != nil {
+		t.Fatal(err)
+	}
+	tp := dr.TrafficPolicy
+	checks := map[string][2]time.Duration{
+		"connectTimeout":      {tp.ConnectionPool.Tcp.ConnectTimeout.AsDuration(), 250 * time.Millisecond},
+		"interval":            {tp.OutlierDetection.Interval.AsDuration(), 5 * time.Minute},
+		"baseEjectionTime":    {tp.OutlierDetection.BaseEjectionTime.AsDuration(), 1500 * time.Millisecond},
+		"subsets[0] interval": {dr.Subsets[0].TrafficPolicy.OutlierDetection.Interval.AsDuration(), 90 * time.Minute},
+	}
+	for what, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s = %s, want %s", what, c[0], c[1])
+		}
+	}
+	// A duration that is neither form is still a fault naming the field.
+	_, errs = Decode([]byte(strings.Replace(doc, "interval: 5m", "interval: soon", 1)), "dr.yaml")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "outlierDetection.interval") {
+		t.Fatalf("bad duration: %v", errs)
+	}
+}

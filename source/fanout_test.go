@@ -259,3 +259,28 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
 }
+
+// BenchmarkIdleStreamMemory: memory held per idle subscribed stream, once 1,000 ResourceSource
+// streams have their first response ACKed. The figure is process-wide, so it is an upper bound
+// for the bridge: it includes both ends of each stream (the client and its gRPC buffers live in
+// this process too).
+func BenchmarkIdleStreamMemory(b *testing.B) {
+	const n = 1000
+	for b.Loop() {
+		br := startBridge(b)
+		br.put(b, seColl, "ns/a", "ns/b", "ns/c")
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f := startFleet(b, br.addr, n, 20)
+		waitIdle(b, br.engine, n)
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/idle-stream")
+		// Goroutine stacks are not heap: the bridge runs three per stream (handler, loop, receiver).
+		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/n, "stack-bytes/idle-stream")
+
+		f.stop()
+	}
+}

@@ -22,6 +22,9 @@ type SubscriptionInfo struct {
 	Collection string `json:"collection"`
 	Mode       string `json:"mode"`
 	Wildcard   bool   `json:"wildcard"`
+	// View is the part of a wildcard type this client is served ("sidecar", "router"); empty
+	// for the whole type.
+	View string `json:"view,omitempty"`
 	// Names are the explicitly subscribed names (none for wildcard).
 	Names []string `json:"names,omitempty"`
 	// SentVersion is the version of the last response sent; Pending its nonce while unacknowledged.
@@ -65,7 +68,7 @@ func (s *stream) info() ClientInfo {
 	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.node, Connected: s.connected}
 	for _, sub := range s.order {
 		si := SubscriptionInfo{
-			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard,
+			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard, View: sub.view,
 			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
 		}
 		if sub.started {

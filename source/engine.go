@@ -61,6 +61,10 @@ type Request struct {
 	// what changed. xDS groups every type but listeners and clusters this way (endpoints,
 	// routes); listeners, clusters and MCP collections are always sent whole.
 	PartialStateOfTheWorld bool
+	// Scope, if set, narrows a wildcard subscription to the part of the type meant for this
+	// client, from its node ID (xDS: a sidecar's listeners are not a gateway's). view names
+	// the part, so that clients of one kind share responses; include nil means everything.
+	Scope func(node string) (view string, include func(name string) bool)
 
 	// Names is the whole subscription of a state-of-the-world request.
 	Names []string
@@ -345,6 +349,7 @@ func (s *stream) subscribe(req *Request) {
 		}
 	}
 	sub.namesChanged()
+	s.scope(sub, req)
 	if old := s.subs[req.Key]; old != nil {
 		s.order = slices.DeleteFunc(s.order, func(x *subscription) bool { return x == old })
 	}
@@ -365,6 +370,14 @@ func (s *stream) subscribe(req *Request) {
 	}
 }
 
+// scope narrows a wildcard subscription to the client's view of the type, from the stream's
+// node (known from its first request, whichever type that asked for).
+func (s *stream) scope(sub *subscription, req *Request) {
+	if req.Scope != nil && sub.wildcard {
+		sub.view, sub.include = req.Scope(s.node)
+	}
+}
+
 // resubscribe applies the names of a follow-up request.
 func (s *stream) resubscribe(sub *subscription, req *Request) {
 	if sub.wildcard {
@@ -374,6 +387,7 @@ func (s *stream) resubscribe(sub *subscription, req *Request) {
 		if slices.Contains(req.Names, Wildcard) && req.WildcardCapable {
 			sub.wildcard, sub.names, sub.fresh = true, nil, nil
 			sub.started = false // owes the whole type now
+			s.scope(sub, req)
 			return
 		}
 		next := make(map[string]struct{}, len(req.Names))
@@ -401,6 +415,7 @@ func (s *stream) resubscribe(sub *subscription, req *Request) {
 		if n == Wildcard && req.WildcardCapable {
 			sub.wildcard, sub.names, sub.fresh = true, nil, nil
 			sub.started = false // owes the whole type now
+			s.scope(sub, req)
 			return
 		}
 		sub.names[n] = struct{}{}

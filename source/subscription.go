@@ -61,7 +61,11 @@ type subscription struct {
 
 	wildcard    bool
 	partialSotW bool
-	names       map[string]struct{}
+	// view and include narrow a wildcard subscription to the part of the type meant for the
+	// client (Request.Scope); include nil means the whole type.
+	view    string
+	include func(name string) bool
+	names   map[string]struct{}
 	// Derived from names when first needed after a change (see namesChanged): the sorted
 	// list, and a fingerprint under which streams with the same names share responses.
 	sorted  []string
@@ -109,6 +113,7 @@ type frameKey struct {
 	full          bool
 	from, to      uint64
 	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard
+	view          string            // the part of a wildcard type (Request.Scope)
 }
 
 // next computes the response due on this subscription, or nil when none is: one is in flight
@@ -152,14 +157,29 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev}
+	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view}
 	if s.wildcard {
-		_, p.msg.Resources = v.Snapshot(s.collection)
+		_, all := v.Snapshot(s.collection)
+		p.msg.Resources = s.visible(all)
 		return p
 	}
 	p.share.names = s.fingerprint()
 	p.msg.Resources, p.msg.Missing = s.lookup(v)
 	return p
+}
+
+// visible keeps the entries of a wildcard subscription's view.
+func (s *subscription) visible(es []*store.Entry) []*store.Entry {
+	if s.include == nil {
+		return es
+	}
+	out := make([]*store.Entry, 0, len(es))
+	for _, e := range es {
+		if s.include(e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // lookup returns the subscribed names' entries and the names that do not exist, both sorted.
@@ -223,7 +243,8 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
 	var current []*store.Entry
 	if s.wildcard {
-		_, current = v.Snapshot(s.collection)
+		_, all := v.Snapshot(s.collection)
+		current = s.visible(all)
 	} else {
 		for _, name := range s.sortedNames() {
 			if e := v.Get(s.collection, name); e != nil {
@@ -260,7 +281,12 @@ func (s *subscription) nextStateOfTheWorld(v *store.View, rev uint64, protocol s
 		return nil
 	}
 	if s.wildcard {
-		// The collection's revision moves only when a served entry changed.
+		// The collection's revision moves only when a served entry changed; with a view, the
+		// change must be in it.
+		if s.include != nil && !s.viewChanged(v) {
+			s.sentRev = rev
+			return nil
+		}
 		p := s.full(v, rev, protocol)
 		if s.makeBeforeBreak {
 			s.keepRemovedOnce(v, p)
@@ -309,6 +335,16 @@ func (s *subscription) partialStateOfTheWorld(v *store.View, rev uint64, protoco
 	return p
 }
 
+// viewChanged tells whether anything in a wildcard subscription's view changed since the
+// revision sent.
+func (s *subscription) viewChanged(v *store.View) bool {
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if err != nil {
+		return true
+	}
+	return len(s.visible(ch.Upserts))+len(s.visible(ch.Deleted)) > 0
+}
+
 func (s *subscription) touches(ch store.Changes) bool {
 	for _, list := range [][]*store.Entry{ch.Upserts, ch.Deleted} {
 		for _, e := range list {
@@ -330,9 +366,9 @@ func (s *subscription) nextIncremental(v *store.View, rev uint64, protocol strin
 	}
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
 	if s.wildcard {
-		p.msg.Resources = ch.Upserts
-		p.msg.Removed = names(ch.Deleted)
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev}
+		p.msg.Resources = s.visible(ch.Upserts)
+		p.msg.Removed = names(s.visible(ch.Deleted))
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view}
 	} else {
 		sent := map[string]bool{}
 		for _, name := range sortedNames(s.fresh) {
@@ -375,7 +411,11 @@ func (s *subscription) keepRemovedOnce(v *store.View, p *pending) {
 	if err != nil || len(ch.Deleted) == 0 {
 		return
 	}
-	p.msg.Resources = append(slices.Clip(p.msg.Resources), ch.Deleted...)
+	deleted := s.visible(ch.Deleted)
+	if len(deleted) == 0 {
+		return
+	}
+	p.msg.Resources = append(slices.Clip(p.msg.Resources), deleted...)
 	p.share = nil
 	s.owesBreak = true
 }

@@ -51,6 +51,9 @@ type typeInfo struct {
 	priority   int
 	// removalPriority places a response that removes resources (clusters: after routes)
 	removalPriority int
+	// scope narrows a wildcard subscription by the client's node (listeners: a sidecar's are
+	// not a gateway's)
+	scope func(node string) (string, func(string) bool)
 }
 
 // Response order on one ADS stream when several types are due at once: make before break.
@@ -73,7 +76,8 @@ func resolve(typeURL string) typeInfo {
 	case EndpointType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint}
 	case ListenerType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener,
+			scope: ListenerView}
 	case RouteType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute}
 	case translate.MeshConfigTypeURL:
@@ -94,6 +98,7 @@ func (ti typeInfo) request(typeURL string) *source.Request {
 		PartialStateOfTheWorld: !ti.wildcard,
 		Key:                    typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
 		Priority: ti.priority, RemovalPriority: ti.removalPriority, MakeBeforeBreak: ti.removalPriority != 0,
+		Scope:           ti.scope,
 		WildcardCapable: ti.wildcard,
 	}
 }

@@ -330,7 +330,9 @@ func (w *writer) resolve() Result {
 // resolveName applies the conflict rule to one name: the owner whose ID sorts first is served.
 // It writes a new served entry, or a tombstone, only when what is served changes.
 func (w *writer) resolveName(coll, name string) (written bool, countDelta int, conflict *Conflict) {
-	it, err := w.txn.Get(tableOwned, "name", coll, name)
+	// Every owner of one name: a prefix read of the (collection, name, owner) key, with the
+	// name's terminator written out so that "a" does not match "ab".
+	it, err := w.txn.Get(tableOwned, "id_prefix", coll, name+"\x00")
 	mustTxn(err)
 	var owners []*ownedEntry
 	for obj := it.Next(); obj != nil; obj = it.Next() {

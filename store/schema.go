@@ -79,8 +79,6 @@ func schema() *memdb.DBSchema {
 				"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					collectionName, name, &memdb.StringFieldIndex{Field: "Owner"},
 				}}},
-				// every owner of one name, to resolve conflicts
-				"name": {Name: "name", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{collectionName, name}}},
 				// what one owner holds in one collection, for full-state replacement
 				"owner_collection": {Name: "owner_collection", Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "Owner"}, collectionName,

@@ -387,3 +387,20 @@ func TestOwnedVersionsIncludeShadowedCopies(t *testing.T) {
 		t.Fatalf("unknown owner holds %v", got)
 	}
 }
+
+// Names that are prefixes of one another are different names: no conflict between them.
+func TestNamesSharingAPrefixAreNotOneName(t *testing.T) {
+	s := New(Options{})
+	r1 := mustApply(t, s, "owner-1", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", "1")}})
+	r2 := mustApply(t, s, "owner-2", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/ab", "2")}})
+	if len(r1.Conflicts)+len(r2.Conflicts) != 0 {
+		t.Fatalf("conflicts between ns/a and ns/ab: %+v %+v", r1.Conflicts, r2.Conflicts)
+	}
+	mustApply(t, s, "owner-1", Update{Collection: collA, Removed: []string{"ns/a"}})
+	if e := s.View().Get(collA, "ns/ab"); e == nil || e.Owner != "owner-2" {
+		t.Fatalf("ns/ab after ns/a went: %+v", e)
+	}
+	if got := snapshotNames(s, collA); !slices.Equal(got, []string{"ns/ab"}) {
+		t.Fatalf("served: %v", got)
+	}
+}

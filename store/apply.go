@@ -102,6 +102,9 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 		if u.Collection == "" {
 			return nil, &ValidationError{Err: fmt.Errorf("collection name is empty")}
 		}
+		if err := checkKey("collection name", u.Collection); err != nil {
+			return nil, &ValidationError{Collection: u.Collection, Err: err}
+		}
 		if seenColl[u.Collection] {
 			return nil, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("collection appears twice in one write")}
 		}
@@ -123,6 +126,9 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 		if r == nil || r.GetMetadata() == nil || name == "" {
 			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
 		}
+		if err := checkKey("name", name); err != nil {
+			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+		}
 		if names[name] {
 			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
 		}
@@ -143,11 +149,26 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 		if name == "" && !u.Full {
 			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
 		}
+		if err := checkKey("removed name", name); err != nil && !u.Full {
+			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+		}
 		if names[name] && !u.Full {
 			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name is both upserted and removed")}
 		}
 	}
 	return p, nil
+}
+
+// checkKey refuses control characters in the strings the store keys by. The indexes end each
+// string with a NUL byte, so a name holding one would read as another name's prefix (and
+// "ns/x\x00evil" as an owner of "ns/x"); no Kubernetes-style name has one anyway.
+func checkKey(what, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%s holds the control character %q at byte %d", what, c, i)
+		}
+	}
+	return nil
 }
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
@@ -175,6 +196,9 @@ func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
 // write applies prepared updates in one transaction and wakes the touched collections'
 // subscribers after the commit, so that whoever wakes reads the new state.
 func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (Result, error) {
+	if err := checkKey("owner", owner); err != nil || owner == "" {
+		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	txn := s.db.Txn(true)

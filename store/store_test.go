@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,5 +403,31 @@ func TestNamesSharingAPrefixAreNotOneName(t *testing.T) {
 	}
 	if got := snapshotNames(s, collA); !slices.Equal(got, []string{"ns/ab"}) {
 		t.Fatalf("served: %v", got)
+	}
+}
+
+// The indexes end each key string with a NUL byte: a name holding one could pass for another
+// name's owner, so control characters are refused, and nothing is applied.
+func TestControlCharactersInKeysAreRefused(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "p2", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/x", "1")}})
+	for name, u := range map[string]Update{
+		"NUL in a name":         {Collection: collA, Resources: []*mcpapi.Resource{res("ns/x\x00evil", "2")}},
+		"newline in a name":     {Collection: collA, Resources: []*mcpapi.Resource{res("ns/y\n", "2")}},
+		"NUL in a removed name": {Collection: collA, Removed: []string{"ns/x\x00"}},
+		"NUL in a collection":   {Collection: collA + "\x00", Resources: []*mcpapi.Resource{res("ns/z", "2")}},
+	} {
+		_, err := s.Apply("p1", u)
+		var verr *ValidationError
+		if !errors.As(err, &verr) || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("%s: err = %v, want a ValidationError naming the control character", name, err)
+		}
+	}
+	if _, err := s.Apply("p\x001", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/w", "1")}}); err == nil {
+		t.Error("an owner ID with a NUL byte was accepted")
+	}
+	mustApply(t, s, "p2", Update{Collection: collA, Removed: []string{"ns/x"}})
+	if got := snapshotNames(s, collA); len(got) != 0 {
+		t.Fatalf("after its only owner removed ns/x, still served: %q", got)
 	}
 }

@@ -103,6 +103,9 @@ type Options struct {
 	// MaxResponseSize is the size above which a response is logged as likely to exceed the
 	// client's receive limit (gRPC's default is 4 MiB). Zero means 4 MiB.
 	MaxResponseSize int
+	// FrameCacheBytes bounds the encoded responses kept for sharing between streams. Zero
+	// means 64 MiB.
+	FrameCacheBytes int
 	// Metrics, if set, counts streams, requests, ACKs, NACKs, failures, response sizes and
 	// push latency. Nil: no metrics.
 	Metrics *metrics.Metrics
@@ -136,7 +139,10 @@ func New(opts Options) *Engine {
 	if e.maxSize <= 0 {
 		e.maxSize = 4 << 20
 	}
-	e.frames.init(256)
+	e.frames.init(256, opts.FrameCacheBytes)
+	if opts.FrameCacheBytes <= 0 {
+		e.frames.maxBytes = 64 << 20
+	}
 	return e
 }
 
@@ -264,10 +270,15 @@ func (s *stream) handle(req *Request) {
 	}
 	sub := s.subs[req.Key]
 	defer s.countRequest(req)
-	if req.Nonce != "" {
+	if sub == nil && req.Mode == Incremental && len(req.Subscribe) == 0 && len(req.Unsubscribe) > 0 {
+		s.log.Debug("ignoring an unsubscription from a type never subscribed", "type", req.Key)
+		return // a phantom unsubscription, not a (wildcard) subscription
+	}
+	if req.Nonce != "" && sub != nil {
 		// Only the latest response's nonce counts. It may have been acknowledged already: a
-		// client then repeats it with a new set of names.
-		if sub == nil || req.Nonce != sub.sentNonce {
+		// client then repeats it with a new set of names. (A nonce for a type this stream never
+		// answered cannot be stale: nonces belong to a stream, so that is a new subscription.)
+		if req.Nonce != sub.sentNonce {
 			s.log.Debug("ignoring request with a stale nonce", "type", req.Key, "nonce", req.Nonce)
 			return
 		}
@@ -291,6 +302,9 @@ func (s *stream) acknowledge(sub *subscription, req *Request) {
 		rec.Message = req.ErrorDetail.GetMessage()
 		sub.lastNack = rec
 		sub.nacked = true
+		// The client refused the make half of a make-before-break pair: its break is not sent
+		// now (that would resend the refused version); held-back removals go with the next change.
+		sub.owesBreak = false
 		s.engine.stats.nacks.Add(1)
 		s.engine.metrics.NACK(metrics.RoleSource, sub.label, codes.Code(req.ErrorDetail.GetCode()))
 		s.log.Warn("client rejected a response (NACK); that version will not be resent",

@@ -394,6 +394,18 @@ func (s *subscription) nextIncremental(v *store.View, rev uint64, protocol strin
 		s.sentRev = rev
 		return nil, nil
 	}
+	if len(s.owedRemovals) > 0 { // held back, then the additions were NACKed: they go now
+		seen := make(map[string]bool, len(p.msg.Removed))
+		for _, n := range p.msg.Removed {
+			seen[n] = true
+		}
+		for _, n := range s.stillGone(v) {
+			if !seen[n] {
+				p.msg.Removed = append(p.msg.Removed, n)
+			}
+		}
+		p.share = nil
+	}
 	if s.makeBeforeBreak && len(p.msg.Removed) > 0 && len(p.msg.Resources) > 0 {
 		// Additions now, removals after the ACK.
 		s.owesBreak, s.owedRemovals = true, p.msg.Removed
@@ -427,11 +439,27 @@ func (s *subscription) breakResponse(v *store.View, rev uint64, protocol string)
 	if s.mode == StateOfTheWorld {
 		p = s.full(v, rev, protocol)
 	} else {
-		p = &pending{rev: s.sentRev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(s.sentRev, 10), Removed: s.owedRemovals, Incremental: true}}
-		s.owedRemovals = nil
+		gone := s.stillGone(v)
+		if len(gone) == 0 {
+			return nil, nil // every held-back name came back meanwhile: nothing to remove
+		}
+		p = &pending{rev: s.sentRev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(s.sentRev, 10), Removed: gone, Incremental: true}}
 	}
 	p.removes = true
 	return p, nil
+}
+
+// stillGone takes the held-back removals, keeping those that are still deleted: a name that
+// came back meanwhile must not be taken from the client.
+func (s *subscription) stillGone(v *store.View) []string {
+	var gone []string
+	for _, name := range s.owedRemovals {
+		if v.Get(s.collection, name) == nil {
+			gone = append(gone, name)
+		}
+	}
+	s.owedRemovals = nil
+	return gone
 }
 
 // afterCompaction handles an incremental subscriber older than the tombstone retention.

@@ -139,10 +139,11 @@ func New(opts Options) *Engine {
 	if e.maxSize <= 0 {
 		e.maxSize = 4 << 20
 	}
-	e.frames.init(256, opts.FrameCacheBytes)
-	if opts.FrameCacheBytes <= 0 {
-		e.frames.maxBytes = 64 << 20
+	frameBytes := opts.FrameCacheBytes
+	if frameBytes <= 0 {
+		frameBytes = 64 << 20
 	}
+	e.frames.init(256, frameBytes)
 	return e
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,12 +149,10 @@ func TestUpstreamNACKsAnInvalidResponseAndKeepsItsLastGoodState(t *testing.T) {
 // scriptedSource is a ResourceSource whose streams run a test's function.
 type scriptedSource struct {
 	mcp.UnimplementedResourceSourceServer
-	attempts atomic.Int64
-	script   func(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error
+	script func(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error
 }
 
 func (s *scriptedSource) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error {
-	s.attempts.Add(1)
 	return s.script(stream)
 }
 

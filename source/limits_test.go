@@ -1,13 +1,11 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
@@ -110,26 +109,8 @@ func TestStuckClientIsResetAndDoesNotHoldBackOthers(t *testing.T) {
 	t.Fatal("the stuck stream was not reset")
 }
 
-// syncBuffer is a log sink safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestResponseOverTheClientLimitIsLoggedWithNameAndSize(t *testing.T) {
-	var logs syncBuffer
+	var logs streamtest.Buffer
 	b := startBridgeWith(t, Options{MaxResponseSize: 200, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	b.put(t, seColl, "ns/a", "ns/b", "ns/c")
 	c := newSinkClient(t, b.addr)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,13 +21,14 @@ import (
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/bridgetest"
 	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 )
 
 const vsCollection = "istio/networking/v1alpha3/virtualservices"
 
 // cli runs one command line in the background, for commands that run until stopped.
 type cli struct {
-	stdout, stderr syncBuffer
+	stdout, stderr streamtest.Buffer
 	cancel         context.CancelFunc
 	done           chan int
 }
@@ -61,24 +60,6 @@ func (c *cli) stop(t *testing.T) int {
 	t.Helper()
 	c.cancel()
 	return c.wait(t)
-}
-
-// syncBuffer is a bytes.Buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -469,7 +450,7 @@ func TestWatchFailuresAndBadCommandLines(t *testing.T) {
 }
 
 // waitOutput waits until a running command's output satisfies cond.
-func waitOutput(t *testing.T, out *syncBuffer, cond func(string) bool) {
+func waitOutput(t *testing.T, out *streamtest.Buffer, cond func(string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond(out.String()) {

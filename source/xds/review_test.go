@@ -30,17 +30,7 @@ func TestNACKOfTheMakeHalfSendsNoBreakUntilTheNextChange(t *testing.T) {
 
 // Over delta, removals held back for a NACKed addition go out with the next change.
 func TestDeltaRemovalsHeldBackForANACKedAdditionGoWithTheNextChange(t *testing.T) {
-	s := startServer(t)
-	s.putEnvoy(t, ClusterType, clusters("A"))
-	c := newDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	c.ack(c.recv())
-	waitAllAcknowledged(t, s.engine)
-	if _, err := s.store.Apply("test", clusterUpdate(clusters("B"), "A")); err != nil {
-		t.Fatal(err)
-	}
-	m := c.recv()
-	assertNames(t, "addition", deltaNames(m), "B")
+	s, c, m := deltaClustersMovedFromAToB(t)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: m.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: "bad B"}})
 	c.quiet(300 * time.Millisecond)
 	s.putEnvoy(t, ClusterType, clusters("C"))
@@ -57,17 +47,7 @@ func TestDeltaRemovalsHeldBackForANACKedAdditionGoWithTheNextChange(t *testing.T
 
 // A held-back removal is dropped when the cluster came back before the ACK.
 func TestDeltaHeldBackRemovalOfAClusterThatCameBackIsNotSent(t *testing.T) {
-	s := startServer(t)
-	s.putEnvoy(t, ClusterType, clusters("A"))
-	c := newDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	c.ack(c.recv())
-	waitAllAcknowledged(t, s.engine)
-	if _, err := s.store.Apply("test", clusterUpdate(clusters("B"), "A")); err != nil {
-		t.Fatal(err)
-	}
-	m := c.recv()
-	assertNames(t, "addition", deltaNames(m), "B")
+	s, c, m := deltaClustersMovedFromAToB(t)
 	s.putEnvoy(t, ClusterType, clusters("A")) // A is back before the client ACKs
 	c.ack(m)
 	deadline := time.After(time.Second)
@@ -109,4 +89,22 @@ func TestDeltaUnsubscribeOnlyRequestSubscribesToNothing(t *testing.T) {
 	c.quiet(300 * time.Millisecond)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"B"}})
 	assertNames(t, "after a real subscription", deltaNames(c.recv()), "B")
+}
+
+// deltaClustersMovedFromAToB has a delta client hold clusters {A}, then replaces A by B in one
+// write and returns the make half the client received (B added, A's removal held back).
+func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("A"))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	c.ack(c.recv())
+	waitAllAcknowledged(t, s.engine)
+	if _, err := s.store.Apply("test", clusterUpdate(clusters("B"), "A")); err != nil {
+		t.Fatal(err)
+	}
+	m := c.recv()
+	assertNames(t, "addition", deltaNames(m), "B")
+	return s, c, m
 }

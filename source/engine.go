@@ -486,7 +486,10 @@ func (d due) priority() int {
 
 func (s *stream) send(sub *subscription, p *pending) error {
 	layout := s.adapter.Layout()
-	body := s.engine.frames.get(p.share, func() []byte { return layout.Encode(&p.msg, sub.form) })
+	body, resources := s.engine.frames.get(p.share, func() ([]byte, int) {
+		p.materialize()
+		return layout.Encode(&p.msg, sub.form), len(p.msg.Resources)
+	})
 	s.mu.Lock()
 	s.nonce++
 	nonce := strconv.FormatUint(s.nonce, 10)
@@ -498,7 +501,7 @@ func (s *stream) send(sub *subscription, p *pending) error {
 	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
 	if frame.Size() > s.engine.maxSize {
 		s.log.Warn("response is larger than the client's likely receive limit",
-			"type", sub.key, "version", p.msg.Version, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", len(p.msg.Resources))
+			"type", sub.key, "version", p.msg.Version, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", resources)
 	}
 	timer := time.AfterFunc(s.engine.timeout, func() { close(s.reset) })
 	err := s.adapter.Send(frame)
@@ -511,14 +514,14 @@ func (s *stream) send(sub *subscription, p *pending) error {
 		return err
 	}
 	s.engine.stats.responses.Add(1)
-	s.engine.stats.resources.Add(uint64(len(p.msg.Resources)))
+	s.engine.stats.resources.Add(uint64(resources))
 	sub.metrics.Size(frame.Size())
 	if push && !p.changed.IsZero() {
 		s.metrics.Pushed(time.Since(p.changed).Seconds())
 	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) { // spare the fan-out path the arguments
 		s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", nonce,
-			"resources", len(p.msg.Resources), "removed", len(p.msg.Removed), "bytes", frame.Size())
+			"resources", resources, "removed", len(p.msg.Removed), "bytes", frame.Size())
 	}
 	return nil
 }

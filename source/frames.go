@@ -26,10 +26,11 @@ type frameCache struct {
 
 // frameEntry is encoded once; streams that ask meanwhile wait for it rather than encode too.
 type frameEntry struct {
-	key  frameKey
-	once sync.Once
-	body []byte
-	size int // counted in frameCache.bytes once encoded, while cached
+	key       frameKey
+	once      sync.Once
+	body      []byte
+	resources int // how many resources the body carries
+	size      int // counted in frameCache.bytes once encoded, while cached
 }
 
 func (c *frameCache) init(maxCount, maxBytes int) {
@@ -37,8 +38,9 @@ func (c *frameCache) init(maxCount, maxBytes int) {
 	c.maxCount, c.maxBytes = maxCount, maxBytes
 }
 
-// get returns the body for key, encoding it at most once. A nil key is not shared.
-func (c *frameCache) get(key *frameKey, encode func() []byte) []byte {
+// get returns the body for key and how many resources it carries, encoding it at most once.
+// A nil key is not shared.
+func (c *frameCache) get(key *frameKey, encode func() ([]byte, int)) ([]byte, int) {
 	if key == nil {
 		c.encodes.Add(1)
 		return encode()
@@ -57,7 +59,7 @@ func (c *frameCache) get(key *frameKey, encode func() []byte) []byte {
 	}
 	e.once.Do(func() {
 		c.encodes.Add(1)
-		e.body = encode()
+		e.body, e.resources = encode()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.entries[e.key] == el { // not evicted while it was being encoded
@@ -66,7 +68,7 @@ func (c *frameCache) get(key *frameKey, encode func() []byte) []byte {
 			c.trim()
 		}
 	})
-	return e.body
+	return e.body, e.resources
 }
 
 // trim evicts the oldest entries while the cache is over either bound; the newest stays, even

@@ -102,6 +102,17 @@ type pending struct {
 	share *frameKey
 	// removes is set when the response takes resources away from the client.
 	removes bool
+	// fill, when set, reads msg's resources: a full state is read only if the response is
+	// encoded here, not when another stream already encoded the same one (see materialize).
+	fill func()
+}
+
+// materialize reads the resources of a full state whose reading was deferred.
+func (p *pending) materialize() {
+	if p.fill != nil {
+		p.fill()
+		p.fill = nil
+	}
 }
 
 // frameKey identifies a response that is the same for every subscriber of a type with the
@@ -158,13 +169,17 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
 	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view}
+	// Reading a whole collection is O(its size): deferred, so that of many streams sharing the
+	// response only the one that encodes it reads it.
 	if s.wildcard {
-		_, all := v.Snapshot(s.collection)
-		p.msg.Resources = s.visible(all)
+		p.fill = func() {
+			_, all := v.Snapshot(s.collection)
+			p.msg.Resources = s.visible(all)
+		}
 		return p
 	}
 	p.share.names = s.fingerprint()
-	p.msg.Resources, p.msg.Missing = s.lookup(v)
+	p.fill = func() { p.msg.Resources, p.msg.Missing = s.lookup(v) }
 	return p
 }
 
@@ -427,6 +442,7 @@ func (s *subscription) keepRemovedOnce(v *store.View, p *pending) {
 	if len(deleted) == 0 {
 		return
 	}
+	p.materialize()
 	p.msg.Resources = append(slices.Clip(p.msg.Resources), deleted...)
 	p.share = nil
 	s.owesBreak = true

@@ -1,6 +1,6 @@
 // Package streamtest is the client side of a bidirectional gRPC stream in tests: it receives
 // in the background so that a test can wait for the next response with a deadline, or assert
-// that none comes.
+// that none comes. Buffer holds what a server or command writes while the test reads it.
 package streamtest
 
 import (

@@ -65,15 +65,15 @@ func (e *Engine) Clients() []ClientInfo {
 func (s *stream) info() ClientInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.node, Connected: s.connected}
-	for _, sub := range s.order {
+	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.m.node, Connected: s.connected}
+	for _, sub := range s.m.ordered() {
 		si := SubscriptionInfo{
 			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard, View: sub.view,
 			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
 		}
-		if sub.started {
+		if sub.phase != phaseUnsent {
 			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev
-			if sub.pendingNonce == "" && !sub.nacked {
+			if sub.phase == phaseIdle && !sub.nacked {
 				si.AckedRevision, si.Acked = sub.sentRev, true
 			}
 		}

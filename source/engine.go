@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,12 +44,12 @@ type Request struct {
 	Form  wire.Form
 	// Priority orders the responses due at once on one stream: lower first.
 	Priority int
-	// MakeBeforeBreak splits a response that both adds and removes resources: first the
-	// additions (state of the world: the new set plus the removed ones, once more), then,
-	// after the client's ACK, the removals with RemovalPriority. ADS uses it for clusters, so
-	// that routes stop using a cluster before it goes.
-	MakeBeforeBreak bool
-	RemovalPriority int
+	// After lists the types (keys) on the same stream whose additions must reach the client
+	// before a response of this type: a response made at store revision r waits until each of
+	// them has been sent everything up to r. RemoveAfter lists those that must be caught up to
+	// the revision of a deletion before the deletion is sent (they stop referring to it
+	// first). The owner of the types declares them (translate/envoy.Order for Envoy's).
+	After, RemoveAfter []string
 	// WildcardCapable types (LDS, CDS, MCP collections) enter wildcard mode when the first
 	// request names nothing or names "*"; once entered, it stays.
 	WildcardCapable bool
@@ -125,6 +123,8 @@ type Engine struct {
 	nextID  atomic.Uint64
 	stats   counters
 	metrics *metrics.Metrics
+	// unknownTypes logs subscriptions to unknown types, at most one line a second.
+	unknownTypes rareLog
 }
 
 // New returns an engine over a store.
@@ -161,7 +161,7 @@ func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) er
 	defer cancel()
 	s := &stream{
 		engine: e, adapter: a, protocol: protocol, peer: peer, id: e.nextID.Add(1),
-		subs: map[string]*subscription{}, watch: e.store.Watch(placeholderCollection), connected: time.Now(),
+		m: newMachine(protocol), watch: e.store.Watch(placeholderCollection), connected: time.Now(),
 		log: e.log.With("protocol", protocol, "peer", peer), reset: make(chan struct{}),
 		metrics: e.metrics.Stream(metrics.RoleSource, protocol),
 	}
@@ -187,8 +187,8 @@ func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) er
 // theirs. (A Watch with no collection would watch everything.)
 const placeholderCollection = "\x00mcpbridge/none"
 
-// stream is one client stream's state. Only its loop goroutine mutates it; mu guards what the
-// debug view reads.
+// stream is one client stream: its machine (the protocol state) and the goroutines that move
+// bytes. Only the loop goroutine mutates the machine; mu guards it against the debug view.
 type stream struct {
 	engine    *Engine
 	adapter   Adapter
@@ -201,11 +201,8 @@ type stream struct {
 	reset     chan struct{}
 	metrics   *metrics.Stream // nil without metrics
 
-	mu    sync.Mutex
-	node  string
-	subs  map[string]*subscription
-	order []*subscription // by priority, then key
-	nonce uint64
+	mu sync.Mutex
+	m  *machine
 }
 
 type received struct {
@@ -246,6 +243,9 @@ func (s *stream) loop(ctx context.Context) error {
 				s.handle(r.req)
 			}
 		case <-s.watch.C():
+			s.mu.Lock()
+			s.m.changed(s.watch.Changed())
+			s.mu.Unlock()
 		case <-s.engine.stop:
 			return errStopping
 		case <-ctx.Done():
@@ -262,69 +262,47 @@ func cleanEnd(err error) bool {
 	return errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled
 }
 
-// handle applies one request to the stream's subscriptions.
+// handle applies one request to the machine, then logs and counts what it did.
 func (s *stream) handle(req *Request) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if req.Node != "" {
-		s.node = req.Node
+	sub, out := s.m.request(req, time.Now())
+	node := s.m.node
+	if out == subscribed {
+		s.watch.Add(sub.collection)
+		if s.engine.metrics != nil {
+			sub.label = s.engine.collectionLabel(req)
+			sub.metrics = s.engine.metrics.Collection(metrics.RoleSource, sub.label)
+		}
 	}
-	sub := s.subs[req.Key]
-	defer s.countRequest(req)
-	if sub == nil && req.Mode == Incremental && len(req.Subscribe) == 0 && len(req.Unsubscribe) > 0 {
+	s.mu.Unlock()
+	s.countRequest(req, sub)
+	switch out {
+	case ignoredPhantom:
 		s.log.Debug("ignoring an unsubscription from a type never subscribed", "type", req.Key)
-		return // a phantom unsubscription, not a (wildcard) subscription
-	}
-	if req.Nonce != "" && sub != nil {
-		// Only the latest response's nonce counts. It may have been acknowledged already: a
-		// client then repeats it with a new set of names. (A nonce for a type this stream never
-		// answered cannot be stale: nonces belong to a stream, so that is a new subscription.)
-		if req.Nonce != sub.sentNonce {
-			s.log.Debug("ignoring request with a stale nonce", "type", req.Key, "nonce", req.Nonce)
-			return
+	case ignoredStale:
+		s.log.Debug("ignoring request with a stale nonce", "type", req.Key, "nonce", req.Nonce)
+	case subscribed:
+		if !req.Known {
+			s.engine.unknownTypes.log(s.log, req.Key, node)
 		}
-		if req.Nonce == sub.pendingNonce {
-			s.acknowledge(sub, req)
-		}
-		s.resubscribe(sub, req)
-		return
-	}
-	if sub == nil || req.Restart {
-		s.subscribe(req)
-		return
-	}
-	s.resubscribe(sub, req)
-}
-
-func (s *stream) acknowledge(sub *subscription, req *Request) {
-	rec := &record{Version: sub.sentVer, Nonce: req.Nonce, Time: time.Now()}
-	sub.pendingNonce = ""
-	if req.ErrorDetail != nil {
-		rec.Message = req.ErrorDetail.GetMessage()
-		sub.lastNack = rec
-		sub.nacked = true
-		// The client refused the make half of a make-before-break pair: its break is not sent
-		// now (that would resend the refused version); held-back removals go with the next change.
-		sub.owesBreak = false
+	case acked:
+		s.engine.stats.acks.Add(1)
+		sub.metrics.ACK()
+	case nacked:
 		s.engine.stats.nacks.Add(1)
 		s.engine.metrics.NACK(metrics.RoleSource, sub.label, codes.Code(req.ErrorDetail.GetCode()))
 		s.log.Warn("client rejected a response (NACK); that version will not be resent",
-			"type", req.Key, "version", rec.Version, "node", s.node, "error", rec.Message)
-		return
+			"type", req.Key, "version", sub.lastNack.Version, "node", node, "error", sub.lastNack.Message)
 	}
-	sub.lastAck = rec
-	sub.nacked = false
-	s.engine.stats.acks.Add(1)
-	sub.metrics.ACK()
 }
 
 // countRequest counts a request under its subscription's collection label, resolved when the
-// subscription started; a stale request for a type never subscribed pays the lookup.
-func (s *stream) countRequest(req *Request) {
+// subscription started; a request ignored before any subscription pays the lookup.
+func (s *stream) countRequest(req *Request, sub *subscription) {
 	if s.engine.metrics == nil {
 		return
 	}
-	if sub := s.subs[req.Key]; sub != nil {
+	if sub != nil {
 		sub.metrics.Request()
 		return
 	}
@@ -341,164 +319,41 @@ func (e *Engine) collectionLabel(req *Request) string {
 	return metrics.UnknownCollection
 }
 
-// subscribe starts (or, for Restart, starts over) a subscription.
-func (s *stream) subscribe(req *Request) {
-	sub := &subscription{
-		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form,
-		priority: req.Priority, removalPriority: req.RemovalPriority, makeBeforeBreak: req.MakeBeforeBreak, fullOnLoss: req.FullOnLoss,
-		partialSotW: req.PartialStateOfTheWorld, initial: req.InitialVersions,
-		names: map[string]struct{}{},
-	}
-	if s.engine.metrics != nil {
-		sub.label = s.engine.collectionLabel(req)
-		sub.metrics = s.engine.metrics.Collection(metrics.RoleSource, sub.label)
-	}
-	asked := req.Names
-	if req.Mode == Incremental {
-		asked = req.Subscribe
-	}
-	sub.wildcard = req.WildcardCapable && (len(asked) == 0 || slices.Contains(asked, Wildcard))
-	if !sub.wildcard {
-		for _, n := range asked {
-			sub.names[n] = struct{}{}
-		}
-	}
-	sub.namesChanged()
-	s.scope(sub, req)
-	if old := s.subs[req.Key]; old != nil {
-		s.order = slices.DeleteFunc(s.order, func(x *subscription) bool { return x == old })
-	}
-	s.subs[req.Key] = sub
-	s.order = append(s.order, sub)
-	slices.SortStableFunc(s.order, func(a, b *subscription) int {
-		if a.priority != b.priority {
-			return a.priority - b.priority
-		}
-		if a.key < b.key {
-			return -1
-		}
-		return 1
-	})
-	s.watch.Add(req.Collection)
-	if !req.Known {
-		s.log.Info("subscription to an unknown type, served as empty", "type", req.Key, "node", s.node)
+// policy is how the type of a request is served, fixed when its subscription starts.
+func (req *Request) policy() policy {
+	return policy{
+		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form, priority: req.Priority,
+		wildcardCapable: req.WildcardCapable, fullOnLoss: req.FullOnLoss, partialSotW: req.PartialStateOfTheWorld,
+		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope,
 	}
 }
 
-// scope narrows a wildcard subscription to the client's view of the type, from the stream's
-// node (known from its first request, whichever type that asked for).
-func (s *stream) scope(sub *subscription, req *Request) {
-	if req.Scope != nil && sub.wildcard {
-		sub.view, sub.include = req.Scope(s.node)
-	}
-}
-
-// resubscribe applies the names of a follow-up request.
-func (s *stream) resubscribe(sub *subscription, req *Request) {
-	if sub.wildcard {
-		return // once wildcard, names in later requests are ignored
-	}
-	if req.Mode == StateOfTheWorld {
-		if slices.Contains(req.Names, Wildcard) && req.WildcardCapable {
-			sub.wildcard, sub.names, sub.fresh = true, nil, nil
-			sub.started = false // owes the whole type now
-			s.scope(sub, req)
-			return
-		}
-		next := make(map[string]struct{}, len(req.Names))
-		added := false
-		for _, n := range req.Names {
-			next[n] = struct{}{}
-			if _, had := sub.names[n]; !had {
-				sub.addFresh(n)
-				added = true
-			}
-		}
-		if added || len(next) != len(sub.names) {
-			// Names dropped need no response: the next one (on a change) simply omits them.
-			sub.names = next
-			sub.namesChanged()
-		}
-		return
-	}
-	for _, n := range req.Unsubscribe {
-		delete(sub.names, n) // phantom unsubscriptions are harmless
-		delete(sub.fresh, n)
-	}
-	sub.namesChanged()
-	for _, n := range req.Subscribe {
-		if n == Wildcard && req.WildcardCapable {
-			sub.wildcard, sub.names, sub.fresh = true, nil, nil
-			sub.started = false // owes the whole type now
-			s.scope(sub, req)
-			return
-		}
-		sub.names[n] = struct{}{}
-		sub.addFresh(n) // sent even if the client should already have it
-	}
-}
-
-func (s *subscription) addFresh(name string) {
-	if s.fresh == nil {
-		s.fresh = map[string]struct{}{}
-	}
-	s.fresh[name] = struct{}{}
-}
-
-// due is a response computed for a subscription, waiting for its turn.
-type due struct {
-	sub *subscription
-	p   *pending
-}
-
-// flush sends every response that is due, from one view of the store, in priority order.
+// flush sends every response that is due, from one view of the store, in the machine's order.
 func (s *stream) flush() error {
 	v := s.engine.store.View()
-	var ready []due
 	s.mu.Lock()
-	for _, sub := range s.order {
-		p, err := sub.next(v, s.protocol)
-		if err != nil {
-			s.mu.Unlock()
-			s.log.Warn("ending stream", "type", sub.key, "error", err)
-			return status.Error(codes.Unavailable, err.Error())
-		}
-		if p != nil {
-			ready = append(ready, due{sub, p})
-		}
-	}
+	ready, err := s.m.due(v)
 	s.mu.Unlock()
-	slices.SortStableFunc(ready, func(a, b due) int { return a.priority() - b.priority() })
-	for _, d := range ready {
-		if err := s.send(d.sub, d.p); err != nil {
+	for _, r := range ready {
+		if err := s.send(r); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		s.log.Warn("ending stream", "error", err)
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	return nil
 }
 
-func (d due) priority() int {
-	if d.p.removes && d.sub.removalPriority != 0 {
-		return d.sub.removalPriority
-	}
-	return d.sub.priority
-}
-
-func (s *stream) send(sub *subscription, p *pending) error {
+func (s *stream) send(r response) error {
 	layout := s.adapter.Layout()
+	sub, p := r.sub, r.p
 	body, resources := s.engine.frames.get(p.share, func() ([]byte, int) {
 		p.materialize()
 		return layout.Encode(&p.msg, sub.form), len(p.msg.Resources)
 	})
-	s.mu.Lock()
-	s.nonce++
-	nonce := strconv.FormatUint(s.nonce, 10)
-	// A push is a response that carries a change the client has not been sent: not the first
-	// response, nor one that only answers a new subscription.
-	push := sub.started && p.rev > sub.sentRev
-	sub.sent(p, nonce)
-	s.mu.Unlock()
-	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
+	frame := &wire.Frame{Body: body, Tail: layout.Tail(r.nonce)}
 	if frame.Size() > s.engine.maxSize {
 		s.log.Warn("response is larger than the client's likely receive limit",
 			"type", sub.key, "version", p.msg.Version, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", resources)
@@ -516,11 +371,11 @@ func (s *stream) send(sub *subscription, p *pending) error {
 	s.engine.stats.responses.Add(1)
 	s.engine.stats.resources.Add(uint64(resources))
 	sub.metrics.Size(frame.Size())
-	if push && !p.changed.IsZero() {
+	if r.push && !p.changed.IsZero() {
 		s.metrics.Pushed(time.Since(p.changed).Seconds())
 	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) { // spare the fan-out path the arguments
-		s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", nonce,
+		s.log.Debug("sent", "type", sub.key, "version", p.msg.Version, "nonce", r.nonce,
 			"resources", resources, "removed", len(p.msg.Removed), "bytes", frame.Size())
 	}
 	return nil
@@ -529,7 +384,29 @@ func (s *stream) send(sub *subscription, p *pending) error {
 func (s *stream) nodeID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.node
+	return s.m.node
+}
+
+// rareLog logs a repeated event at most once per second, with how many it left out: a client
+// asking for thousands of unknown types costs a line a second, not one per type.
+type rareLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (r *rareLog) log(log *slog.Logger, typ, node string) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.last) < time.Second {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.last, r.skipped = now, 0
+	r.mu.Unlock()
+	log.Info("subscription to an unknown type, served as empty", "type", typ, "node", node, "similar_not_logged", skipped)
 }
 
 // counters are the engine's totals, for tests, benchmarks and metrics.

@@ -3,6 +3,7 @@ package source
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -46,40 +47,80 @@ type record struct {
 	Time    time.Time `json:"time"`
 }
 
-// subscription is one stream's interest in one type: what it asked for, what it has been sent,
-// and the response in flight. Its state is O(1) for wildcard subscribers (the revision sent);
-// names are kept only for explicit subscriptions.
-type subscription struct {
+// phase is where a subscription stands in its exchange with the client.
+type phase uint8
+
+const (
+	// phaseUnsent: subscribed, nothing sent yet; the first response is owed even when empty.
+	phaseUnsent phase = iota
+	// phaseIdle: the last response was answered (ACK or NACK); the next goes when something
+	// the client asked for changes.
+	phaseIdle
+	// phaseAwaiting: a response is in flight; nothing more is sent until the client answers it.
+	phaseAwaiting
+)
+
+func (p phase) String() string {
+	return [...]string{"unsent", "idle", "awaiting"}[p]
+}
+
+// policy is how a type is served on a stream: fixed by the protocol and the type's owner when
+// the subscription starts, never by the client's requests.
+type policy struct {
 	key             string
 	collection      string
 	mode            Mode
 	form            wire.Form
 	priority        int
-	removalPriority int
-	makeBeforeBreak bool
+	wildcardCapable bool
 	fullOnLoss      bool // the protocol can say "full state" when changes were compacted away
+	partialSotW     bool
+	// after: types on the stream that must be caught up to a revision before this type's
+	// response of that revision goes (their additions first). removeAfter: types that must be
+	// caught up to the revision of a deletion before it is sent (their references gone first).
+	after, removeAfter []string
+	scope              func(node string) (view string, include func(name string) bool)
+}
 
-	wildcard    bool
-	partialSotW bool
+// subscription is one stream's interest in one type: what it asked for, what it has been sent,
+// and the response in flight. It is pure state: no I/O, no locks, no clock. Its state is O(1)
+// for wildcard subscribers (the revision sent) plus the removals it is holding back; names are
+// kept only for explicit subscriptions.
+type subscription struct {
+	policy
+	phase phase
+	seq   int // order of subscription, to order responses of equal priority
+
+	// wildcard: every resource of the type (in the client's view) is wanted. legacyWildcard
+	// entered it by asking for nothing and, as xds-protocol.rst says, never leaves it; an
+	// explicit "*" can be taken back.
+	wildcard, legacyWildcard bool
 	// view and include narrow a wildcard subscription to the part of the type meant for the
 	// client (Request.Scope); include nil means the whole type.
 	view    string
 	include func(name string) bool
-	names   map[string]struct{}
+	// names are the explicitly subscribed names, also alongside an explicit wildcard.
+	names map[string]struct{}
 	// Derived from names when first needed after a change (see namesChanged): the sorted
 	// list, and a fingerprint under which streams with the same names share responses.
-	sorted  []string
-	fp      *[sha256.Size]byte
-	fresh   map[string]struct{} // newly subscribed names: sent even if unchanged
-	initial map[string]string   // initial_resource_versions, until the first response
-	started bool
+	sorted []string
+	fp     *[sha256.Size]byte
+	// fresh names were newly asked: sent even if unchanged; freshAll: every wanted resource
+	// is owed again (wildcard newly entered).
+	fresh    map[string]struct{}
+	freshAll bool
+	initial  map[string]string // initial_resource_versions, until the first response
 
-	// owesBreak: the last response kept removed resources for make-before-break; the removal
-	// is due once it is acknowledged. owedRemovals are those names, for incremental clients.
-	owesBreak    bool
-	owedRemovals []string
+	// held are deletions the client has not been told of yet (tombstones, with the revision of
+	// the deletion), kept back until the types in removeAfter are caught up to it.
+	held []*store.Entry
+	// refusable are the deletions of the response in flight, and refusableMissing the names
+	// it told do not exist, when it also carries resources: if the client refuses it, it
+	// refused the resources, and the rest is owed again.
+	refusable        []*store.Entry
+	refusableMissing []string
 
-	sentRev      uint64 // the collection revision the client has been sent
+	sentRev      uint64 // the collection revision whose additions the client has been sent
 	sentNonce    string // the latest response's nonce: requests with any other are stale
 	pendingNonce string // sentNonce while it is unacknowledged
 	sentVer      string
@@ -91,7 +132,8 @@ type subscription struct {
 	metrics *metrics.Collection // nil without metrics
 }
 
-// pending is one computed response, before encoding.
+// pending is one computed response, before encoding, with the state it moves the
+// subscription to once sent.
 type pending struct {
 	msg wire.Message
 	rev uint64
@@ -105,6 +147,10 @@ type pending struct {
 	// fill, when set, reads msg's resources: a full state is read only if the response is
 	// encoded here, not when another stream already encoded the same one (see materialize).
 	fill func()
+	// held is the subscription's held-back deletions after this response.
+	held []*store.Entry
+	// removed are the tombstones of the deletions an incremental response sends.
+	removed []*store.Entry
 }
 
 // materialize reads the resources of a full state whose reading was deferred.
@@ -115,6 +161,10 @@ func (p *pending) materialize() {
 	}
 }
 
+func (p *pending) empty() bool {
+	return len(p.msg.Resources)+len(p.msg.Removed)+len(p.msg.Missing) == 0 && p.fill == nil
+}
+
 // frameKey identifies a response that is the same for every subscriber of a type with the
 // same names (or wildcard) at the same revisions.
 type frameKey struct {
@@ -123,36 +173,87 @@ type frameKey struct {
 	mode          Mode
 	full          bool
 	from, to      uint64
-	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard
+	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
 	view          string            // the part of a wildcard type (Request.Scope)
+	wildcard      bool
 }
 
-// next computes the response due on this subscription, or nil when none is: one is in flight
-// (at most one unacknowledged response per type), or nothing the client holds or asked for
-// changed.
-func (s *subscription) next(v *store.View, protocol string) (*pending, error) {
-	if s.pendingNonce != "" {
-		return nil, nil
-	}
-	info := v.Collection(s.collection)
-	p, err := s.nextAt(v, info.Revision, protocol)
-	if p != nil {
-		p.changed = info.Changed
-	}
-	return p, err
+// gates are what the rest of the stream allows this subscription to send now.
+type gates struct {
+	// removableThrough: deletions made at or before this revision may be sent.
+	removableThrough uint64
 }
 
-func (s *subscription) nextAt(v *store.View, rev uint64, protocol string) (*pending, error) {
-	if !s.started {
-		return s.first(v, rev, protocol), nil
+// wants tells whether the client asked for a resource of this name.
+func (s *subscription) wants(name string) bool {
+	if _, ok := s.names[name]; ok {
+		return true
 	}
-	if s.owesBreak {
-		return s.breakResponse(v, rev, protocol)
+	return s.wildcard && (s.include == nil || s.include(name))
+}
+
+func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
+	if s.wildcard && s.include == nil && len(s.names) == 0 {
+		return es
 	}
-	if s.mode == StateOfTheWorld {
-		return s.nextStateOfTheWorld(v, rev, protocol), nil
+	out := make([]*store.Entry, 0, len(es))
+	for _, e := range es {
+		if s.wants(e.Name) {
+			out = append(out, e)
+		}
 	}
-	return s.nextIncremental(v, rev, protocol)
+	return out
+}
+
+// next computes the response due on this subscription at revision rev of its collection in
+// view v, or nil when none is. advance is set when nothing is due but the subscription has
+// caught up with rev anyway (nothing it asked for changed): commit it with advance. It does not
+// change the subscription.
+func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates) (p *pending, advance bool, err error) {
+	if s.phase == phaseAwaiting {
+		return nil, false, nil
+	}
+	if s.phase == phaseUnsent {
+		return s.first(v, rev, protocol), false, nil
+	}
+	if rev == s.sentRev && len(s.fresh) == 0 && !s.freshAll && !s.holdsRemovable(g) {
+		return nil, false, nil
+	}
+	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	if errors.Is(err, store.ErrCompacted) {
+		return s.afterCompaction(v, rev, protocol)
+	}
+	switch {
+	case s.mode == Incremental:
+		p = s.nextIncremental(v, ch, rev, protocol, g)
+	case s.partialSotW && !s.wildcard:
+		p = s.nextPartial(v, ch, rev, protocol)
+	default:
+		p = s.nextStateOfTheWorld(v, ch, rev, protocol, g)
+	}
+	if p.empty() && !s.heldChanged(p) {
+		return nil, true, nil
+	}
+	if p.empty() {
+		// Only the held-back deletions changed (a name came back): nothing to tell the client.
+		return p, true, nil
+	}
+	return p, false, nil
+}
+
+// heldChanged tells whether a response changes the held-back deletions.
+func (s *subscription) heldChanged(p *pending) bool {
+	return p != nil && !slices.Equal(s.held, p.held)
+}
+
+// holdsRemovable tells whether a held-back deletion may now be sent.
+func (s *subscription) holdsRemovable(g gates) bool {
+	for _, e := range s.held {
+		if e.Revision <= g.removableThrough {
+			return true
+		}
+	}
+	return false
 }
 
 // first is the response to a new subscription: always sent, even when empty, so that a client
@@ -161,40 +262,36 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 	if s.mode == Incremental && s.initial != nil {
 		return s.diffAgainstInitial(v, rev)
 	}
-	p := s.full(v, rev, protocol)
-	return p
+	return s.full(v, rev, protocol)
 }
 
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view}
+	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view, wildcard: s.wildcard}
+	if len(s.names) > 0 {
+		p.share.names = s.fingerprint()
+	}
 	// Reading a whole collection is O(its size): deferred, so that of many streams sharing the
 	// response only the one that encodes it reads it.
-	if s.wildcard {
-		p.fill = func() {
-			_, all := v.Snapshot(s.collection)
-			p.msg.Resources = s.visible(all)
-		}
-		return p
-	}
-	p.share.names = s.fingerprint()
-	p.fill = func() { p.msg.Resources, p.msg.Missing = s.lookup(v) }
+	p.fill = func() { p.msg.Resources, p.msg.Missing = s.current(v) }
 	return p
 }
 
-// visible keeps the entries of a wildcard subscription's view.
-func (s *subscription) visible(es []*store.Entry) []*store.Entry {
-	if s.include == nil {
-		return es
+// current returns what the client asked for as the view holds it, and the names it asked for
+// that do not exist, both sorted.
+func (s *subscription) current(v *store.View) (found []*store.Entry, missing []string) {
+	if !s.wildcard {
+		return s.lookup(v)
 	}
-	out := make([]*store.Entry, 0, len(es))
-	for _, e := range es {
-		if s.include(e.Name) {
-			out = append(out, e)
+	_, all := v.Snapshot(s.collection)
+	found = s.wanted(all)
+	for _, name := range s.sortedNames() {
+		if v.Get(s.collection, name) == nil {
+			missing = append(missing, name)
 		}
 	}
-	return out
+	return found, missing
 }
 
 // lookup returns the subscribed names' entries and the names that do not exist, both sorted.
@@ -256,19 +353,7 @@ func (s *subscription) fingerprint() [sha256.Size]byte {
 // the versions it says it holds, plus the removals: a one-off name-by-name diff.
 func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
-	var current []*store.Entry
-	if s.wildcard {
-		_, all := v.Snapshot(s.collection)
-		current = s.visible(all)
-	} else {
-		for _, name := range s.sortedNames() {
-			if e := v.Get(s.collection, name); e != nil {
-				current = append(current, e)
-			} else if _, held := s.initial[name]; !held {
-				p.msg.Missing = append(p.msg.Missing, name)
-			}
-		}
-	}
+	current, missing := s.current(v)
 	live := make(map[string]struct{}, len(current))
 	for _, e := range current {
 		live[e.Name] = struct{}{}
@@ -276,58 +361,82 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
+	for _, name := range missing {
+		if _, held := s.initial[name]; !held {
+			p.msg.Missing = append(p.msg.Missing, name)
+		}
+	}
 	for name := range s.initial {
 		if _, ok := live[name]; !ok {
 			p.msg.Removed = append(p.msg.Removed, name)
+			// Owed again if the client refuses this response; revision 0: never held back.
+			p.removed = append(p.removed, &store.Entry{Collection: s.collection, Name: name, Deleted: true})
 		}
 	}
 	slices.Sort(p.msg.Removed)
+	sortEntries(p.removed)
+	p.removes = len(p.msg.Removed) > 0
 	return p
 }
 
-func (s *subscription) nextStateOfTheWorld(v *store.View, rev uint64, protocol string) *pending {
-	if s.partialSotW && !s.wildcard {
-		return s.partialStateOfTheWorld(v, rev, protocol)
+// holdDeletions merges the deletions since the last response into the held-back ones and
+// splits them into those that may go now and those still held. Names that exist again, or
+// that the client no longer asks for, are dropped: the client is told of them otherwise.
+func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g gates) (removable, held []*store.Entry) {
+	byName := make(map[string]*store.Entry, len(s.held)+len(deleted))
+	for _, e := range s.held {
+		byName[e.Name] = e
 	}
-	if len(s.fresh) > 0 {
-		return s.full(v, rev, protocol)
+	for _, e := range deleted {
+		byName[e.Name] = e // the newest tombstone
 	}
-	if rev == s.sentRev {
-		return nil
-	}
-	if s.wildcard {
-		// The collection's revision moves only when a served entry changed; with a view, the
-		// change must be in it.
-		if s.include != nil && !s.viewChanged(v) {
-			s.sentRev = rev
-			return nil
+	for _, e := range byName {
+		if !s.wants(e.Name) || v.Get(s.collection, e.Name) != nil {
+			continue
 		}
-		p := s.full(v, rev, protocol)
-		if s.makeBeforeBreak {
-			s.keepRemovedOnce(v, p)
+		if !s.holdsBack() || e.Revision <= g.removableThrough {
+			removable = append(removable, e)
+		} else {
+			held = append(held, e)
 		}
-		return p
 	}
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
-	if err != nil || s.touches(ch) {
-		return s.full(v, rev, protocol)
-	}
-	s.sentRev = rev // nothing this client asked for changed
-	return nil
+	sortEntries(removable)
+	sortEntries(held)
+	return removable, held
 }
 
-// partialStateOfTheWorld answers explicit names of a type that xDS groups like the incremental
-// variants (endpoints, routes): only the subscribed resources that changed, and the newly asked
-// ones. Deletions are not sent: in state of the world they follow from the parents that stop
-// naming the resource.
-func (s *subscription) partialStateOfTheWorld(v *store.View, rev uint64, protocol string) *pending {
-	if rev == s.sentRev && len(s.fresh) == 0 {
-		return nil
+// holdsBack tells whether deletions wait for other types (make before break).
+func (s *subscription) holdsBack() bool { return len(s.removeAfter) > 0 }
+
+// nextStateOfTheWorld: listeners, clusters and MCP collections, always sent whole. Deletions
+// held back stay in the response with their last version until they may go.
+func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev uint64, protocol string, g gates) *pending {
+	upserts := s.wanted(ch.Upserts)
+	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g)
+	p := &pending{rev: rev, held: held}
+	asked := len(s.fresh) > 0 || s.freshAll
+	if len(upserts) == 0 && len(removable) == 0 && !asked {
+		return p // nothing the client holds changed
 	}
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
-	if err != nil {
-		return s.full(v, rev, protocol)
+	full := s.full(v, rev, protocol)
+	full.held, full.removes = held, len(removable) > 0
+	if len(held) > 0 {
+		full.materialize()
+		full.msg.Resources = mergeEntries(full.msg.Resources, held)
+		full.share = nil
+		// The version names the content: at one revision, the set held back only shrinks,
+		// so a response that lets some go never repeats the version of one that kept them
+		// (the client may have refused that one; its version is not resent).
+		full.msg.Version = fmt.Sprintf("%d-held%d", rev, len(held))
 	}
+	return full
+}
+
+// nextPartial answers explicit names of a type that xDS groups like the incremental variants
+// (endpoints, routes): only the subscribed resources that changed, and the newly asked ones.
+// Deletions are not sent: in state of the world they follow from the parents that stop naming
+// the resource.
+func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
 	for _, name := range sortedNames(s.fresh) {
 		if e := v.Get(s.collection, name); e != nil {
@@ -335,182 +444,161 @@ func (s *subscription) partialStateOfTheWorld(v *store.View, rev uint64, protoco
 		}
 	}
 	for _, e := range ch.Upserts {
-		_, asked := s.names[e.Name]
-		if _, fresh := s.fresh[e.Name]; asked && !fresh {
+		_, fresh := s.fresh[e.Name]
+		if s.wants(e.Name) && !fresh {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
-	if len(p.msg.Resources) == 0 {
-		s.sentRev, s.fresh = rev, nil
-		return nil
-	}
+	sortEntries(p.msg.Resources)
 	if len(s.fresh) == 0 {
 		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, names: s.fingerprint()}
 	}
 	return p
 }
 
-// viewChanged tells whether anything in a wildcard subscription's view changed since the
-// revision sent.
-func (s *subscription) viewChanged(v *store.View) bool {
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
-	if err != nil {
-		return true
-	}
-	return len(s.visible(ch.Upserts))+len(s.visible(ch.Deleted)) > 0
-}
-
-func (s *subscription) touches(ch store.Changes) bool {
-	for _, list := range [][]*store.Entry{ch.Upserts, ch.Deleted} {
-		for _, e := range list {
-			if _, ok := s.names[e.Name]; ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (s *subscription) nextIncremental(v *store.View, rev uint64, protocol string) (*pending, error) {
-	if rev == s.sentRev && len(s.fresh) == 0 {
-		return nil, nil
-	}
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
-	if errors.Is(err, store.ErrCompacted) {
-		return s.afterCompaction(v, rev, protocol)
-	}
+// nextIncremental: what changed, the names removed, and the newly asked names (sent whole, or
+// as missing).
+func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint64, protocol string, g gates) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
-	if s.wildcard {
-		p.msg.Resources = s.visible(ch.Upserts)
-		p.msg.Removed = names(s.visible(ch.Deleted))
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view}
-	} else {
-		sent := map[string]bool{}
-		for _, name := range sortedNames(s.fresh) {
-			sent[name] = true
-			if e := v.Get(s.collection, name); e != nil {
-				p.msg.Resources = append(p.msg.Resources, e)
-			} else {
+	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g)
+	p.held = held
+	// A deletion still held back is not told as "missing" either, even to a name asked anew.
+	heldBack := make(map[string]bool, len(held))
+	for _, e := range held {
+		heldBack[e.Name] = true
+	}
+	told := map[string]bool{}
+	if s.freshAll { // wildcard entered anew: everything wanted, as a first response would
+		current, missing := s.current(v)
+		p.msg.Resources = current
+		for _, name := range missing {
+			if !heldBack[name] {
 				p.msg.Missing = append(p.msg.Missing, name)
 			}
 		}
-		for _, e := range ch.Upserts {
-			if _, ok := s.names[e.Name]; ok && !sent[e.Name] {
+		for _, e := range current {
+			told[e.Name] = true
+		}
+	} else {
+		for _, name := range sortedNames(s.fresh) {
+			told[name] = true
+			if e := v.Get(s.collection, name); e != nil {
+				p.msg.Resources = append(p.msg.Resources, e)
+			} else if !heldBack[name] {
+				p.msg.Missing = append(p.msg.Missing, name)
+			}
+		}
+		for _, e := range s.wanted(ch.Upserts) {
+			if !told[e.Name] {
 				p.msg.Resources = append(p.msg.Resources, e)
 			}
 		}
-		for _, e := range ch.Deleted {
-			if _, ok := s.names[e.Name]; ok && !sent[e.Name] {
-				p.msg.Removed = append(p.msg.Removed, e.Name)
-			}
-		}
+		sortEntries(p.msg.Resources)
 	}
-	if len(p.msg.Resources)+len(p.msg.Removed)+len(p.msg.Missing) == 0 {
-		s.sentRev = rev
-		return nil, nil
-	}
-	if len(s.owedRemovals) > 0 { // held back, then the additions were NACKed: they go now
-		seen := make(map[string]bool, len(p.msg.Removed))
-		for _, n := range p.msg.Removed {
-			seen[n] = true
+	for _, e := range removable {
+		if !slices.Contains(p.msg.Missing, e.Name) { // a name asked anew that is gone is told as missing
+			p.msg.Removed = append(p.msg.Removed, e.Name)
+			p.removed = append(p.removed, e)
 		}
-		for _, n := range s.stillGone(v) {
-			if !seen[n] {
-				p.msg.Removed = append(p.msg.Removed, n)
-			}
-		}
-		p.share = nil
-	}
-	if s.makeBeforeBreak && len(p.msg.Removed) > 0 && len(p.msg.Resources) > 0 {
-		// Additions now, removals after the ACK.
-		s.owesBreak, s.owedRemovals = true, p.msg.Removed
-		p.msg.Removed, p.share = nil, nil
 	}
 	p.removes = len(p.msg.Removed) > 0
-	return p, nil
-}
-
-// keepRemovedOnce adds to a state-of-the-world response the resources removed since the last
-// one (their last versions, from the tombstones), so that the client keeps them until what
-// used them has moved on; the removal follows the ACK.
-func (s *subscription) keepRemovedOnce(v *store.View, p *pending) {
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
-	if err != nil || len(ch.Deleted) == 0 {
-		return
-	}
-	deleted := s.visible(ch.Deleted)
-	if len(deleted) == 0 {
-		return
-	}
-	p.materialize()
-	p.msg.Resources = append(slices.Clip(p.msg.Resources), deleted...)
-	p.share = nil
-	s.owesBreak = true
-}
-
-// breakResponse is the second half of a make-before-break update: the removals.
-func (s *subscription) breakResponse(v *store.View, rev uint64, protocol string) (*pending, error) {
-	s.owesBreak = false
-	var p *pending
-	if s.mode == StateOfTheWorld {
-		p = s.full(v, rev, protocol)
-	} else {
-		gone := s.stillGone(v)
-		if len(gone) == 0 {
-			return nil, nil // every held-back name came back meanwhile: nothing to remove
-		}
-		p = &pending{rev: s.sentRev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(s.sentRev, 10), Removed: gone, Incremental: true}}
-	}
-	p.removes = true
-	return p, nil
-}
-
-// stillGone takes the held-back removals, keeping those that are still deleted: a name that
-// came back meanwhile must not be taken from the client.
-func (s *subscription) stillGone(v *store.View) []string {
-	var gone []string
-	for _, name := range s.owedRemovals {
-		if v.Get(s.collection, name) == nil {
-			gone = append(gone, name)
+	if len(s.fresh) == 0 && !s.freshAll && len(s.held) == 0 && len(p.held) == 0 {
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view, wildcard: s.wildcard}
+		if len(s.names) > 0 {
+			p.share.names = s.fingerprint()
 		}
 	}
-	s.owedRemovals = nil
-	return gone
+	return p
 }
 
-// afterCompaction handles an incremental subscriber older than the tombstone retention.
-func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol string) (*pending, error) {
+// afterCompaction handles a subscriber older than the tombstone retention.
+func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol string) (*pending, bool, error) {
 	switch {
+	case s.mode == StateOfTheWorld:
+		// Whole types are resent whole; deletions that were held are lost with the tombstones.
+		return s.full(v, rev, protocol), false, nil
 	case s.fullOnLoss:
-		return s.full(v, rev, protocol), nil // MCP: a full-state (incremental=false) response
+		return s.full(v, rev, protocol), false, nil // MCP: a full-state (incremental=false) response
 	case !s.wildcard:
 		// Explicit names: send each as it is now; a name that is gone is sent as missing,
 		// which delta xDS clients take as "does not exist".
 		p := s.full(v, rev, protocol)
 		p.msg.Incremental, p.share = true, nil
-		return p, nil
+		return p, false, nil
 	default:
-		return nil, errFellBehind
+		return nil, false, errFellBehind
 	}
 }
 
 // sent records a response as in flight.
 func (s *subscription) sent(p *pending, nonce string) {
-	s.started = true
+	s.phase = phaseAwaiting
 	s.sentRev = p.rev
+	s.held = p.held
+	s.refusable, s.refusableMissing = nil, nil
+	if len(p.msg.Resources) > 0 && s.mode == Incremental {
+		s.refusable, s.refusableMissing = p.removed, p.msg.Missing
+	}
 	s.pendingNonce = nonce
 	s.sentNonce = nonce
 	s.sentVer = p.msg.Version
-	s.fresh = nil
-	s.initial = nil
+	s.fresh, s.freshAll, s.initial = nil, false, nil
 }
 
-func names(es []*store.Entry) []string {
-	out := make([]string, len(es))
-	for i, e := range es {
-		out[i] = e.Name
+// caughtUp records that nothing the client asked for changed up to rev (held-back deletions
+// aside, which p carries when set).
+func (s *subscription) caughtUp(rev uint64, p *pending) {
+	s.sentRev = rev
+	// Names asked anew that exist were sent; state of the world cannot say the others do not.
+	s.fresh, s.freshAll = nil, false
+	if p != nil {
+		s.held = p.held
 	}
+}
+
+// answered records the client's ACK (detail nil) or NACK of the response in flight.
+func (s *subscription) answered(nonce string, detail string, nack bool, now time.Time) *record {
+	rec := &record{Version: s.sentVer, Nonce: nonce, Time: now, Message: detail}
+	s.pendingNonce = ""
+	s.phase = phaseIdle
+	defer func() { s.refusable, s.refusableMissing = nil, nil }()
+	s.nacked = nack
+	if nack {
+		// A NACK refuses the response's resources, not the removals it carried: those are
+		// owed again (the next look drops any that came back). A response that carried only
+		// removals is not retried, so that a client refusing it cannot make a loop.
+		s.held = mergeEntries(s.held, s.refusable)
+		for _, name := range s.refusableMissing {
+			if _, asked := s.names[name]; asked {
+				s.addFresh(name) // told again that it does not exist
+			} else if s.wants(name) { // asked by the wildcard meanwhile: a removal then
+				s.held = mergeEntries(s.held, []*store.Entry{{Collection: s.collection, Name: name, Deleted: true}})
+			}
+		}
+		s.lastNack = rec
+	} else {
+		s.lastAck = rec
+	}
+	return rec
+}
+
+func mergeEntries(a, b []*store.Entry) []*store.Entry {
+	out := make([]*store.Entry, 0, len(a)+len(b))
+	out = append(append(out, a...), b...)
+	sortEntries(out)
 	return out
+}
+
+func sortEntries(es []*store.Entry) {
+	slices.SortFunc(es, func(a, b *store.Entry) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
 }
 
 func sortedNames(set map[string]struct{}) []string {

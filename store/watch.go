@@ -5,17 +5,48 @@ import "sync"
 // Watch wakes its owner when any of its collections changes. Its channel has room for one
 // signal: changes that arrive while the owner is busy coalesce into one wake-up, and the owner
 // then reads everything since its last revision with ChangesSince. No polling, and the cost of
-// a write is one non-blocking send per watcher of the collections it touched.
+// a write is one non-blocking send per watcher of the collections it touched. The watch also
+// remembers which of its collections changed (Changed), so that an owner watching many
+// collections does work in proportion to what changed, not to what it watches.
 type Watch struct {
 	c      chan struct{}
 	topics *topics
 	mu     sync.Mutex // guards colls
 	colls  map[string]bool
 	all    bool
+
+	changedMu sync.Mutex // guards changed; taken under topics.mu, never the other way round
+	changed   map[string]struct{}
 }
 
 // C is signalled after a commit that changed a watched collection.
 func (w *Watch) C() <-chan struct{} { return w.c }
+
+// Changed returns the watched collections that changed since the last call, and forgets them.
+func (w *Watch) Changed() []string {
+	w.changedMu.Lock()
+	defer w.changedMu.Unlock()
+	if len(w.changed) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(w.changed))
+	for c := range w.changed {
+		out = append(out, c)
+	}
+	clear(w.changed)
+	return out
+}
+
+// mark records a changed collection and wakes the owner.
+func (w *Watch) mark(collection string) {
+	w.changedMu.Lock()
+	if w.changed == nil {
+		w.changed = map[string]struct{}{}
+	}
+	w.changed[collection] = struct{}{}
+	w.changedMu.Unlock()
+	signal(w.c)
+}
 
 // Add extends the watch to more collections.
 func (w *Watch) Add(collections ...string) {
@@ -85,11 +116,13 @@ func (t *topics) notify(collections []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for w := range t.everything {
-		signal(w.c)
+		for _, c := range collections {
+			w.mark(c)
+		}
 	}
 	for _, c := range collections {
 		for w := range t.byCollection[c] {
-			signal(w.c)
+			w.mark(c)
 		}
 	}
 }

@@ -101,6 +101,27 @@ func loadAssignments(version string, names ...string) map[string]proto.Message {
 	return out
 }
 
+// routeTo is a route configuration whose one route sends everything to a cluster.
+func routeTo(name, cluster string) *route.RouteConfiguration {
+	return &route.RouteConfiguration{Name: name, VirtualHosts: []*route.VirtualHost{{
+		Name: "all", Domains: []string{"*"},
+		Routes: []*route.Route{{
+			Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &route.Route_Route{Route: &route.RouteAction{ClusterSpecifier: &route.RouteAction_Cluster{Cluster: cluster}}},
+		}},
+	}}}
+}
+
+// moveRoute moves route configuration "r" from cluster from to cluster to, adding to and
+// removing from, in one store write, as the translator does.
+func (s *server) moveRoute(t *testing.T, from, to string) {
+	t.Helper()
+	r := &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: "r"}, Body: anyOf(routeTo("r", to))}
+	if _, err := s.store.Apply("test", clusterUpdate(clusters(to), from), store.Update{Collection: RouteType, Resources: []*mcpapi.Resource{r}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func routes(names ...string) map[string]proto.Message {
 	out := map[string]proto.Message{}
 	for _, n := range names {

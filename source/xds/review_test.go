@@ -6,43 +6,52 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
-// When the client NACKs the make half of a make-before-break clusters update, the break half
-// is not sent (it would resend the refused version); the next change carries on as usual.
-func TestNACKOfTheMakeHalfSendsNoBreakUntilTheNextChange(t *testing.T) {
+// When the client NACKs the make half of a make-before-break clusters update, the removal it
+// held back still goes (nothing depends on the cluster any more), under a version other than
+// the refused one, which is never resent; the next change carries on as usual.
+func TestNACKOfTheMakeHalfStillSendsTheRemovalUnderANewVersion(t *testing.T) {
 	s := startServer(t)
 	s.putEnvoy(t, ClusterType, clusters("A"))
+	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
 	c := newSotW(t, s.addr)
 	c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType})
 	c.ack(c.recv())
+	c.send(&discovery.DiscoveryRequest{TypeUrl: RouteType, ResourceNames: []string{"r"}})
+	c.ack(c.recv(), "r")
 	waitAllAcknowledged(t, s.engine)
-	if _, err := s.store.Apply("test", clusterUpdate(clusters("B"), "A")); err != nil {
-		t.Fatal(err)
-	}
+	s.moveRoute(t, "A", "B")
 	first := c.recv()
 	assertNames(t, "make half", sotwNames(t, first), "A", "B")
+	routes := c.recv()
+	if routes.TypeUrl != RouteType {
+		t.Fatalf("after the make half: %s, want the routes", routes.TypeUrl)
+	}
+	c.ack(routes, "r")
 	c.nack(first)
-	c.quiet(300 * time.Millisecond)
+	removal := c.recv()
+	assertNames(t, "after the NACK", sotwNames(t, removal), "B")
+	if removal.VersionInfo == first.VersionInfo {
+		t.Fatalf("the refused version %q was sent again", first.VersionInfo)
+	}
+	c.nack(removal)
+	c.quiet(300 * time.Millisecond) // nothing changed since: nothing more to send
 	s.putEnvoy(t, ClusterType, clusters("C"))
 	assertNames(t, "next change", sotwNames(t, c.recv()), "B", "C")
 }
 
-// Over delta, removals held back for a NACKed addition go out with the next change.
-func TestDeltaRemovalsHeldBackForANACKedAdditionGoWithTheNextChange(t *testing.T) {
-	s, c, m := deltaClustersMovedFromAToB(t)
+// NACK stalls unrelated work: over delta, removals held back behind a response the client
+// NACKs go at once, not with some later, unrelated change.
+func TestNACKDoesNotHoldBackRemovals(t *testing.T) {
+	_, c, m := deltaClustersMovedFromAToB(t)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: m.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: "bad B"}})
-	c.quiet(300 * time.Millisecond)
-	s.putEnvoy(t, ClusterType, clusters("C"))
 	m = c.recv()
-	assertNames(t, "next change", deltaNames(m), "C")
-	// The removal of A may be held back again behind the addition of C (make before break).
-	removed := m.RemovedResources
-	if len(removed) == 0 {
-		c.ack(m)
-		removed = c.recv().RemovedResources
+	if m.TypeUrl != ClusterType || len(m.Resources) != 0 {
+		t.Fatalf("after the NACK: %s %v, want only the removal", m.TypeUrl, deltaNames(m))
 	}
-	assertNames(t, "removed", removed, "A")
+	assertNames(t, "removed", m.RemovedResources, "A")
 }
 
 // A held-back removal is dropped when the cluster came back before the ACK.
@@ -97,14 +106,23 @@ func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery
 	t.Helper()
 	s := startServer(t)
 	s.putEnvoy(t, ClusterType, clusters("A"))
+	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	c.ack(c.recv())
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"r"}})
+	c.ack(c.recv())
 	waitAllAcknowledged(t, s.engine)
-	if _, err := s.store.Apply("test", clusterUpdate(clusters("B"), "A")); err != nil {
-		t.Fatal(err)
-	}
+	s.moveRoute(t, "A", "B")
 	m := c.recv()
 	assertNames(t, "addition", deltaNames(m), "B")
+	if len(m.RemovedResources) != 0 {
+		t.Fatalf("removal sent with the addition: %v", m.RemovedResources)
+	}
+	routes := c.recv()
+	if routes.TypeUrl != RouteType {
+		t.Fatalf("after the addition: %s, want the routes", routes.TypeUrl)
+	}
+	c.ack(routes)
 	return s, c, m
 }

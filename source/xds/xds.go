@@ -16,10 +16,10 @@ import (
 // Envoy resource type URLs. The store keeps the derived Envoy resources in collections named
 // by these type URLs.
 const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	ClusterType  = translate.EnvoyClusterType
+	EndpointType = translate.EnvoyEndpointType
+	ListenerType = translate.EnvoyListenerType
+	RouteType    = translate.EnvoyRouteType
 )
 
 // Protocol names, as logs, metrics and the debug endpoint show them.
@@ -49,22 +49,19 @@ type typeInfo struct {
 	form       wire.Form
 	wildcard   bool // LDS, CDS, the MCP collections and MeshConfig accept wildcard subscriptions
 	priority   int
-	// removalPriority places a response that removes resources (clusters: after routes)
-	removalPriority int
+	order      translate.Dependencies // what goes before it on an aggregated stream
 	// scope narrows a wildcard subscription by the client's node (listeners: a sidecar's are
 	// not a gateway's)
 	scope func(node string) (string, func(string) bool)
 }
 
-// Response order on one ADS stream when several types are due at once: make before break.
-// Clusters before their endpoints, listeners before the routes they name; clusters whose
-// response removes some go after the routes (see clusterRemovalPriority).
+// Response order on one ADS stream when several types are due at once. What must wait for
+// what (make before break) is translate.EnvoyOrder; priority only orders what is free to go.
 const (
 	priorityCluster = iota
 	priorityEndpoint
 	priorityListener
 	priorityRoute
-	priorityClusterRemoval
 	priorityOther
 )
 
@@ -72,14 +69,14 @@ const (
 func resolve(typeURL string) typeInfo {
 	switch typeURL {
 	case ClusterType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, removalPriority: priorityClusterRemoval}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: translate.EnvoyOrder(typeURL)}
 	case EndpointType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: translate.EnvoyOrder(typeURL)}
 	case ListenerType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener,
-			scope: ListenerView}
+			scope: ListenerView, order: translate.EnvoyOrder(typeURL)}
 	case RouteType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: translate.EnvoyOrder(typeURL)}
 	case translate.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
 	}
@@ -97,7 +94,7 @@ func (ti typeInfo) request(typeURL string) *source.Request {
 		// incremental variants, only what changed (the MCP collections are wildcard: whole).
 		PartialStateOfTheWorld: !ti.wildcard,
 		Key:                    typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
-		Priority: ti.priority, RemovalPriority: ti.removalPriority, MakeBeforeBreak: ti.removalPriority != 0,
+		Priority: ti.priority, After: ti.order.After, RemoveAfter: ti.order.RemoveAfter,
 		Scope:           ti.scope,
 		WildcardCapable: ti.wildcard,
 	}

@@ -2,6 +2,8 @@ package envoy
 
 import (
 	"slices"
+
+	"github.com/mcpbridge/mcpbridge/translate"
 	"strconv"
 	"strings"
 )
@@ -9,10 +11,10 @@ import (
 // Envoy resource type URLs. They are also the store collections that hold the derived
 // resources, as source/xds serves them.
 const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	ClusterType  = translate.EnvoyClusterType
+	EndpointType = translate.EnvoyEndpointType
+	ListenerType = translate.EnvoyListenerType
+	RouteType    = translate.EnvoyRouteType
 )
 
 // outputTypes are the four derived collections, in the order the controller writes them.
@@ -21,6 +23,9 @@ var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType
 // OutputTypes returns the type URLs of the derived collections, which are also their store
 // collections: clusters, load assignments, listeners, route configurations.
 func OutputTypes() []string { return slices.Clone(outputTypes[:]) }
+
+// Order is the order in which an aggregated stream delivers these types (translate.EnvoyOrder).
+func Order(typeURL string) translate.Dependencies { return translate.EnvoyOrder(typeURL) }
 
 // Owner is the store owner under which the controller writes the derived collections.
 const Owner = "translate"

@@ -1,0 +1,689 @@
+package source
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	"pgregory.net/rapid"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// The model-based test of the subscription machine. A randomized driver interleaves store
+// writes, subscriptions, name changes (with and without "*"), ACKs, NACKs, stale requests and
+// reconnects with initial versions, for state-of-the-world and incremental clients on one
+// aggregated stream carrying four dependent types (clusters, endpoints, listeners, routes, as
+// translate.EnvoyOrder declares them) and an independent one. After every step it checks the
+// invariants; at the end, once everything is acknowledged, that each client holds exactly what
+// the store holds for its subscription.
+//
+// `make test` runs it with rapid's default number of schedules (100); `make fuzz` runs
+// thousands (-rapid.checks). A failure prints the seed to replay it (-rapid.seed).
+
+// modelType is one type of the test world.
+type modelType struct {
+	key             string
+	wildcardCapable bool
+	partial         bool // state of the world sends only what changed (endpoints, routes)
+	after, remove   []string
+	priority        int
+	universe        []string
+}
+
+var modelTypes = []modelType{
+	{key: "C", wildcardCapable: true, remove: []string{"L", "R"}, priority: 0, universe: []string{"c0", "c1", "c2", "c3"}},
+	{key: "E", partial: true, after: []string{"C"}, priority: 1, universe: []string{"c0", "c1", "c2", "c3"}},
+	{key: "L", wildcardCapable: true, after: []string{"C", "E"}, priority: 2, universe: []string{"l0", "l1"}},
+	{key: "R", partial: true, after: []string{"C", "E", "L"}, priority: 3, universe: []string{"r0", "r1", "r2"}},
+	{key: "M", wildcardCapable: true, priority: 5, universe: []string{"m0", "m1", "m2"}},
+}
+
+func modelTypeOf(key string) modelType {
+	for _, t := range modelTypes {
+		if t.key == key {
+			return t
+		}
+	}
+	panic(key)
+}
+
+// refsOf reads the names a test resource refers to (clusters, for routes, listeners and
+// endpoints).
+func refsOf(e *store.Entry) []string {
+	v := string(e.Resource.GetBody().GetValue())
+	_, refs, _ := strings.Cut(v, "|")
+	if refs == "" {
+		return nil
+	}
+	return strings.Split(refs, ",")
+}
+
+func modelResource(name string, gen int, refs []string) *mcpapi.Resource {
+	return &mcpapi.Resource{
+		Metadata: &mcpapi.Metadata{Name: name},
+		Body:     &anypb.Any{TypeUrl: "type.test/ref", Value: fmt.Appendf(nil, "%d|%s", gen, strings.Join(refs, ","))},
+	}
+}
+
+// world writes random, referentially consistent states to a real store, each in one write, as
+// the translator does: routes, listeners and endpoints name only clusters that exist.
+type world struct {
+	st  *store.Store
+	gen int
+}
+
+func (w *world) write(t *rapid.T, bumpAll bool) []string {
+	w.gen++
+	v := w.st.View()
+	// pick draws which names of a universe exist after the write; bumpAll keeps the sets.
+	pick := func(coll string, universe []string) []string {
+		if bumpAll {
+			return names(entriesOf(v, coll))
+		}
+		var out []string
+		for _, n := range universe {
+			if rapid.Bool().Draw(t, coll+" has "+n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	state := map[string][]*mcpapi.Resource{}
+	// add keeps a resource as it is when its references stay and the draw says so; otherwise
+	// it writes a new version.
+	add := func(coll, name string, refs []string) {
+		old := v.Get(coll, name)
+		if old != nil && !bumpAll && slices.Equal(refsOf(old), refs) && rapid.IntRange(0, 2).Draw(t, "keep "+coll+name) > 0 {
+			state[coll] = append(state[coll], old.Resource)
+			return
+		}
+		state[coll] = append(state[coll], modelResource(name, w.gen, refs))
+	}
+	clusters := pick("C", modelTypeOf("C").universe)
+	for _, c := range clusters {
+		add("C", c, nil)
+	}
+	for _, c := range pick("E", clusters) {
+		add("E", c, []string{c})
+	}
+	for _, coll := range []string{"R", "L"} {
+		for _, n := range pick(coll, modelTypeOf(coll).universe) {
+			var refs []string
+			switch {
+			case bumpAll:
+				refs = refsOf(v.Get(coll, n))
+			case len(clusters) > 0:
+				refs = rapid.SliceOfNDistinct(rapid.SampledFrom(clusters), 0, 2, rapid.ID[string]).Draw(t, "refs of "+n)
+				slices.Sort(refs)
+			}
+			add(coll, n, refs)
+		}
+	}
+	for _, n := range pick("M", modelTypeOf("M").universe) {
+		add("M", n, nil)
+	}
+	var updates []store.Update
+	for _, mt := range modelTypes {
+		updates = append(updates, store.Update{Collection: mt.key, Full: true, Resources: state[mt.key]})
+	}
+	for _, u := range updates {
+		var desc []string
+		for _, r := range u.Resources {
+			desc = append(desc, r.GetMetadata().GetName()+":"+string(r.GetBody().GetValue()))
+		}
+		t.Logf("store %s = %v", u.Collection, desc)
+	}
+	res, err := w.st.Apply("model", updates...)
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	return res.Collections
+}
+
+func entriesOf(v *store.View, coll string) []*store.Entry {
+	_, es := v.Snapshot(coll)
+	return es
+}
+
+func names(es []*store.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// held is what a client holds of one resource.
+type held struct {
+	version string
+	refs    []string
+}
+
+// modelSub is a client's side of one type.
+type modelSub struct {
+	mt               modelType
+	wildcard, legacy bool
+	names            map[string]bool
+	holds            map[string]held // what the client accepted
+	sent             map[string]held // what it was sent on this stream, accepted or not
+	pending          *response
+	accepted         map[string]held // holds once the pending response is ACKed
+	lastNonce        string
+	nackedRemovals   map[string]bool
+	stale            []string // nonces of answered responses, for stale requests
+	// onStream: subscribed on the current stream. After a reconnect the server cannot know
+	// what the client holds of a type before the client subscribes to it again.
+	onStream bool
+}
+
+func (s *modelSub) wants(name string) bool { return s.wildcard || s.names[name] }
+
+// modelClient is one client stream and the machine serving it.
+type modelClient struct {
+	name string
+	mode Mode
+	m    *machine
+	subs map[string]*modelSub
+}
+
+type modelRun struct {
+	w       *world
+	clients []*modelClient
+	shared  map[frameKey]string // content of every shareable response, by its key
+}
+
+func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(*Request)) {
+	req := &Request{
+		Key: mt.key, Collection: mt.key, Known: true, Mode: c.mode, Form: wire.FormAnyBody,
+		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
+		After: mt.after, RemoveAfter: mt.remove, Node: c.name,
+	}
+	build(req)
+	t.Logf("%s sends %s names %v subscribe %v unsubscribe %v nonce %q nack %v initial %v", c.name, req.Key, req.Names, req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail != nil, req.InitialVersions)
+	c.m.request(req, time.Time{})
+	r.flush(t, c)
+}
+
+// flush takes the responses due and delivers them to the client, checking each.
+func (r *modelRun) flush(t *rapid.T, c *modelClient) {
+	v := r.w.st.View()
+	out, err := c.m.due(v)
+	if err != nil {
+		t.Fatalf("%s: due: %v", c.name, err)
+	}
+	for _, resp := range out {
+		r.receive(t, c, v, resp)
+	}
+	// Nothing is sent when nothing changed: a second look at the same view finds nothing.
+	if again, _ := c.m.due(v); len(again) > 0 {
+		t.Fatalf("%s: sent again with nothing changed: %s", c.name, describe(again[0]))
+	}
+}
+
+func describe(r response) string {
+	r.p.materialize()
+	return fmt.Sprintf("type %s nonce %s resources %v removed %v missing %v", r.sub.key, r.nonce, names(r.p.msg.Resources), r.p.msg.Removed, r.p.msg.Missing)
+}
+
+func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp response) {
+	sub := c.subs[resp.sub.key]
+	if sub == nil {
+		t.Fatalf("%s: response for a type never subscribed: %s", c.name, describe(resp))
+	}
+	if sub.pending != nil {
+		t.Fatalf("%s: a second unacknowledged response for %s: %s", c.name, resp.sub.key, describe(resp))
+	}
+	resp.p.materialize()
+	msg := resp.p.msg
+	t.Logf("%s receives %s", c.name, describe(resp))
+	r.checkShared(t, resp)
+	seen := map[string]bool{}
+	onWire := names(msg.Resources)
+	if c.mode == Incremental { // only delta tells of missing names
+		onWire = append(onWire, msg.Missing...)
+	}
+	for _, n := range onWire {
+		if seen[n] {
+			t.Fatalf("%s: name %s twice in one response: %s", c.name, n, describe(resp))
+		}
+		seen[n] = true
+	}
+	sub.pending = &resp
+	sub.lastNonce = resp.nonce
+	apply := func(state map[string]held) map[string]held {
+		next := map[string]held{}
+		if c.mode == Incremental || sub.mt.partial {
+			next = maps.Clone(state)
+		}
+		for _, e := range msg.Resources {
+			if sub.wants(e.Name) {
+				next[e.Name] = held{e.Version, refsOf(e)}
+			}
+		}
+		for _, n := range msg.Removed {
+			delete(next, n)
+		}
+		if c.mode == Incremental {
+			for _, n := range msg.Missing {
+				delete(next, n)
+			}
+		} else if sub.mt.partial {
+			// State of the world tells no deletion of endpoints and routes: the parents stop
+			// naming them and the client drops them. Model that as of this response.
+			for n := range next {
+				if v.Get(sub.mt.key, n) == nil {
+					delete(next, n)
+				}
+			}
+		}
+		return next
+	}
+	before := sub.sent
+	sub.sent = apply(sub.sent)
+	sub.accepted = apply(sub.holds) // what the client holds if it ACKs
+	r.checkReferences(t, c, v, resp, before)
+}
+
+// checkShared: responses that share an encoding must have the same content.
+func (r *modelRun) checkShared(t *rapid.T, resp response) {
+	if resp.p.share == nil {
+		return
+	}
+	var b strings.Builder
+	for _, e := range resp.p.msg.Resources {
+		fmt.Fprintf(&b, "%s=%s ", e.Name, e.Version)
+	}
+	fmt.Fprintf(&b, "removed %v missing %v version %s", resp.p.msg.Removed, resp.p.msg.Missing, resp.p.msg.Version)
+	if prev, ok := r.shared[*resp.p.share]; ok && prev != b.String() {
+		t.Fatalf("two responses under one shared key differ:\n%s\n%s", prev, b.String())
+	}
+	r.shared[*resp.p.share] = b.String()
+}
+
+// checkReferences: on an aggregated stream nothing the client is sent names a cluster it has
+// not been sent, and no cluster is taken away while something it was sent (and that still
+// exists) names it.
+func (r *modelRun) checkReferences(t *rapid.T, c *modelClient, v *store.View, resp response, before map[string]held) {
+	clusters := c.subs["C"]
+	if clusters == nil || !clusters.wildcard {
+		return
+	}
+	key := resp.sub.key
+	if key == "E" || key == "L" || key == "R" {
+		for _, e := range resp.p.msg.Resources {
+			for _, ref := range refsOf(e) {
+				if _, ok := clusters.sent[ref]; !ok {
+					t.Fatalf("%s: %s %s names cluster %s, not yet sent (clusters sent: %v)", c.name, key, e.Name, ref, slices.Sorted(maps.Keys(clusters.sent)))
+				}
+			}
+		}
+	}
+	if key != "C" {
+		return
+	}
+	for name := range before {
+		if _, still := clusters.sent[name]; still {
+			continue
+		}
+		for _, dep := range []string{"L", "R"} {
+			ds := c.subs[dep]
+			if ds == nil || !ds.onStream {
+				continue
+			}
+			for n, h := range ds.sent {
+				if v.Get(dep, n) != nil && slices.Contains(h.refs, name) {
+					t.Fatalf("%s: cluster %s removed while %s %s (sent) still names it", c.name, name, dep, n)
+				}
+			}
+		}
+	}
+}
+
+// dropImplicitlyDeleted: state of the world tells no deletion of endpoints and routes; the
+// parents that stop naming them (in the same write, in this world) make the client drop them.
+func (r *modelRun) dropImplicitlyDeleted() {
+	v := r.w.st.View()
+	for _, c := range r.clients {
+		for _, sub := range c.subs {
+			if c.mode != StateOfTheWorld || !sub.mt.partial {
+				continue
+			}
+			for _, m := range []map[string]held{sub.holds, sub.sent, sub.accepted} {
+				for n := range m {
+					if v.Get(sub.mt.key, n) == nil {
+						delete(m, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+// answer ACKs or NACKs a type's pending response.
+func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
+	sub := c.subs[key]
+	resp := sub.pending
+	sub.pending = nil
+	sub.stale = append(sub.stale, resp.nonce)
+	if nack {
+		// The client keeps what it held; removals it refused must still reach it some day.
+		resp.p.materialize()
+		if len(resp.p.msg.Resources) == 0 { // else the server owes the removals again
+			for _, n := range append(slices.Clone(resp.p.msg.Removed), resp.p.msg.Missing...) {
+				sub.nackedRemovals[n] = true
+			}
+		}
+		if c.mode == StateOfTheWorld && !sub.mt.partial {
+			for n := range sub.holds {
+				if !slices.ContainsFunc(resp.p.msg.Resources, func(e *store.Entry) bool { return e.Name == n }) {
+					sub.nackedRemovals[n] = true
+				}
+			}
+		}
+	} else {
+		sub.holds = sub.accepted
+		for _, n := range append(names(resp.p.msg.Resources), resp.p.msg.Removed...) {
+			delete(sub.nackedRemovals, n)
+		}
+	}
+	r.request(t, c, sub.mt, func(req *Request) {
+		req.Nonce = resp.nonce
+		if nack {
+			req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: "rejected by the model"}
+		}
+		if c.mode == StateOfTheWorld {
+			req.Names = sub.requestNames()
+		}
+	})
+}
+
+func (s *modelSub) requestNames() []string {
+	if s.legacy {
+		return nil
+	}
+	out := slices.Sorted(maps.Keys(s.names))
+	if s.wildcard {
+		out = append(out, Wildcard)
+	}
+	return out
+}
+
+// dropUnwanted: a client forgets what it no longer asks for.
+func (s *modelSub) dropUnwanted() {
+	for _, m := range []map[string]held{s.holds, s.sent, s.accepted} {
+		for n := range m {
+			if !s.wants(n) {
+				delete(m, n)
+			}
+		}
+	}
+}
+
+func newModelClient(name string, mode Mode) *modelClient {
+	return &modelClient{name: name, mode: mode, m: newMachine("model"), subs: map[string]*modelSub{}}
+}
+
+func (r *modelRun) subscribe(t *rapid.T, c *modelClient, mt modelType) {
+	sub := &modelSub{mt: mt, names: map[string]bool{}, holds: map[string]held{}, sent: map[string]held{}, nackedRemovals: map[string]bool{}}
+	c.subs[mt.key] = sub
+	sub.onStream = true
+	asked := rapid.SliceOfDistinct(rapid.SampledFrom(mt.universe), rapid.ID[string]).Draw(t, "names")
+	for _, n := range asked {
+		sub.names[n] = true
+	}
+	if mt.wildcardCapable {
+		switch rapid.IntRange(0, 2).Draw(t, "wildcard") {
+		case 0:
+			sub.names = map[string]bool{}
+		case 1:
+			sub.wildcard = true
+		}
+		// Asking for nothing at first is the wildcard that stays (xds-protocol.rst).
+		if !sub.wildcard && len(sub.names) == 0 {
+			sub.legacy, sub.wildcard = true, true
+		}
+	}
+	r.request(t, c, mt, func(req *Request) {
+		if c.mode == Incremental {
+			req.Subscribe = sub.requestNames()
+		} else {
+			req.Names = sub.requestNames()
+		}
+	})
+}
+
+// changeNames changes an explicit subscription (SotW: only between responses, with the latest
+// nonce, as clients do; delta: at any time, without a nonce).
+func (r *modelRun) changeNames(t *rapid.T, c *modelClient, key string) {
+	sub := c.subs[key]
+	if sub.legacy {
+		return
+	}
+	mt := sub.mt
+	if c.mode == StateOfTheWorld {
+		if sub.pending != nil {
+			return
+		}
+		next := map[string]bool{}
+		for _, n := range rapid.SliceOfDistinct(rapid.SampledFrom(mt.universe), rapid.ID[string]).Draw(t, "names") {
+			next[n] = true
+		}
+		sub.names = next
+		if mt.wildcardCapable {
+			sub.wildcard = rapid.Bool().Draw(t, "star")
+		}
+		sub.dropUnwanted()
+		r.request(t, c, mt, func(req *Request) { req.Names, req.Nonce = sub.requestNames(), sub.lastNonce })
+		return
+	}
+	subscribe := rapid.SliceOfDistinct(rapid.SampledFrom(mt.universe), rapid.ID[string]).Draw(t, "subscribe")
+	unsubscribe := rapid.SliceOfDistinct(rapid.SampledFrom(mt.universe), rapid.ID[string]).Draw(t, "unsubscribe")
+	unsubscribe = slices.DeleteFunc(unsubscribe, func(n string) bool { return slices.Contains(subscribe, n) })
+	if mt.wildcardCapable {
+		switch rapid.IntRange(0, 2).Draw(t, "star") {
+		case 1:
+			subscribe = append(subscribe, Wildcard)
+			sub.wildcard = true
+		case 2:
+			unsubscribe = append(unsubscribe, Wildcard)
+			sub.wildcard = false
+		}
+	}
+	for _, n := range subscribe {
+		if n != Wildcard {
+			sub.names[n] = true
+		}
+	}
+	for _, n := range unsubscribe {
+		delete(sub.names, n)
+	}
+	sub.dropUnwanted()
+	r.request(t, c, mt, func(req *Request) { req.Subscribe, req.Unsubscribe = subscribe, unsubscribe })
+}
+
+// reconnect opens a new stream: an incremental client says what it holds.
+func (r *modelRun) reconnect(t *rapid.T, c *modelClient) {
+	c.m = newMachine("model")
+	for _, sub := range c.subs {
+		sub.onStream = false
+	}
+	for _, mt := range modelTypes {
+		sub := c.subs[mt.key]
+		if sub == nil {
+			continue
+		}
+		if !sub.wildcard && len(sub.names) == 0 {
+			delete(c.subs, mt.key) // nothing to ask for: not subscribed on the new stream
+			continue
+		}
+		sub.onStream = true
+		sub.pending, sub.lastNonce, sub.stale = nil, "", nil
+		sub.sent = maps.Clone(sub.holds)
+		r.request(t, c, mt, func(req *Request) {
+			if c.mode == StateOfTheWorld {
+				req.Names = sub.requestNames()
+				return
+			}
+			req.Subscribe = sub.requestNames()
+			req.InitialVersions = map[string]string{}
+			for n, h := range sub.holds {
+				req.InitialVersions[n] = h.version
+			}
+		})
+	}
+}
+
+// quiesce acknowledges every response until none is due.
+func (r *modelRun) quiesce(t *rapid.T) {
+	for range 100 {
+		answered := false
+		for _, c := range r.clients {
+			for _, mt := range modelTypes {
+				if sub := c.subs[mt.key]; sub != nil && sub.pending != nil {
+					r.answer(t, c, mt.key, false)
+					answered = true
+				}
+			}
+		}
+		if !answered {
+			return
+		}
+	}
+	t.Fatal("responses kept coming after 100 rounds of acknowledgements")
+}
+
+// checkConverged: each client holds exactly what the store holds for its subscription.
+func (r *modelRun) checkConverged(t *rapid.T) {
+	v := r.w.st.View()
+	for _, c := range r.clients {
+		for _, mt := range modelTypes {
+			sub := c.subs[mt.key]
+			if sub == nil {
+				continue
+			}
+			want := map[string]string{}
+			for _, e := range entriesOf(v, mt.key) {
+				if sub.wants(e.Name) {
+					want[e.Name] = e.Version
+				}
+			}
+			for n, h := range sub.holds {
+				w, live := want[n]
+				switch {
+				case live && w != h.version:
+					t.Fatalf("%s (%s): %s %s at version %s, store has %s", c.name, c.mode, mt.key, n, h.version, w)
+				case !live && c.mode == StateOfTheWorld && mt.partial:
+					// State of the world has no removal for endpoints and routes: their parents stop naming them.
+				case !live && sub.nackedRemovals[n]:
+					// The client refused the response that removed it.
+				case !live:
+					t.Fatalf("%s (%s): still holds %s %s, which the store deleted", c.name, c.mode, mt.key, n)
+				}
+			}
+			for n, w := range want {
+				if _, ok := sub.holds[n]; !ok {
+					t.Fatalf("%s (%s): lacks %s %s (version %s)", c.name, c.mode, mt.key, n, w)
+				}
+			}
+		}
+	}
+}
+
+func TestMachineAgainstModel(t *testing.T) {
+	rapid.Check(t, runModel)
+}
+
+func runModel(t *rapid.T) {
+	r := &modelRun{w: &world{st: store.New(store.Options{})}, shared: map[frameKey]string{}}
+	r.w.write(t, false)
+	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
+		mode := StateOfTheWorld
+		if rapid.Bool().Draw(t, "incremental") {
+			mode = Incremental
+		}
+		r.clients = append(r.clients, newModelClient(fmt.Sprintf("client%d", i), mode))
+	}
+	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }
+	subscribedKey := func(t *rapid.T, c *modelClient, pending bool) (string, bool) {
+		var keys []string
+		for _, mt := range modelTypes {
+			if sub := c.subs[mt.key]; sub != nil && (!pending || sub.pending != nil) {
+				keys = append(keys, mt.key)
+			}
+		}
+		if len(keys) == 0 {
+			return "", false
+		}
+		return rapid.SampledFrom(keys).Draw(t, "type"), true
+	}
+	t.Repeat(map[string]func(*rapid.T){
+		"write": func(t *rapid.T) {
+			changed := r.w.write(t, false)
+			r.dropImplicitlyDeleted()
+			for _, c := range r.clients {
+				c.m.changed(changed)
+				r.flush(t, c)
+			}
+		},
+		"subscribe": func(t *rapid.T) {
+			c := client(t)
+			mt := rapid.SampledFrom(modelTypes).Draw(t, "type")
+			if c.subs[mt.key] != nil {
+				t.Skip("already subscribed")
+			}
+			r.subscribe(t, c, mt)
+		},
+		"ack": func(t *rapid.T) {
+			c := client(t)
+			if key, ok := subscribedKey(t, c, true); ok {
+				r.answer(t, c, key, false)
+			}
+		},
+		"nack": func(t *rapid.T) {
+			c := client(t)
+			if key, ok := subscribedKey(t, c, true); ok {
+				r.answer(t, c, key, true)
+			}
+		},
+		"names": func(t *rapid.T) {
+			c := client(t)
+			if key, ok := subscribedKey(t, c, false); ok {
+				r.changeNames(t, c, key)
+			}
+		},
+		"stale": func(t *rapid.T) {
+			c := client(t)
+			key, ok := subscribedKey(t, c, false)
+			if !ok || len(c.subs[key].stale) == 0 {
+				t.Skip("no stale nonce")
+			}
+			sub := c.subs[key]
+			old := rapid.SampledFrom(sub.stale).Draw(t, "stale nonce")
+			if old == sub.lastNonce {
+				t.Skip("the latest nonce is not stale")
+			}
+			r.request(t, c, sub.mt, func(req *Request) {
+				req.Nonce = old
+				req.Names = sub.requestNames()
+			})
+		},
+		"reconnect": func(t *rapid.T) { r.reconnect(t, client(t)) },
+	})
+	// Quiescence: one last write gives every live resource a version no client refused, then
+	// every response is acknowledged.
+	changed := r.w.write(t, true)
+	for _, c := range r.clients {
+		c.m.changed(changed)
+		r.flush(t, c)
+	}
+	r.quiesce(t)
+	r.checkConverged(t)
+}

@@ -1,0 +1,39 @@
+package translate
+
+// The Envoy resource types the translation derives (translate/envoy). Their type URLs are also
+// the store collections that hold them, as source/xds serves them.
+const (
+	EnvoyClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EnvoyEndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	EnvoyListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	EnvoyRouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// Dependencies say how one derived type is ordered against the others on one aggregated
+// stream: its responses go after the types in After have been sent everything up to the same
+// store revision, and a deletion goes after the types in RemoveAfter have been sent everything
+// up to the revision that made it.
+type Dependencies struct {
+	After, RemoveAfter []string
+}
+
+// EnvoyOrder is the make-before-break order of xds-protocol.rst ("Eventual consistency
+// considerations"), declared with the translation because it knows what refers to what:
+// routes name clusters, listeners name route configurations, load assignments belong to
+// clusters. So clusters go first, endpoints after their clusters, listeners after both, routes
+// after listeners; a cluster is removed only once listeners and routes no longer name it. The
+// translation controller (translate/envoy) writes all four types in one store write, so one
+// revision covers a whole move.
+func EnvoyOrder(typeURL string) Dependencies {
+	switch typeURL {
+	case EnvoyClusterType:
+		return Dependencies{RemoveAfter: []string{EnvoyListenerType, EnvoyRouteType}}
+	case EnvoyEndpointType:
+		return Dependencies{After: []string{EnvoyClusterType}}
+	case EnvoyListenerType:
+		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType}}
+	case EnvoyRouteType:
+		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType}}
+	}
+	return Dependencies{}
+}

@@ -11,7 +11,7 @@ LDFLAGS   := -X github.com/mcpbridge/mcpbridge/internal/buildinfo.Version=$(VERS
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHTIME ?= 1x
 
-.PHONY: all build run test bench generate lint fuzz tools-protoc clean
+.PHONY: all build run test bench generate lint fuzz fuzz-model tools-protoc clean
 
 all: build
 
@@ -30,12 +30,18 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
+# Then a long run of the engine's model-based test (MODELCHECKS random schedules; make test
+# runs 100).
 FUZZTIME ?= 20s
-fuzz:
+MODELCHECKS ?= 20000
+fuzz: fuzz-model
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
+
+fuzz-model:
+	$(GO) test -run '^TestMachineAgainstModel$$' -count=1 ./source/ -rapid.checks=$(MODELCHECKS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

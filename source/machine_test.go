@@ -1,0 +1,163 @@
+package source
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// Cases the model-based test found, kept as plain regression tests of the machine. The world
+// is modelTypes': clusters C, endpoints E, listeners L, routes R (as translate.EnvoyOrder
+// orders them) and an independent M.
+
+type machineHarness struct {
+	t  *testing.T
+	st *store.Store
+	m  *machine
+}
+
+func newMachineHarness(t *testing.T) *machineHarness {
+	return &machineHarness{t: t, st: store.New(store.Options{}), m: newMachine("test")}
+}
+
+// write replaces the given collections, each name mapped to the clusters it refers to.
+func (h *machineHarness) write(state map[string]map[string][]string) {
+	h.t.Helper()
+	var updates []store.Update
+	for coll, byName := range state {
+		u := store.Update{Collection: coll, Full: true}
+		for name, refs := range byName {
+			u.Resources = append(u.Resources, modelResource(name, 0, refs))
+		}
+		updates = append(updates, u)
+	}
+	res, err := h.st.Apply("test", updates...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.m.changed(res.Collections)
+}
+
+func (h *machineHarness) send(key string, mode Mode, build func(*Request)) {
+	mt := modelTypeOf(key)
+	req := &Request{
+		Key: key, Collection: key, Known: true, Mode: mode, Form: wire.FormAnyBody, Priority: mt.priority,
+		WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial, After: mt.after, RemoveAfter: mt.remove,
+	}
+	build(req)
+	h.m.request(req, time.Time{})
+}
+
+// flush returns the responses due, materialized.
+func (h *machineHarness) flush() []response {
+	h.t.Helper()
+	out, err := h.m.due(h.st.View())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, r := range out {
+		r.p.materialize()
+	}
+	return out
+}
+
+func (h *machineHarness) one(key string) response {
+	h.t.Helper()
+	out := h.flush()
+	if len(out) != 1 || out[0].sub.key != key {
+		h.t.Fatalf("want one response for %s, got %d: %v", key, len(out), describeAll(out))
+	}
+	return out[0]
+}
+
+func (h *machineHarness) ack(r response) {
+	h.send(r.sub.key, r.sub.mode, func(req *Request) { req.Nonce = r.nonce })
+}
+
+func (h *machineHarness) nack(r response) {
+	h.send(r.sub.key, r.sub.mode, func(req *Request) {
+		req.Nonce, req.ErrorDetail = r.nonce, &rpcstatus.Status{Code: 3, Message: "refused"}
+	})
+}
+
+func describeAll(rs []response) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, describe(r))
+	}
+	return out
+}
+
+// A deletion held back until the routes move off it is not told as "does not exist" either
+// when the client asks for the name anew meanwhile.
+func TestHeldBackDeletionIsNotToldMissingToANameAskedAnew(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"C": {"c1": nil}, "R": {"r0": {"c1"}}})
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	h.ack(h.one("C"))
+	h.send("R", Incremental, func(r *Request) { r.Subscribe = []string{"r0"} })
+	routes := h.one("R") // not acknowledged yet
+	h.write(map[string]map[string][]string{"C": {}, "R": {"r0": nil}})
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{"c1"} })
+	for _, r := range h.flush() {
+		if r.sub.key == "C" && (slices.Contains(r.p.msg.Missing, "c1") || slices.Contains(r.p.msg.Removed, "c1")) {
+			t.Fatalf("c1 taken away while the route the client holds names it: %s", describe(r))
+		}
+	}
+	h.ack(routes)
+	got := h.flush() // the routes first, then the removal, in that order
+	if len(got) != 2 || got[0].sub.key != "R" || got[1].sub.key != "C" || !slices.Equal(got[1].p.msg.Removed, []string{"c1"}) {
+		t.Fatalf("want the routes then the removal of c1, got %v", describeAll(got))
+	}
+}
+
+// A NACK refuses a response's resources, not its removals: those still reach the client.
+func TestNACKedIncrementalResponseStillDeliversItsRemovals(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"M": {"a": nil, "b": nil}})
+	h.send("M", Incremental, func(r *Request) {})
+	h.ack(h.one("M"))
+	h.write(map[string]map[string][]string{"M": {"a": {"changed"}}})
+	h.nack(h.one("M"))
+	again := h.one("M")
+	if len(again.p.msg.Resources) != 0 || !slices.Equal(again.p.msg.Removed, []string{"b"}) {
+		t.Fatalf("after the NACK: %s, want only the removal of b", describe(again))
+	}
+	h.nack(again) // refusing a removal-only response does not make a loop
+	if out := h.flush(); len(out) != 0 {
+		t.Fatalf("sent again after a refused removal: %v", describeAll(out))
+	}
+}
+
+// A wildcard entered anew with nothing to send still counts as caught up: the types that
+// come after it are not held back for ever.
+func TestWildcardEnteredAnewWithNothingToSendDoesNotBlockDependents(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"R": {"r0": nil}, "M": {"m": nil}})
+	h.send("L", Incremental, func(r *Request) { r.Subscribe = []string{"l0"} })
+	h.ack(h.one("L"))
+	h.send("L", Incremental, func(r *Request) { r.Subscribe, r.Unsubscribe = []string{Wildcard}, []string{"l0"} })
+	h.send("R", Incremental, func(r *Request) { r.Subscribe = []string{"r0"} })
+	out := h.flush()
+	if len(out) != 1 || out[0].sub.key != "R" || len(out[0].p.msg.Resources) != 1 {
+		t.Fatalf("want the route, got %v", describeAll(out))
+	}
+}
+
+// Found by the model: an explicit "*" subscription and a name in it that does not exist are
+// answered with the name as missing, and never twice in one response.
+func TestWildcardPlusMissingNameIsToldOnce(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"M": {"a": nil}})
+	h.send("M", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard, "a", "nope"} })
+	r := h.one("M")
+	if got := names(r.p.msg.Resources); !slices.Equal(got, []string{"a"}) || !slices.Equal(r.p.msg.Missing, []string{"nope"}) {
+		t.Fatalf("got %s", describe(r))
+	}
+}
+

@@ -160,4 +160,3 @@ func TestWildcardPlusMissingNameIsToldOnce(t *testing.T) {
 		t.Fatalf("got %s", describe(r))
 	}
 }
-

@@ -142,8 +142,6 @@ type pending struct {
 	// share is set when every stream at the same revision would get the same bytes: the
 	// encoded frame is then cached and shared.
 	share *frameKey
-	// removes is set when the response takes resources away from the client.
-	removes bool
 	// fill, when set, reads msg's resources: a full state is read only if the response is
 	// encoded here, not when another stream already encoded the same one (see materialize).
 	fill func()
@@ -375,7 +373,6 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 	}
 	slices.Sort(p.msg.Removed)
 	sortEntries(p.removed)
-	p.removes = len(p.msg.Removed) > 0
 	return p
 }
 
@@ -419,7 +416,7 @@ func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev 
 		return p // nothing the client holds changed
 	}
 	full := s.full(v, rev, protocol)
-	full.held, full.removes = held, len(removable) > 0
+	full.held = held
 	if len(held) > 0 {
 		full.materialize()
 		full.msg.Resources = mergeEntries(full.msg.Resources, held)
@@ -501,7 +498,6 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 			p.removed = append(p.removed, e)
 		}
 	}
-	p.removes = len(p.msg.Removed) > 0
 	if len(s.fresh) == 0 && !s.freshAll && len(s.held) == 0 && len(p.held) == 0 {
 		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view, wildcard: s.wildcard}
 		if len(s.names) > 0 {

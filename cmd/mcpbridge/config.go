@@ -29,28 +29,31 @@ type (
 
 // defaults are the values of every key when nothing else sets it.
 var defaults = map[string]any{
-	"grpc.address":              "127.0.0.1:15010",
-	"grpc.max_recv_msg_size":    4 << 20,
-	"grpc.shutdown_grace":       "5s",
-	"http.address":              "127.0.0.1:15014",
-	"log.level":                 "info",
-	"log.format":                "text",
-	"sources.files":             []string{},
-	"sources.file_debounce":     "100ms",
-	"sources.startup_timeout":   "30s",
-	"store.tombstone_retention": "5m",
-	"collections":               []string{},
-	"sources.upstreams":         []any{},
-	"downstreams":               []any{},
-	"sink.node_id":              "mcpbridge",
-	"sink.node_annotations":     map[string]string{},
-	"sink.incremental":          true,
-	"sink.expiry":               "0s",
-	"xds.mesh_config_file":      "",
-	"xds.send_timeout":          "10s",
-	"xds.max_response_size":     4 << 20,
-	"translate.enabled":         true,
-	"translate.domain_suffix":   "cluster.local",
+	"grpc.address":                     "127.0.0.1:15010",
+	"grpc.max_recv_msg_size":           4 << 20,
+	"grpc.shutdown_grace":              "5s",
+	"grpc.keepalive.min_ping_interval": "5s",
+	"grpc.keepalive.time":              "30s",
+	"grpc.keepalive.timeout":           "10s",
+	"http.address":                     "127.0.0.1:15014",
+	"log.level":                        "info",
+	"log.format":                       "text",
+	"sources.files":                    []string{},
+	"sources.file_debounce":            "100ms",
+	"sources.startup_timeout":          "30s",
+	"store.tombstone_retention":        "5m",
+	"collections":                      []string{},
+	"sources.upstreams":                []any{},
+	"downstreams":                      []any{},
+	"sink.node_id":                     "mcpbridge",
+	"sink.node_annotations":            map[string]string{},
+	"sink.incremental":                 true,
+	"sink.expiry":                      "0s",
+	"xds.mesh_config_file":             "",
+	"xds.send_timeout":                 "10s",
+	"xds.max_response_size":            4 << 20,
+	"translate.enabled":                true,
+	"translate.domain_suffix":          "cluster.local",
 }
 
 // flagKeys maps each configuration flag to its key.
@@ -228,6 +231,14 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "xds.send_timeout": c.XDS.SendTimeout} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
+		}
+	}
+	for key, d := range map[string]time.Duration{
+		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
+		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,
+	} {
+		if d <= 0 {
+			return configErrorf("%s: must be a positive duration, got %s", key, d)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -122,10 +123,7 @@ func (b *Bridge) wireSink() error {
 }
 
 func (b *Bridge) wireSource() {
-	b.grpc = grpc.NewServer(
-		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
-		grpc.MaxRecvMsgSize(b.cfg.GRPC.MaxRecvMsgSize),
-	)
+	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC)...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
@@ -138,6 +136,19 @@ func (b *Bridge) wireSource() {
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
 	(&xds.Server{Engine: b.engine}).Register(b.grpc)
+}
+
+// serverOptions are the gRPC server's options from its configuration.
+func serverOptions(cfg GRPCConfig) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		// Accept the keepalive pings of real clients (istiod's xds:// config source, Envoy,
+		// grpc-go), also on connections without streams, instead of gRPC's default of one
+		// every 5 minutes with streams only; ping idle connections to find dead peers.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
+	}
 }
 
 // wireSources adds the producers the bridge reads (files, upstreams) and the sinks it pushes to.

@@ -60,7 +60,23 @@ type GRPCConfig struct {
 	// MaxRecvMsgSize bounds one message a client or producer sends, in bytes.
 	MaxRecvMsgSize int `mapstructure:"max_recv_msg_size"`
 	// ShutdownGrace is how long a stop waits for streams to end before closing connections.
-	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+	ShutdownGrace time.Duration   `mapstructure:"shutdown_grace"`
+	Keepalive     KeepaliveConfig `mapstructure:"keepalive"`
+}
+
+// KeepaliveConfig is the gRPC server's HTTP/2 keepalive: the pings it accepts from clients and
+// the pings it sends on idle connections.
+type KeepaliveConfig struct {
+	// MinPingInterval is the shortest interval between client pings the server accepts, with
+	// or without open streams; a client pinging faster is ended with GOAWAY
+	// ENHANCE_YOUR_CALM ("too_many_pings"). gRPC's own default (5 minutes, and no pings
+	// without streams) ends istiod's and Envoy's keepalives; grpc-go clients never ping more
+	// often than every 10s.
+	MinPingInterval time.Duration `mapstructure:"min_ping_interval"`
+	// Time is how long a connection may be idle before the server pings it; Timeout how long
+	// it waits for the answer before closing a dead connection.
+	Time    time.Duration `mapstructure:"time"`
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 type HTTPConfig struct {
@@ -91,7 +107,8 @@ type StoreConfig struct {
 // section 2 and config.yaml. cmd/mcpbridge's test holds its viper defaults to it.
 func DefaultConfig() *Config {
 	return &Config{
-		GRPC:        GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second},
+		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
+			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
 		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
 		Log:         LogConfig{Level: "info", Format: "text"},
 		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},

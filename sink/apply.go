@@ -147,6 +147,27 @@ func (a *applier) request(collection, nonce string) *mcp.RequestResources {
 	return req
 }
 
+// openingRequests open every collection on a new stream of one owner (a producer dialling
+// the ResourceSink, or an upstream the bridge dials). An incremental collection is resumed
+// from the versions that owner's copies have in the store, served or shadowed by another
+// owner's, so that the producer sends only the difference and the removals of what it
+// deleted while away; an owner holding nothing there is asked for its full state.
+func (a *applier) openingRequests(owner string) []*mcp.RequestResources {
+	v := a.store.View()
+	out := make([]*mcp.RequestResources, 0, len(a.asked.list))
+	for _, c := range a.asked.list {
+		req := a.request(c.Name, "")
+		if c.Incremental {
+			_, canonical, _ := a.asked.lookup(c.Name)
+			if held := v.OwnedVersions(canonical, owner); len(held) > 0 {
+				req.InitialResourceVersions = held
+			}
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
 // faultError names the collection as the producer did (not the canonical name the store
 // saw), then the resource and the fault.
 func faultError(collection string, err error) error {

@@ -87,7 +87,9 @@ func (s *Server) Stop() {
 var errStopping = status.Error(codes.Unavailable, "mcpbridge is shutting down")
 
 // EstablishResourceStream serves one producer's stream: it asks for every configured
-// collection, then applies and answers each Resources message in order of arrival.
+// collection (an incremental one with the versions the producer's copies have, so that a
+// reconnecting producer sends the removals of what it deleted while away), then applies and
+// answers each Resources message in order of arrival.
 func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources]) error {
 	select {
 	case <-s.stopped:
@@ -105,8 +107,8 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	defer sm.Close()
 	log.Info("producer stream opened")
 
-	for _, c := range s.applier.asked.list {
-		if err := stream.Send(s.applier.request(c.Name, "")); err != nil {
+	for _, req := range s.applier.openingRequests(owner) {
+		if err := stream.Send(req); err != nil {
 			sm.SendFailed(err)
 			return err
 		}

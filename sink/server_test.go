@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -381,4 +382,38 @@ func assertStaysFor(t *testing.T, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A producer that reconnects is told what the bridge still holds from it, for every
+// incremental collection (initial_resource_versions), so that it can send the removal of
+// what it deleted while away; without that the deleted resource stayed served for ever.
+func TestSinkTellsReconnectingProducerWhatItHolds(t *testing.T) {
+	b := startSink(t, Options{})
+	p := dialProducer(t, b.addr, "p")
+	p.requests(len(DefaultCollections()))
+	p.mustACK(&mcp.Resources{Collection: seColl, Incremental: true, Resources: ses("a", "b")})
+	p.mustACK(&mcp.Resources{Collection: vsColl, Incremental: true, Resources: []*mcpapi.Resource{virtualService("ns/v", "v.example")}})
+	want := map[string]string{}
+	for _, name := range []string{"ns/a", "ns/b"} {
+		want[name] = b.store.View().Get(seColl, name).Version
+	}
+	p.close()
+
+	again := dialProducer(t, b.addr, "p")
+	opening := map[string]*mcp.RequestResources{}
+	for _, r := range again.requests(len(DefaultCollections())) {
+		opening[r.Collection] = r
+	}
+	if got := opening[seColl].GetInitialResourceVersions(); !maps.Equal(got, want) {
+		t.Fatalf("%s opened with initial versions %v, want %v", seColl, got, want)
+	}
+	if got := opening[vsColl].GetInitialResourceVersions(); len(got) != 1 || got["ns/v"] == "" {
+		t.Fatalf("%s opened with initial versions %v, want ns/v", vsColl, got)
+	}
+	if got := opening[gwColl].GetInitialResourceVersions(); len(got) != 0 {
+		t.Fatalf("%s, where the producer holds nothing, opened with %v, want none (full state)", gwColl, got)
+	}
+	// The producer deleted ns/b while away: it says so, incrementally, and ns/b goes.
+	again.mustACK(&mcp.Resources{Collection: seColl, Incremental: true, RemovedResources: []string{"ns/b"}})
+	assertNames(t, b.store, seColl, "ns/a")
 }

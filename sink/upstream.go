@@ -172,32 +172,8 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 	}
 }
 
-// requests opens every collection. An incremental collection is resumed from the versions
-// this upstream already holds in the store, so that the upstream sends only the difference
-// (and the removals); an empty set asks for the full state.
-func (u *Upstream) requests() []*mcp.RequestResources {
-	v := u.applier.store.View()
-	out := make([]*mcp.RequestResources, 0, len(u.applier.asked.list))
-	for _, c := range u.applier.asked.list {
-		req := u.applier.request(c.Name, "")
-		if c.Incremental {
-			_, canonical, _ := u.applier.asked.lookup(c.Name)
-			req.InitialResourceVersions = u.heldVersions(v, canonical)
-		}
-		out = append(out, req)
-	}
-	return out
-}
-
-// heldVersions reads the versions this upstream's copies have in the store, served or
-// shadowed by another owner, so that a deletion made upstream while disconnected is reported.
-func (u *Upstream) heldVersions(v *store.View, collection string) map[string]string {
-	held := v.OwnedVersions(collection, u.owner)
-	if len(held) == 0 {
-		return nil
-	}
-	return held
-}
+// requests opens every collection, resumed from what this upstream holds (openingRequests).
+func (u *Upstream) requests() []*mcp.RequestResources { return u.applier.openingRequests(u.owner) }
 
 func (u *Upstream) markSynced(canonical string) {
 	if u.synced[canonical] {

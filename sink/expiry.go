@@ -43,7 +43,9 @@ func (p *presence) open(owner string) {
 		op = &ownerPresence{}
 		p.owners[owner] = op
 	}
-	op.streams++
+	if op.streams++; op.streams == 1 {
+		p.setPresent(owner, true)
+	}
 	if op.expire != nil {
 		op.expire.Stop() // if it already fired, expire sees it was superseded and does nothing
 		op.expire = nil
@@ -62,6 +64,7 @@ func (p *presence) close(owner string) {
 	if op.streams--; op.streams > 0 {
 		return
 	}
+	p.setPresent(owner, false)
 	if p.expiry <= 0 || p.stopped {
 		delete(p.owners, owner) // nothing to remember about an owner without streams
 		return
@@ -69,6 +72,20 @@ func (p *presence) close(owner string) {
 	op.armed++
 	armed := op.armed
 	op.expire = time.AfterFunc(p.expiry, func() { p.expire(owner, op, armed) })
+}
+
+// setPresent tells the store whether the owner has a stream: a present owner's copies win
+// conflicts over an absent one's, so a producer that went away never shadows a live one.
+func (p *presence) setPresent(owner string, present bool) {
+	res, err := p.store.SetOwnerPresent(owner, present)
+	if err != nil {
+		p.log.Error("could not record the producer's presence", "owner", owner, "present", present, "error", err)
+		return
+	}
+	if res.Changed > 0 {
+		p.log.Info("producer presence changed which copies are served", "owner", owner, "present", present,
+			"changed", res.Changed, "collections", res.Collections)
+	}
 }
 
 // expire deletes owner's resources if the expiry that fired is still the owner's armed one.

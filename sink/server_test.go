@@ -417,3 +417,28 @@ func TestSinkTellsReconnectingProducerWhatItHolds(t *testing.T) {
 	again.mustACK(&mcp.Resources{Collection: seColl, Incremental: true, RemovedResources: []string{"ns/b"}})
 	assertNames(t, b.store, seColl, "ns/a")
 }
+
+// Dead owners shadow live ones: with sink.expiry 0, producer "a" (whose ID sorts first) that
+// disconnected kept shadowing live producer "b"'s copy of the same name. A connected owner
+// wins over a disconnected one; when "a" is back, the ID order holds again.
+func TestConnectedOwnerWinsOverDisconnected(t *testing.T) {
+	b := startSink(t, Options{})
+	pa := dialProducer(t, b.addr, "a")
+	pb := dialProducer(t, b.addr, "b")
+	pa.requests(len(DefaultCollections()))
+	pb.requests(len(DefaultCollections()))
+	pa.mustACK(full(seColl, serviceEntry("ns/x", "a.example")))
+	pb.mustACK(full(seColl, serviceEntry("ns/x", "b.example")))
+	owner := func() string { return b.store.View().Get(seColl, "ns/x").Owner }
+	if got := owner(); got != "producer:a" {
+		t.Fatalf("both connected: %s served, want producer:a", got)
+	}
+	pa.close()
+	eventually(t, "producer:b served once producer:a is gone", func() bool { return owner() == "producer:b" })
+	again := dialProducer(t, b.addr, "a")
+	again.requests(len(DefaultCollections()))
+	again.mustACK(full(seColl, serviceEntry("ns/x", "a2.example")))
+	if got := owner(); got != "producer:a" {
+		t.Fatalf("a back: %s served, want producer:a", got)
+	}
+}

@@ -151,6 +151,12 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 	defer u.connected.Store(false)
 	u.peer.Up()
 	u.log.Info("upstream stream opened")
+	present := false
+	defer func() {
+		if present { // gone: its copies lose conflicts to present owners' until it is back
+			u.setPresent(false)
+		}
+	}()
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -158,6 +164,10 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 				sm.RecvFailed(err)
 			}
 			return applied, err
+		}
+		if !present {
+			present = true
+			u.setPresent(true)
 		}
 		o := u.applier.handle(u.owner, m)
 		logOutcome(u.log, m, o)
@@ -169,6 +179,12 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 			sm.SendFailed(err)
 			return applied, err
 		}
+	}
+}
+
+func (u *Upstream) setPresent(present bool) {
+	if _, err := u.applier.store.SetOwnerPresent(u.owner, present); err != nil {
+		u.log.Error("could not record the upstream's presence", "present", present, "error", err)
 	}
 }
 

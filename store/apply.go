@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -87,6 +88,37 @@ func (s *Store) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) 
 		return Result{}, err
 	}
 	return s.write(owner, prepared, true)
+}
+
+// SetOwnerPresent says whether an owner is present (a producer with an open stream) or
+// absent (all its streams ended; its resources stay until it comes back or expires). An
+// absent owner's copies lose every conflict to a present owner's, so what is served may
+// change: the names the owner holds are resolved again in one write, which changes
+// revisions only where the served copy changes.
+func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
+	if err := checkKey("owner", owner); err != nil || owner == "" {
+		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.absent[owner] == !present {
+		return Result{Revision: s.revision}, nil
+	}
+	if present {
+		delete(s.absent, owner)
+	} else {
+		s.absent[owner] = true
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	w := s.newWriter(txn, owner)
+	it, err := txn.Get(tableOwned, "owner_collection_prefix", owner+"\x00")
+	mustTxn(err)
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		o := obj.(*ownedEntry)
+		w.touch(o.Collection, o.Name)
+	}
+	return s.commit(txn, w, owner), nil
 }
 
 // preparedUpdate is an Update validated, versioned and marshalled, ready for the transaction.
@@ -204,7 +236,7 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 
-	w := &writer{txn: txn, owner: owner, rev: s.revision + 1, now: s.now(), touched: map[string]map[string]bool{}}
+	w := s.newWriter(txn, owner)
 	listed := make(map[string]bool, len(updates))
 	for _, u := range updates {
 		listed[u.Collection] = true
@@ -217,13 +249,26 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 			}
 		}
 	}
+	if replaceAll && len(updates) == 0 {
+		delete(s.absent, owner) // it holds nothing any more: nothing to remember of it
+	}
+	return s.commit(txn, w, owner), nil
+}
+
+func (s *Store) newWriter(txn *memdb.Txn, owner string) *writer {
+	return &writer{txn: txn, owner: owner, rev: s.revision + 1, now: s.now(), touched: map[string]map[string]bool{}, absent: s.absent}
+}
+
+// commit resolves the touched names, commits, and wakes the subscribers of the collections
+// whose served view changed. The caller holds writeMu.
+func (s *Store) commit(txn *memdb.Txn, w *writer, owner string) Result {
 	res := w.resolve()
 	if res.Changed == 0 {
 		// Owned copies may still have changed (a shadowed owner's update): commit those.
 		txn.Commit()
 		res.Revision = s.revision
 		s.report(owner, res)
-		return res, nil
+		return res
 	}
 	txn.Commit()
 	s.revision = w.rev
@@ -231,13 +276,13 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 	res.Revision = w.rev
 	s.topics.notify(res.Collections)
 	s.report(owner, res)
-	return res, nil
+	return res
 }
 
 func (s *Store) report(owner string, res Result) {
 	for _, c := range res.Conflicts {
 		s.conflicts.Add(1)
-		s.log.Warn("resource held by more than one owner; serving the first owner by ID",
+		s.log.Warn("resource held by more than one owner; serving a present owner first, then the first by ID",
 			"collection", c.Collection, "name", c.Name, "served", c.Served, "shadowed", c.Shadowed, "writer", owner)
 	}
 }
@@ -250,6 +295,7 @@ type writer struct {
 	now   time.Time
 	// touched names per collection whose owned copies changed, to resolve afterwards
 	touched map[string]map[string]bool
+	absent  map[string]bool // Store.absent, read under writeMu
 }
 
 func (w *writer) touch(coll, name string) {
@@ -330,15 +376,20 @@ func (w *writer) resolve() Result {
 	for _, coll := range colls {
 		info := *collectionInfo(w.txn, coll)
 		changed := 0
+		shadowedBefore := info.Shadowed
 		for name := range w.touched[coll] {
-			written, countDelta, conflict := w.resolveName(coll, name)
+			written, delta, conflict := w.resolveName(coll, name)
 			if conflict != nil {
 				res.Conflicts = append(res.Conflicts, *conflict)
 			}
+			info.Shadowed += delta.shadowed
 			if written {
 				changed++
-				info.Count += countDelta
+				info.Count += delta.count
 			}
+		}
+		if changed == 0 && info.Shadowed != shadowedBefore {
+			mustTxn(w.txn.Insert(tableCollections, &info)) // the count only: no new revision
 		}
 		if changed > 0 {
 			info.Revision = w.rev
@@ -351,9 +402,13 @@ func (w *writer) resolve() Result {
 	return res
 }
 
-// resolveName applies the conflict rule to one name: the owner whose ID sorts first is served.
-// It writes a new served entry, or a tombstone, only when what is served changes.
-func (w *writer) resolveName(coll, name string) (written bool, countDelta int, conflict *Conflict) {
+// countDelta is how a resolved name changes its collection's counts.
+type countDelta struct{ count, shadowed int }
+
+// resolveName applies the conflict rule to one name: a present owner before an absent one,
+// then the owner whose ID sorts first. It writes a new served entry, or a tombstone, only
+// when what is served (or who is shadowed) changes.
+func (w *writer) resolveName(coll, name string) (written bool, delta countDelta, conflict *Conflict) {
 	// Every owner of one name: a prefix read of the (collection, name, owner) key, with the
 	// name's terminator written out so that "a" does not match "ab".
 	it, err := w.txn.Get(tableOwned, "id_prefix", coll, name+"\x00")
@@ -369,10 +424,11 @@ func (w *writer) resolveName(coll, name string) (written bool, countDelta int, c
 		served = cur.(*Entry)
 	}
 	live := served != nil && !served.Deleted
+	wasShadowed := live && len(served.Shadowed) > 0
 
 	if len(owners) == 0 {
 		if !live {
-			return false, 0, nil
+			return false, countDelta{}, nil
 		}
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
@@ -380,25 +436,46 @@ func (w *writer) resolveName(coll, name string) (written bool, countDelta int, c
 			Collection: coll, Name: name, Owner: served.Owner, Version: served.Version,
 			Resource: served.Resource, Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
 		}))
-		return true, -1, nil
+		return true, countDelta{count: -1, shadowed: -b2i(wasShadowed)}, nil
 	}
-	sort.Slice(owners, func(i, j int) bool { return owners[i].Owner < owners[j].Owner })
-	win := owners[0]
-	if len(owners) > 1 {
-		conflict = &Conflict{Collection: coll, Name: name, Served: win.Owner}
-		for _, o := range owners[1:] {
-			conflict.Shadowed = append(conflict.Shadowed, o.Owner)
+	sort.Slice(owners, func(i, j int) bool {
+		if ai, aj := w.absent[owners[i].Owner], w.absent[owners[j].Owner]; ai != aj {
+			return aj // the present one first
 		}
+		return owners[i].Owner < owners[j].Owner
+	})
+	win := owners[0]
+	var shadowed []string
+	if len(owners) > 1 {
+		for _, o := range owners[1:] {
+			shadowed = append(shadowed, o.Owner)
+		}
+		conflict = &Conflict{Collection: coll, Name: name, Served: win.Owner, Shadowed: shadowed}
 	}
+	delta.shadowed = b2i(len(shadowed) > 0) - b2i(wasShadowed)
 	if live && served.Owner == win.Owner && served.Version == win.Version && bytes.Equal(served.Bytes, win.Bytes) {
-		return false, 0, conflict
+		if !slices.Equal(served.Shadowed, shadowed) {
+			// Only who is shadowed changed: record it without a new revision, so that no
+			// subscriber is sent what it already has.
+			e := *served
+			e.Shadowed = shadowed
+			mustTxn(w.txn.Insert(tableServed, &e))
+		}
+		return false, delta, conflict
 	}
 	mustTxn(w.txn.Insert(tableServed, &Entry{
 		Collection: coll, Name: name, Owner: win.Owner, Version: win.Version,
-		Resource: win.Resource, Bytes: win.Bytes, Revision: w.rev,
+		Resource: win.Resource, Bytes: win.Bytes, Revision: w.rev, Shadowed: shadowed,
 	}))
 	if !live {
-		countDelta = 1
+		delta.count = 1
 	}
-	return true, countDelta, conflict
+	return true, delta, conflict
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

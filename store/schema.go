@@ -52,6 +52,9 @@ type Entry struct {
 	// the last Resource and Bytes served under the name.
 	Deleted   bool
 	DeletedAt time.Time
+	// Shadowed are the other owners that hold the name, whose copies are not served (see
+	// the conflict rule on Store); nil when one owner holds it.
+	Shadowed []string
 }
 
 // CollectionInfo describes one collection as of a read.
@@ -67,6 +70,8 @@ type CollectionInfo struct {
 	// Compacted is the highest revision of a tombstone removed by compaction: a reader at an
 	// older revision cannot be given changes and must take a full state.
 	Compacted uint64
+	// Shadowed is the number of live names held by more than one owner.
+	Shadowed int
 }
 
 func schema() *memdb.DBSchema {

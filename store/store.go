@@ -12,10 +12,14 @@
 // the size of the change, not of the collection.
 //
 // Conflicts: two owners may hold the same name in one collection. The copy served is the one
-// of the owner whose ID sorts first (byte-wise); the others are shadowed, kept, and served again
-// if the winner lets go of the name. The rule depends on nothing but the owner IDs, so it
-// resolves the same way on every run and in every order of arrival. Each conflict is logged
-// as a warning and counted.
+// of a present owner before an absent one (SetOwnerPresent: a producer whose streams all
+// ended is absent until it reconnects), and among those the owner whose ID sorts first
+// (byte-wise); the others are shadowed, kept, and served again if the winner lets go of the
+// name or goes away. So a producer that died once never shadows a live one, and otherwise the
+// rule depends on nothing but the owner IDs: it resolves the same way on every run and in
+// every order of arrival. Each conflict is logged as a warning and counted; every shadowed
+// name is shown on its served entry (Entry.Shadowed) and counted per collection
+// (CollectionInfo.Shadowed).
 package store
 
 import (
@@ -62,6 +66,9 @@ type Store struct {
 	// serialises write transactions too; this lock also covers the notification that follows.
 	writeMu  sync.Mutex
 	revision uint64 // guarded by writeMu; the revision of the last write that changed anything
+	// absent owners lose conflicts to present ones; guarded by writeMu. Owners are present
+	// unless said otherwise, so files, the translation and tests need not say anything.
+	absent map[string]bool
 
 	topics topics
 
@@ -83,6 +90,7 @@ func New(opts Options) *Store {
 		retention: opts.TombstoneRetention,
 		log:       opts.Logger,
 		now:       opts.Now,
+		absent:    map[string]bool{},
 	}
 	if s.retention <= 0 {
 		s.retention = 5 * time.Minute

@@ -431,3 +431,52 @@ func TestControlCharactersInKeysAreRefused(t *testing.T) {
 		t.Fatalf("after its only owner removed ns/x, still served: %q", got)
 	}
 }
+
+// Dead owners shadow live ones: with the plain ID rule, a producer that died once shadowed a
+// live producer's copy of the same name for ever. A present owner wins over an absent one;
+// among equals the ID order stands; who is shadowed is recorded and counted, and a change of
+// the shadowed owners alone is not a new revision.
+func TestPresentOwnerWinsOverAbsentOne(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "a", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/x", "from a")}})
+	mustApply(t, s, "b", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/x", "from b")}})
+	served := func() *Entry { t.Helper(); return s.View().Get(collA, "ns/x") }
+	if e := served(); e.Owner != "a" || !slices.Equal(e.Shadowed, []string{"b"}) {
+		t.Fatalf("both present: served %s, shadowed %v; want a, [b]", e.Owner, e.Shadowed)
+	}
+	if info := s.View().Collection(collA); info.Shadowed != 1 {
+		t.Fatalf("shadowed count %d, want 1", info.Shadowed)
+	}
+
+	before := s.View().Collection(collA).Revision
+	gone, err := s.SetOwnerPresent("a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := served(); e.Owner != "b" || !slices.Equal(e.Shadowed, []string{"a"}) || gone.Revision <= before {
+		t.Fatalf("a absent: served %s, shadowed %v, revision %d after %d; want b, [a], a new revision", e.Owner, e.Shadowed, gone.Revision, before)
+	}
+	if _, err := s.SetOwnerPresent("a", false); err != nil { // saying it again changes nothing
+		t.Fatal(err)
+	}
+	if _, err := s.SetOwnerPresent("a", true); err != nil {
+		t.Fatal(err)
+	}
+	if e := served(); e.Owner != "a" {
+		t.Fatalf("a back: served %s, want a", e.Owner)
+	}
+
+	rev := s.View().Collection(collA).Revision
+	mustApply(t, s, "c", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/x", "from c")}})
+	if e := served(); e.Owner != "a" || !slices.Equal(e.Shadowed, []string{"b", "c"}) || e.Revision != rev {
+		t.Fatalf("c joins: served %s shadowed %v at revision %d; want a, [b c], still %d", e.Owner, e.Shadowed, e.Revision, rev)
+	}
+	if got := s.View().Collection(collA).Revision; got != rev {
+		t.Fatalf("a new shadowed owner moved the collection to revision %d from %d", got, rev)
+	}
+	mustApply(t, s, "b", Update{Collection: collA, Removed: []string{"ns/x"}})
+	mustApply(t, s, "c", Update{Collection: collA, Removed: []string{"ns/x"}})
+	if info := s.View().Collection(collA); info.Shadowed != 0 || !slices.Equal(served().Shadowed, nil) {
+		t.Fatalf("one owner left: shadowed count %d, entry %v", info.Shadowed, served().Shadowed)
+	}
+}

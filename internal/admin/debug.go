@@ -38,6 +38,8 @@ type CollectionSummary struct {
 	// Kind is the Istio kind, empty for Envoy and opaque collections.
 	Kind  string `json:"kind,omitempty"`
 	Count int    `json:"count"`
+	// Shadowed counts the names held by more than one owner (see ResourceDump.Shadowed).
+	Shadowed int `json:"shadowed,omitempty"`
 	// Revision is the store revision of the collection's last change; Version is the same as
 	// clients see it (system_version_info, version_info).
 	Revision uint64    `json:"revision"`
@@ -48,7 +50,7 @@ type CollectionSummary struct {
 func summary(info store.CollectionInfo) CollectionSummary {
 	_, kind := CollectionOf(info.Name)
 	return CollectionSummary{
-		Name: info.Name, Kind: kind, Count: info.Count, Revision: info.Revision,
+		Name: info.Name, Kind: kind, Count: info.Count, Shadowed: info.Shadowed, Revision: info.Revision,
 		Version: strconv.FormatUint(info.Revision, 10), Changed: info.Changed,
 	}
 }
@@ -79,6 +81,8 @@ type ResourceDump struct {
 	Version  string `json:"version"`
 	Owner    string `json:"owner"`
 	Revision uint64 `json:"revision"`
+	// Shadowed are the other owners holding the name, whose copies are not served.
+	Shadowed []string `json:"shadowed,omitempty"`
 	// Resource is the istio.mcp.v1alpha1.Resource as protojson; ResourceError says why not,
 	// for a body whose type this binary does not know.
 	Resource      json.RawMessage `json:"resource,omitempty"`
@@ -94,7 +98,7 @@ type CollectionDump struct {
 var dumpJSON = protojson.MarshalOptions{Resolver: protoregistry.GlobalTypes}
 
 func dump(e *store.Entry) ResourceDump {
-	r := ResourceDump{Name: e.Name, Version: e.Version, Owner: e.Owner, Revision: e.Revision}
+	r := ResourceDump{Name: e.Name, Version: e.Version, Owner: e.Owner, Revision: e.Revision, Shadowed: e.Shadowed}
 	js, err := dumpJSON.Marshal(e.Resource)
 	if err != nil {
 		r.ResourceError = err.Error()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/mcpbridge/mcpbridge/internal/admin"
@@ -146,4 +147,27 @@ func TestDebugProducersShowsTheSinksVerdicts(t *testing.T) {
 		getJSON(t, b.httpURL+"/debug/producers", 200, &got)
 		return len(got.Producers) == 1 && !got.Producers[0].Connected
 	})
+}
+
+// Every shadowed resource is shown (the served entry names the owners shadowed) and metered
+// (mcpbridge_shadowed_resources per collection).
+func TestShadowedResourcesAreShownAndMetered(t *testing.T) {
+	b := start(t, nil)
+	dialProducer(t, b.grpcAddr, "a").push(t, seColl, serviceEntry("ns/x", "a.example"))
+	dialProducer(t, b.grpcAddr, "b").push(t, seColl, serviceEntry("ns/x", "b.example"), serviceEntry("ns/y", "y.example"))
+	var got struct {
+		admin.CollectionSummary
+		Resources []admin.ResourceDump
+	}
+	getJSON(t, b.httpURL+"/debug/collections/"+seColl, 200, &got)
+	if got.Shadowed != 1 || len(got.Resources) != 2 {
+		t.Fatalf("summary %+v", got.CollectionSummary)
+	}
+	if x := got.Resources[0]; x.Name != "ns/x" || x.Owner != "producer:a" || !slices.Equal(x.Shadowed, []string{"producer:b"}) {
+		t.Fatalf("ns/x: %+v", x)
+	}
+	if y := got.Resources[1]; len(y.Shadowed) != 0 {
+		t.Fatalf("ns/y, held by one owner, shows shadowed %v", y.Shadowed)
+	}
+	eventually(t, b, 1, "mcpbridge_shadowed_resources", "collection", seColl)
 }

@@ -18,7 +18,9 @@ var (
 	revisionDesc = prometheus.NewDesc("mcpbridge_collection_revision",
 		"Store revision of each collection's last change: the version clients are sent.", []string{"collection"}, nil)
 	conflictsDesc = prometheus.NewDesc("mcpbridge_owner_conflicts_total",
-		"Names found held by more than one producer (the owner whose ID sorts first is served), counted per write that saw them.", nil, nil)
+		"Names found held by more than one producer (a connected owner is served before a disconnected one, then the first by ID), counted per write that saw them.", nil, nil)
+	shadowedDesc = prometheus.NewDesc("mcpbridge_shadowed_resources",
+		"Names per collection held by more than one producer, whose other copies are shadowed (see /debug/collections/{collection}).", []string{"collection"}, nil)
 	writesDesc = prometheus.NewDesc("mcpbridge_store_writes_total",
 		"Store writes that changed what is served.", nil, nil)
 	translationFaultsDesc = prometheus.NewDesc("mcpbridge_translation_faults",
@@ -32,6 +34,7 @@ type storeCollector struct{ st *store.Store }
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- resourcesDesc
 	ch <- revisionDesc
+	ch <- shadowedDesc
 	ch <- conflictsDesc
 	ch <- writesDesc
 }
@@ -40,6 +43,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, info := range c.st.View().Collections() {
 		ch <- prometheus.MustNewConstMetric(resourcesDesc, prometheus.GaugeValue, float64(info.Count), info.Name)
 		ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(info.Revision), info.Name)
+		ch <- prometheus.MustNewConstMetric(shadowedDesc, prometheus.GaugeValue, float64(info.Shadowed), info.Name)
 	}
 	st := c.st.Stats()
 	ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(st.Conflicts))

@@ -7,6 +7,10 @@
 // would load twice. Files whose names start with "." are ignored too (editors' lock and swap
 // files).
 //
+// A directory that is removed and created again, or replaced by a rename (a ConfigMap
+// remount, rm -rf dir && cp -r new dir), is seen through its parent's watch and watched again;
+// while it is absent its last files stay served and a fault says so.
+//
 // Each reload reads every file and applies the whole owner's state at once: a change is never
 // seen half-applied. A file that cannot be read or that has any faulty document keeps its last
 // good resources, and its faults are reported; a file that has never decoded contributes nothing.
@@ -124,7 +128,7 @@ func (s *Source) Run(ctx context.Context) error {
 			return fmt.Errorf("file source: watching %q: %w", dir, err)
 		}
 	}
-	l := &loader{roots: roots, files: map[string]*fileState{}}
+	l := &loader{roots: roots, files: map[string]*fileState{}, watcher: w}
 	s.reload(l)
 	close(s.ready)
 	return s.loop(ctx, w, l)
@@ -172,6 +176,7 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, l *loader) error
 
 // reload reads every file, applies the owner's full state if it changed, and records the faults.
 func (s *Source) reload(l *loader) {
+	l.attach()
 	ld := l.load()
 	faults := ld.faults
 	if ld.changed || !l.applied {
@@ -241,29 +246,37 @@ func resolveRoots(paths []string) ([]root, error) {
 	return roots, nil
 }
 
-// watchDirs returns the directories to watch: each directory path, and the parent of each file
-// path. A file is watched through its directory because editors and kubelet replace files by
-// renaming another over them, which ends a watch on the file itself.
+// watchDirs returns the directories to watch: each directory path and its parent, and the
+// parent of each file path. A file is watched through its directory because editors and
+// kubelet replace files by renaming another over them, which ends a watch on the file itself;
+// a directory through its parent too, because a directory removed and created again (a
+// ConfigMap remount, rm -rf dir && cp -r new dir) ends the watch on the old one: the parent
+// sees it come back, and the next reload watches the new one (loader.attach).
 func watchDirs(roots []root) []string {
 	seen := map[string]bool{}
 	var dirs []string
-	for _, r := range roots {
-		d := r.path
-		if !r.dir {
-			d = filepath.Dir(r.path)
-		}
+	add := func(d string) {
 		if !seen[d] {
 			seen[d] = true
 			dirs = append(dirs, d)
 		}
+	}
+	for _, r := range roots {
+		if r.dir {
+			add(r.path)
+		}
+		add(filepath.Dir(r.path))
 	}
 	return dirs
 }
 
 // loader holds what the last reload read. Only Run's goroutine uses it.
 type loader struct {
-	roots []root
-	files map[string]*fileState // by absolute path
+	roots   []root
+	watcher *fsnotify.Watcher
+	files   map[string]*fileState // by absolute path
+	// attachFaults are directories that exist but could not be watched again.
+	attachFaults []error
 	// applied is true when the store holds the state of files: a reload that changes no
 	// file's objects then has nothing to write.
 	applied bool
@@ -313,8 +326,11 @@ func isSymlink(path string) bool {
 
 // load reads every file and merges their objects into the owner's full state.
 func (l *loader) load() loadResult {
-	paths, faults := l.list()
-	files := make(map[string]*fileState, len(paths))
+	paths, keep, faults := l.list()
+	files := make(map[string]*fileState, len(paths)+len(keep))
+	for _, p := range keep {
+		files[p] = l.files[p] // not read: what it had stays
+	}
 	changed := false
 	for _, p := range sortedKeys(paths) {
 		r := paths[p]
@@ -344,11 +360,30 @@ func (l *loader) load() loadResult {
 	return loadResult{state: state, count: count, faults: append(faults, dups...), changed: changed}
 }
 
-// list returns every file to read, with the root it was found under. A directory that cannot
-// be listed keeps the files it had, unless it no longer exists.
-func (l *loader) list() (map[string]root, []error) {
-	paths := map[string]root{}
-	var faults []error
+// attach watches every configured directory that exists, again: a directory removed and
+// created again is a new one, which the old watch does not see. Watching a watched directory
+// again is harmless.
+func (l *loader) attach() {
+	l.attachFaults = nil
+	for _, r := range l.roots {
+		if !r.dir {
+			continue
+		}
+		if fi, err := os.Stat(r.path); err != nil || !fi.IsDir() {
+			continue // absent: list reports it; the parent's watch sees it come back
+		}
+		if err := l.watcher.Add(r.path); err != nil {
+			l.attachFaults = append(l.attachFaults, &DecodeError{File: r.path, Err: fmt.Errorf("watching directory: %w", unwrapPathError(err))})
+		}
+	}
+}
+
+// list returns every file to read, with the root it was found under, and the files to keep
+// as they are without reading them: those of a directory that cannot be listed, or that is
+// absent (removed, or being replaced); they stay served until it is back.
+func (l *loader) list() (paths map[string]root, keep []string, faults []error) {
+	paths = map[string]root{}
+	faults = append(faults, l.attachFaults...)
 	for _, r := range l.roots {
 		if !r.dir {
 			paths[r.path] = r
@@ -356,11 +391,13 @@ func (l *loader) list() (map[string]root, []error) {
 		}
 		files, err := yamlFiles(r.path)
 		if err != nil {
-			faults = append(faults, &DecodeError{File: r.path, Err: fmt.Errorf("listing directory: %w", unwrapPathError(err))})
+			msg := fmt.Errorf("listing directory: %w; the files it had stay served until it can be read again", unwrapPathError(err))
 			if errors.Is(err, fs.ErrNotExist) {
-				continue
+				msg = errors.New("directory does not exist (removed, or being replaced); the files it had stay served until it is back")
 			}
-			files = l.filesUnder(r.path)
+			faults = append(faults, &DecodeError{File: r.path, Err: msg})
+			keep = append(keep, l.filesUnder(r.path)...)
+			continue
 		}
 		for _, f := range files {
 			if _, ok := paths[f]; !ok {
@@ -368,7 +405,7 @@ func (l *loader) list() (map[string]root, []error) {
 			}
 		}
 	}
-	return paths, faults
+	return paths, keep, faults
 }
 
 func (l *loader) filesUnder(root string) []string {

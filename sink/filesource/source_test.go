@@ -486,3 +486,53 @@ func TestSourceMisuse(t *testing.T) {
 		t.Error("a second Run must fail")
 	}
 }
+
+// A watched directory removed and created again (a ConfigMap remount, rm -rf dir && cp -r
+// new dir), or replaced by a rename, is watched again and reloaded, and its fault clears.
+// While it is absent, what it had stays served.
+func TestFileSourceReattachesWhenRootIsReplaced(t *testing.T) {
+	for _, how := range []string{"removed and created again", "replaced by rename"} {
+		t.Run(how, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "config")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "a.yaml"), serviceEntry("a", "a.example"))
+			h := start(t, Options{Paths: []string{dir}})
+			h.waitFor("a", h.serves("serviceentries:bookinfo/a"))
+
+			if how == "removed and created again" {
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+				h.waitFor("a fault for the absent directory", h.hasFault("config", "does not exist"))
+				if got := h.names(); !slices.Equal(got, []string{"serviceentries:bookinfo/a"}) {
+					t.Fatalf("while the directory is absent the store serves %v, want its last files", got)
+				}
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(dir, "b.yaml"), serviceEntry("b", "b.example"))
+			} else {
+				next := filepath.Join(parent, "config.next")
+				if err := os.Mkdir(next, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(next, "b.yaml"), serviceEntry("b", "b.example"))
+				if err := os.Rename(dir, filepath.Join(parent, "config.old")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(next, dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.waitFor("the new directory's files only", h.serves("serviceentries:bookinfo/b"))
+			h.waitFor("the fault to clear", func() bool { return len(h.src.Faults()) == 0 })
+
+			// The new directory is watched: later changes in it are served.
+			writeFile(t, filepath.Join(dir, "c.yaml"), serviceEntry("c", "c.example"))
+			h.waitFor("a later change", h.serves("serviceentries:bookinfo/b", "serviceentries:bookinfo/c"))
+		})
+	}
+}

@@ -52,6 +52,8 @@ type Bridge struct {
 	ready   *admin.Readiness
 	http    http.Handler
 	runners []runner
+	// translator derives the Envoy resources; nil when translate.enabled is false.
+	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
 	translationFaults metrics.FaultsFunc
 }
@@ -105,7 +107,10 @@ func (b *Bridge) wireTranslation() {
 		return
 	}
 	ctrl := envoy.New(envoy.Options{Store: b.store, Logger: b.log, DomainSuffix: b.cfg.Translate.DomainSuffix})
-	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run, ready: ctrl.Ready()})
+	// Not a readiness condition of its own: readiness waits for the translation of the
+	// sources' first state (startRunners), not for a first build that may precede it.
+	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run})
+	b.translator = ctrl
 	b.translationFaults = metrics.FaultsFrom(ctrl)
 }
 
@@ -264,6 +269,11 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 }
 
 func (b *Bridge) startRunners(ctx context.Context, wg *sync.WaitGroup, errs chan<- error) {
+	var sources sync.WaitGroup // every source's first full state stored (or its timeout passed)
+	var translated func()
+	if b.translator != nil {
+		translated = b.ready.Wait(translationCondition)
+	}
 	for _, r := range b.runners {
 		var done func()
 		if r.ready != nil {
@@ -275,8 +285,39 @@ func (b *Bridge) startRunners(ctx context.Context, wg *sync.WaitGroup, errs chan
 			}
 		})
 		if r.ready != nil {
-			wg.Go(func() { waitReady(ctx, b.log, r.name, r.ready, b.cfg.Sources.StartupTimeout, done) })
+			sources.Add(1)
+			wg.Go(func() {
+				defer sources.Done()
+				waitReady(ctx, b.log, r.name, r.ready, b.cfg.Sources.StartupTimeout, done)
+			})
 		}
+	}
+	if translated != nil {
+		wg.Go(func() { b.waitTranslated(ctx, &sources, translated) })
+	}
+}
+
+// translationCondition is how /readyz names the wait for the translated Envoy resources.
+const translationCondition = "translate: the Envoy resources of the sources' first state"
+
+// waitTranslated marks the translation ready once every output derived from the sources'
+// first state is written: the store revision R when the last source became ready is
+// translated. Until then a client asking for clusters would get what the store does not
+// mean yet (with 100,000 ServiceEntries, tens of seconds of it).
+func (b *Bridge) waitTranslated(ctx context.Context, sources *sync.WaitGroup, done func()) {
+	loaded := make(chan struct{})
+	go func() { sources.Wait(); close(loaded) }()
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		return
+	}
+	rev := b.store.View().Revision()
+	b.log.Info("sources loaded; waiting for their translation", "revision", rev)
+	select {
+	case <-b.translator.Synced(rev):
+		done()
+	case <-ctx.Done():
 	}
 }
 

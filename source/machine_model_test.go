@@ -174,7 +174,7 @@ type modelSub struct {
 	names            map[string]bool
 	holds            map[string]held // what the client accepted
 	sent             map[string]held // what it was sent on this stream, accepted or not
-	pending          *response
+	pending          *clientResponse
 	accepted         map[string]held // holds once the pending response is ACKed
 	lastNonce        string
 	nackedRemovals   map[string]bool
@@ -186,12 +186,88 @@ type modelSub struct {
 
 func (s *modelSub) wants(name string) bool { return s.wildcard || s.names[name] }
 
-// modelClient is one client stream and the machine serving it.
+// modelClient is one client stream and what serves it.
 type modelClient struct {
 	name string
 	mode Mode
-	m    *machine
+	conn modelConn
 	subs map[string]*modelSub
+}
+
+// modelConn is a client's stream to what serves it: the machine in-process, or a real engine
+// over a loopback socket (machine_model_socket_test.go).
+type modelConn interface {
+	// send sends one request; received returns the responses that arrived since, in order.
+	send(t *rapid.T, req *Request)
+	received(t *rapid.T) []clientResponse
+	// changed tells of a store write (the in-process machine has no watch of its own).
+	changed(collections []string)
+	// reconnect ends the stream and opens a new one.
+	reconnect(t *rapid.T)
+}
+
+// clientResponse is one response as the client reads it.
+type clientResponse struct {
+	key, nonce, version string
+	resources           []receivedResource
+	removed, missing    []string
+	share               *frameKey // in-process only: the key under which the encoding is shared
+}
+
+type receivedResource struct {
+	name, version string
+	refs          []string
+}
+
+func (r clientResponse) names() []string {
+	out := make([]string, len(r.resources))
+	for i, e := range r.resources {
+		out[i] = e.name
+	}
+	return out
+}
+
+func (r clientResponse) String() string {
+	return fmt.Sprintf("type %s nonce %s resources %v removed %v missing %v", r.key, r.nonce, r.names(), r.removed, r.missing)
+}
+
+// machineConn serves a client with the machine itself.
+type machineConn struct {
+	st *store.Store
+	m  *machine
+}
+
+func (c *machineConn) send(_ *rapid.T, req *Request) { c.m.request(req, time.Time{}) }
+func (c *machineConn) changed(collections []string)  { c.m.changed(collections) }
+func (c *machineConn) reconnect(*rapid.T)            { c.m = newMachine("model") }
+
+func (c *machineConn) received(t *rapid.T) []clientResponse {
+	v := c.st.View()
+	out, err := c.m.due(v)
+	if err != nil {
+		t.Fatalf("due: %v", err)
+	}
+	// Nothing is sent when nothing changed: a second look at the same view finds nothing.
+	if again, _ := c.m.due(v); len(again) > 0 {
+		t.Fatalf("sent again with nothing changed: %s", fromResponse(again[0]))
+	}
+	var got []clientResponse
+	for _, r := range out {
+		got = append(got, fromResponse(r))
+	}
+	return got
+}
+
+func fromResponse(r response) clientResponse {
+	r.p.materialize()
+	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share}
+	if r.sub.mode == Incremental { // only delta tells of missing names
+		got.missing = r.p.msg.Missing
+	}
+	for _, e := range r.p.msg.Resources {
+		got.resources = append(got.resources, receivedResource{e.Name, e.Version, refsOf(e)})
+	}
+	return got
 }
 
 type modelRun struct {
@@ -208,51 +284,31 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	}
 	build(req)
 	t.Logf("%s sends %s names %v subscribe %v unsubscribe %v nonce %q nack %v initial %v", c.name, req.Key, req.Names, req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail != nil, req.InitialVersions)
-	c.m.request(req, time.Time{})
+	c.conn.send(t, req)
 	r.flush(t, c)
 }
 
-// flush takes the responses due and delivers them to the client, checking each.
+// flush delivers the responses that arrived to the client, checking each.
 func (r *modelRun) flush(t *rapid.T, c *modelClient) {
-	v := r.w.st.View()
-	out, err := c.m.due(v)
-	if err != nil {
-		t.Fatalf("%s: due: %v", c.name, err)
-	}
-	for _, resp := range out {
-		r.receive(t, c, v, resp)
-	}
-	// Nothing is sent when nothing changed: a second look at the same view finds nothing.
-	if again, _ := c.m.due(v); len(again) > 0 {
-		t.Fatalf("%s: sent again with nothing changed: %s", c.name, describe(again[0]))
+	for _, resp := range c.conn.received(t) {
+		r.receive(t, c, r.w.st.View(), resp)
 	}
 }
 
-func describe(r response) string {
-	r.p.materialize()
-	return fmt.Sprintf("type %s nonce %s resources %v removed %v missing %v", r.sub.key, r.nonce, names(r.p.msg.Resources), r.p.msg.Removed, r.p.msg.Missing)
-}
-
-func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp response) {
-	sub := c.subs[resp.sub.key]
+func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clientResponse) {
+	sub := c.subs[resp.key]
 	if sub == nil {
-		t.Fatalf("%s: response for a type never subscribed: %s", c.name, describe(resp))
+		t.Fatalf("%s: response for a type never subscribed: %s", c.name, resp)
 	}
 	if sub.pending != nil {
-		t.Fatalf("%s: a second unacknowledged response for %s: %s", c.name, resp.sub.key, describe(resp))
+		t.Fatalf("%s: a second unacknowledged response for %s: %s", c.name, resp.key, resp)
 	}
-	resp.p.materialize()
-	msg := resp.p.msg
-	t.Logf("%s receives %s", c.name, describe(resp))
+	t.Logf("%s receives %s", c.name, resp)
 	r.checkShared(t, resp)
 	seen := map[string]bool{}
-	onWire := names(msg.Resources)
-	if c.mode == Incremental { // only delta tells of missing names
-		onWire = append(onWire, msg.Missing...)
-	}
-	for _, n := range onWire {
+	for _, n := range append(resp.names(), resp.missing...) {
 		if seen[n] {
-			t.Fatalf("%s: name %s twice in one response: %s", c.name, n, describe(resp))
+			t.Fatalf("%s: name %s twice in one response: %s", c.name, n, resp)
 		}
 		seen[n] = true
 	}
@@ -263,19 +319,15 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp respo
 		if c.mode == Incremental || sub.mt.partial {
 			next = maps.Clone(state)
 		}
-		for _, e := range msg.Resources {
-			if sub.wants(e.Name) {
-				next[e.Name] = held{e.Version, refsOf(e)}
+		for _, e := range resp.resources {
+			if sub.wants(e.name) {
+				next[e.name] = held{e.version, e.refs}
 			}
 		}
-		for _, n := range msg.Removed {
+		for _, n := range append(slices.Clone(resp.removed), resp.missing...) {
 			delete(next, n)
 		}
-		if c.mode == Incremental {
-			for _, n := range msg.Missing {
-				delete(next, n)
-			}
-		} else if sub.mt.partial {
+		if c.mode == StateOfTheWorld && sub.mt.partial {
 			// State of the world tells no deletion of endpoints and routes: the parents stop
 			// naming them and the client drops them. Model that as of this response.
 			for n := range next {
@@ -293,35 +345,35 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp respo
 }
 
 // checkShared: responses that share an encoding must have the same content.
-func (r *modelRun) checkShared(t *rapid.T, resp response) {
-	if resp.p.share == nil {
+func (r *modelRun) checkShared(t *rapid.T, resp clientResponse) {
+	if resp.share == nil {
 		return
 	}
 	var b strings.Builder
-	for _, e := range resp.p.msg.Resources {
-		fmt.Fprintf(&b, "%s=%s ", e.Name, e.Version)
+	for _, e := range resp.resources {
+		fmt.Fprintf(&b, "%s=%s ", e.name, e.version)
 	}
-	fmt.Fprintf(&b, "removed %v missing %v version %s", resp.p.msg.Removed, resp.p.msg.Missing, resp.p.msg.Version)
-	if prev, ok := r.shared[*resp.p.share]; ok && prev != b.String() {
+	fmt.Fprintf(&b, "removed %v missing %v version %s", resp.removed, resp.missing, resp.version)
+	if prev, ok := r.shared[*resp.share]; ok && prev != b.String() {
 		t.Fatalf("two responses under one shared key differ:\n%s\n%s", prev, b.String())
 	}
-	r.shared[*resp.p.share] = b.String()
+	r.shared[*resp.share] = b.String()
 }
 
 // checkReferences: on an aggregated stream nothing the client is sent names a cluster it has
 // not been sent, and no cluster is taken away while something it was sent (and that still
 // exists) names it.
-func (r *modelRun) checkReferences(t *rapid.T, c *modelClient, v *store.View, resp response, before map[string]held) {
+func (r *modelRun) checkReferences(t *rapid.T, c *modelClient, v *store.View, resp clientResponse, before map[string]held) {
 	clusters := c.subs["C"]
 	if clusters == nil || !clusters.wildcard {
 		return
 	}
-	key := resp.sub.key
+	key := resp.key
 	if key == "E" || key == "L" || key == "R" {
-		for _, e := range resp.p.msg.Resources {
-			for _, ref := range refsOf(e) {
+		for _, e := range resp.resources {
+			for _, ref := range e.refs {
 				if _, ok := clusters.sent[ref]; !ok {
-					t.Fatalf("%s: %s %s names cluster %s, not yet sent (clusters sent: %v)", c.name, key, e.Name, ref, slices.Sorted(maps.Keys(clusters.sent)))
+					t.Fatalf("%s: %s %s names cluster %s, not yet sent (clusters sent: %v)", c.name, key, e.name, ref, slices.Sorted(maps.Keys(clusters.sent)))
 				}
 			}
 		}
@@ -375,22 +427,21 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 	sub.stale = append(sub.stale, resp.nonce)
 	if nack {
 		// The client keeps what it held; removals it refused must still reach it some day.
-		resp.p.materialize()
-		if len(resp.p.msg.Resources) == 0 { // else the server owes the removals again
-			for _, n := range append(slices.Clone(resp.p.msg.Removed), resp.p.msg.Missing...) {
+		if len(resp.resources) == 0 { // else the server owes the removals again
+			for _, n := range append(slices.Clone(resp.removed), resp.missing...) {
 				sub.nackedRemovals[n] = true
 			}
 		}
 		if c.mode == StateOfTheWorld && !sub.mt.partial {
 			for n := range sub.holds {
-				if !slices.ContainsFunc(resp.p.msg.Resources, func(e *store.Entry) bool { return e.Name == n }) {
+				if !slices.Contains(resp.names(), n) {
 					sub.nackedRemovals[n] = true
 				}
 			}
 		}
 	} else {
 		sub.holds = sub.accepted
-		for _, n := range append(names(resp.p.msg.Resources), resp.p.msg.Removed...) {
+		for _, n := range append(resp.names(), resp.removed...) {
 			delete(sub.nackedRemovals, n)
 		}
 	}
@@ -427,8 +478,8 @@ func (s *modelSub) dropUnwanted() {
 	}
 }
 
-func newModelClient(name string, mode Mode) *modelClient {
-	return &modelClient{name: name, mode: mode, m: newMachine("model"), subs: map[string]*modelSub{}}
+func newModelClient(name string, mode Mode, conn modelConn) *modelClient {
+	return &modelClient{name: name, mode: mode, conn: conn, subs: map[string]*modelSub{}}
 }
 
 func (r *modelRun) subscribe(t *rapid.T, c *modelClient, mt modelType) {
@@ -511,7 +562,7 @@ func (r *modelRun) changeNames(t *rapid.T, c *modelClient, key string) {
 
 // reconnect opens a new stream: an incremental client says what it holds.
 func (r *modelRun) reconnect(t *rapid.T, c *modelClient) {
-	c.m = newMachine("model")
+	c.conn.reconnect(t)
 	for _, sub := range c.subs {
 		sub.onStream = false
 	}
@@ -598,18 +649,22 @@ func (r *modelRun) checkConverged(t *rapid.T) {
 }
 
 func TestMachineAgainstModel(t *testing.T) {
-	rapid.Check(t, runModel)
+	rapid.Check(t, func(t *rapid.T) {
+		st := store.New(store.Options{})
+		runModel(t, st, func(*rapid.T) modelConn { return &machineConn{st: st, m: newMachine("model")} })
+	})
 }
 
-func runModel(t *rapid.T) {
-	r := &modelRun{w: &world{st: store.New(store.Options{})}, shared: map[frameKey]string{}}
+// runModel runs one random schedule over a store, with clients connected by dial.
+func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn) {
+	r := &modelRun{w: &world{st: st}, shared: map[frameKey]string{}}
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
 		mode := StateOfTheWorld
 		if rapid.Bool().Draw(t, "incremental") {
 			mode = Incremental
 		}
-		r.clients = append(r.clients, newModelClient(fmt.Sprintf("client%d", i), mode))
+		r.clients = append(r.clients, newModelClient(fmt.Sprintf("client%d", i), mode, dial(t)))
 	}
 	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }
 	subscribedKey := func(t *rapid.T, c *modelClient, pending bool) (string, bool) {
@@ -629,7 +684,7 @@ func runModel(t *rapid.T) {
 			changed := r.w.write(t, false)
 			r.dropImplicitlyDeleted()
 			for _, c := range r.clients {
-				c.m.changed(changed)
+				c.conn.changed(changed)
 				r.flush(t, c)
 			}
 		},
@@ -681,9 +736,11 @@ func runModel(t *rapid.T) {
 	// every response is acknowledged.
 	changed := r.w.write(t, true)
 	for _, c := range r.clients {
-		c.m.changed(changed)
+		c.conn.changed(changed)
 		r.flush(t, c)
 	}
 	r.quiesce(t)
 	r.checkConverged(t)
 }
+
+func describe(r response) string { return fromResponse(r).String() }

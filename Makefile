@@ -30,10 +30,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
-# Then a long run of the engine's model-based test (MODELCHECKS random schedules; make test
-# runs 100).
+# Then a long run of the engine's model-based test (MODELCHECKS random schedules in-process,
+# MODELSOCKETCHECKS over loopback sockets; make test runs 100 and 25).
 FUZZTIME ?= 20s
 MODELCHECKS ?= 20000
+MODELSOCKETCHECKS ?= 500
 fuzz: fuzz-model
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
@@ -42,6 +43,7 @@ fuzz: fuzz-model
 
 fuzz-model:
 	$(GO) test -run '^TestMachineAgainstModel$$' -count=1 ./source/ -rapid.checks=$(MODELCHECKS)
+	$(GO) test -run '^TestMachineAgainstModelOverSockets$$' -count=1 -timeout 30m ./source/ -rapid.checks=$(MODELSOCKETCHECKS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -197,9 +197,10 @@ type modelClient struct {
 // modelConn is a client's stream to what serves it: the machine in-process, or a real engine
 // over a loopback socket (machine_model_socket_test.go).
 type modelConn interface {
-	// send sends one request; received returns the responses that arrived since, in order.
+	// send sends one request; received returns the responses that arrived since, in order
+	// (settle: the driver is about to check convergence, so wait for stragglers).
 	send(t *rapid.T, req *Request)
-	received(t *rapid.T) []clientResponse
+	received(t *rapid.T, settle bool) []clientResponse
 	// changed tells of a store write (the in-process machine has no watch of its own).
 	changed(collections []string)
 	// reconnect ends the stream and opens a new one.
@@ -241,7 +242,7 @@ func (c *machineConn) send(_ *rapid.T, req *Request) { c.m.request(req, time.Tim
 func (c *machineConn) changed(collections []string)  { c.m.changed(collections) }
 func (c *machineConn) reconnect(*rapid.T)            { c.m = newMachine("model") }
 
-func (c *machineConn) received(t *rapid.T) []clientResponse {
+func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 	v := c.st.View()
 	out, err := c.m.due(v)
 	if err != nil {
@@ -288,11 +289,15 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	r.flush(t, c)
 }
 
-// flush delivers the responses that arrived to the client, checking each.
-func (r *modelRun) flush(t *rapid.T, c *modelClient) {
-	for _, resp := range c.conn.received(t) {
+// flush delivers the responses that arrived to the client, checking each; it tells how many.
+func (r *modelRun) flush(t *rapid.T, c *modelClient) int { return r.deliver(t, c, false) }
+
+func (r *modelRun) deliver(t *rapid.T, c *modelClient, settle bool) int {
+	got := c.conn.received(t, settle)
+	for _, resp := range got {
 		r.receive(t, c, r.w.st.View(), resp)
 	}
+	return len(got)
 }
 
 func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clientResponse) {
@@ -592,7 +597,7 @@ func (r *modelRun) reconnect(t *rapid.T, c *modelClient) {
 	}
 }
 
-// quiesce acknowledges every response until none is due.
+// quiesce acknowledges every response until none is due, and none is still on its way.
 func (r *modelRun) quiesce(t *rapid.T) {
 	for range 100 {
 		answered := false
@@ -604,7 +609,14 @@ func (r *modelRun) quiesce(t *rapid.T) {
 				}
 			}
 		}
-		if !answered {
+		if answered {
+			continue
+		}
+		late := 0
+		for _, c := range r.clients {
+			late += r.deliver(t, c, true)
+		}
+		if late == 0 {
 			return
 		}
 	}

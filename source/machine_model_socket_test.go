@@ -1,0 +1,310 @@
+package source
+
+import (
+	"context"
+	"flag"
+	"net"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	"pgregory.net/rapid"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// The model-based test end to end: the same random schedules and checks as
+// TestMachineAgainstModel, with every client a real aggregated xDS stream (state of the world
+// or delta, go-control-plane's messages) over a loopback socket to a real Engine. The test
+// world's types are served under their keys as type URLs with the model's policies, each
+// resource an Any of istio.mcp.v1alpha1.Resource so that a state-of-the-world client reads
+// its name and version. Fewer, shorter schedules: after each step the client waits until
+// the stream has been quiet for a moment.
+func TestMachineAgainstModelOverSockets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end model run skipped in -short mode")
+	}
+	defer setFlag(t, "rapid.checks", "25")()
+	defer setFlag(t, "rapid.steps", "20")()
+	rapid.Check(t, func(t *rapid.T) {
+		st := store.New(store.Options{})
+		addr := serveModelADS(t, st)
+		runModel(t, st, func(t *rapid.T) modelConn { return dialModelADS(t, addr) })
+	})
+}
+
+// setFlag sets a flag for one test and returns what restores it.
+func setFlag(t *testing.T, name, value string) func() {
+	f := flag.Lookup(name)
+	if f == nil {
+		t.Fatalf("no flag %s", name)
+	}
+	old := f.Value.String()
+	if f.Value.String() == f.DefValue { // an explicit -rapid.checks wins
+		if err := flag.Set(name, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() { flag.Set(name, old) }
+}
+
+// modelADS serves the model's types over xDS ADS, as source/xds serves Envoy's: a thin
+// adapter from go-control-plane's messages to engine requests.
+type modelADS struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+	engine *Engine
+}
+
+var (
+	modelSotWLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+	})
+	modelDeltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
+		Version: "system_version_info", Resources: "resources", Key: "type_url",
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{},
+	})
+)
+
+func serveModelADS(t *rapid.T, st *store.Store) string {
+	eng := New(Options{Store: st})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, &modelADS{engine: eng})
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		eng.Stop()
+		srv.Stop()
+	})
+	return lis.Addr().String()
+}
+
+// modelRequest is an engine request for a model type, as a client names it.
+func modelRequest(typeURL string, mode Mode) *Request {
+	mt := modelTypeOf(typeURL)
+	return &Request{
+		Key: mt.key, Collection: mt.key, Known: true, Mode: mode, Form: wire.FormAnyMCPResource,
+		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
+		After: mt.after, RemoveAfter: mt.remove,
+	}
+}
+
+func (a *modelADS) StreamAggregatedResources(s grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelSotWLayout, send: s.SendMsg, recv: func() (*Request, error) {
+		m, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		req := modelRequest(m.TypeUrl, StateOfTheWorld)
+		req.Names, req.Nonce, req.ErrorDetail, req.Node = m.ResourceNames, m.ResponseNonce, m.ErrorDetail, m.GetNode().GetId()
+		return req, nil
+	}}, "model-sotw", PeerAddr(s.Context()))
+}
+
+func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelDeltaLayout, send: s.SendMsg, recv: func() (*Request, error) {
+		m, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		req := modelRequest(m.TypeUrl, Incremental)
+		req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail = m.ResourceNamesSubscribe, m.ResourceNamesUnsubscribe, m.ResponseNonce, m.ErrorDetail
+		if len(m.InitialResourceVersions) > 0 {
+			req.InitialVersions = m.InitialResourceVersions
+		}
+		req.Node = m.GetNode().GetId()
+		return req, nil
+	}}, "model-delta", PeerAddr(s.Context()))
+}
+
+type modelAdapter struct {
+	layout *wire.Layout
+	send   func(any) error
+	recv   func() (*Request, error)
+}
+
+func (a *modelAdapter) Recv() (*Request, error)  { return a.recv() }
+func (a *modelAdapter) Send(f *wire.Frame) error { return a.send(f) }
+func (a *modelAdapter) Layout() *wire.Layout     { return a.layout }
+
+// socketConn is one client's ADS stream over loopback.
+type socketConn struct {
+	addr    string
+	conn    *grpc.ClientConn
+	cancel  context.CancelFunc
+	sotw    grpc.BidiStreamingClient[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+	delta   grpc.BidiStreamingClient[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
+	got     chan clientResponse
+	decoded func(t *rapid.T) // set by open: reports a decode failure seen by the reader
+	mode    Mode
+}
+
+func dialModelADS(t *rapid.T, addr string) modelConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// The mode is the model client's; it is fixed when the first request is sent.
+	return &socketConn{addr: addr, conn: conn, mode: -1}
+}
+
+// open starts a stream of the client's mode and a goroutine reading it.
+func (c *socketConn) open(t *rapid.T, mode Mode) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.mode = cancel, mode
+	got := make(chan clientResponse, 64)
+	c.got = got
+	failed := make(chan error, 1)
+	c.decoded = func(t *rapid.T) {
+		select {
+		case err := <-failed:
+			t.Fatalf("reading a response: %v", err)
+		default:
+		}
+	}
+	client := discovery.NewAggregatedDiscoveryServiceClient(c.conn)
+	var next func() (clientResponse, error)
+	if mode == Incremental {
+		s, err := client.DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.delta = s
+		next = func() (clientResponse, error) {
+			m, err := s.Recv()
+			if err != nil {
+				return clientResponse{}, err
+			}
+			return fromDelta(m)
+		}
+	} else {
+		s, err := client.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.sotw = s
+		next = func() (clientResponse, error) {
+			m, err := s.Recv()
+			if err != nil {
+				return clientResponse{}, err
+			}
+			return fromSotW(m)
+		}
+	}
+	go func() {
+		defer close(got)
+		for {
+			r, err := next()
+			if err != nil {
+				if ctx.Err() == nil {
+					select {
+					case failed <- err:
+					default:
+					}
+				}
+				return
+			}
+			got <- r
+		}
+	}()
+	t.Cleanup(cancel)
+}
+
+func (c *socketConn) send(t *rapid.T, req *Request) {
+	if c.cancel == nil {
+		c.open(t, req.Mode)
+	}
+	var err error
+	if c.mode == Incremental {
+		err = c.delta.Send(&discovery.DeltaDiscoveryRequest{
+			TypeUrl: req.Key, ResourceNamesSubscribe: req.Subscribe, ResourceNamesUnsubscribe: req.Unsubscribe,
+			InitialResourceVersions: req.InitialVersions, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail,
+		})
+	} else {
+		err = c.sotw.Send(&discovery.DiscoveryRequest{
+			TypeUrl: req.Key, ResourceNames: req.Names, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail,
+		})
+	}
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// received waits until the stream has been quiet for a moment (longer when the driver
+// settles before checking convergence) and returns what arrived.
+func (c *socketConn) received(t *rapid.T, settle bool) []clientResponse {
+	if c.got == nil {
+		return nil
+	}
+	quiet := 15 * time.Millisecond
+	if settle {
+		quiet = 250 * time.Millisecond
+	}
+	var out []clientResponse
+	for {
+		select {
+		case r, ok := <-c.got:
+			if !ok {
+				c.decoded(t)
+				t.Fatal("the server ended the stream")
+			}
+			out = append(out, r)
+		case <-time.After(quiet):
+			c.decoded(t)
+			return out
+		}
+	}
+}
+
+func (c *socketConn) changed([]string) {} // the engine watches the store itself
+
+func (c *socketConn) reconnect(t *rapid.T) {
+	if c.cancel != nil {
+		c.cancel()
+		for range c.got { // the old stream's last responses are gone with it
+		}
+		c.cancel, c.got = nil, nil
+	}
+}
+
+func fromSotW(m *discovery.DiscoveryResponse) (clientResponse, error) {
+	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.VersionInfo}
+	for _, a := range m.Resources {
+		res := &mcpapi.Resource{}
+		if err := a.UnmarshalTo(res); err != nil {
+			return r, err
+		}
+		r.resources = append(r.resources, modelReceived(res))
+	}
+	return r, nil
+}
+
+func fromDelta(m *discovery.DeltaDiscoveryResponse) (clientResponse, error) {
+	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.SystemVersionInfo, removed: m.RemovedResources}
+	for _, dr := range m.Resources {
+		if dr.Resource == nil {
+			r.missing = append(r.missing, dr.Name)
+			continue
+		}
+		res := &mcpapi.Resource{}
+		if err := dr.Resource.UnmarshalTo(res); err != nil {
+			return r, err
+		}
+		got := modelReceived(res)
+		got.version = dr.Version
+		r.resources = append(r.resources, got)
+	}
+	return r, nil
+}
+
+func modelReceived(res *mcpapi.Resource) receivedResource {
+	e := &store.Entry{Resource: res}
+	return receivedResource{name: res.GetMetadata().GetName(), version: res.GetMetadata().GetVersion(), refs: refsOf(e)}
+}

@@ -2,6 +2,8 @@ package source
 
 import (
 	"cmp"
+	"iter"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -297,10 +299,15 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *response, moved 
 	return sent, moved, nil
 }
 
-// dirtyInOrder lists the dirty subscriptions by priority, then by order of subscription.
+// dirtyInOrder lists the dirty subscriptions in response order.
 func (m *machine) dirtyInOrder() []*subscription {
-	list := make([]*subscription, 0, len(m.dirty))
-	for sub := range m.dirty {
+	return inOrder(maps.Keys(m.dirty), len(m.dirty))
+}
+
+// inOrder sorts subscriptions by priority, then by order of subscription.
+func inOrder(subs iter.Seq[*subscription], n int) []*subscription {
+	list := make([]*subscription, 0, n)
+	for sub := range subs {
 		list = append(list, sub)
 	}
 	slices.SortFunc(list, func(a, b *subscription) int {
@@ -346,17 +353,5 @@ func (m *machine) removableThrough(v *store.View, sub *subscription) uint64 {
 	return through
 }
 
-// ordered lists every subscription by priority, then order of subscription, for the debug view.
-func (m *machine) ordered() []*subscription {
-	list := make([]*subscription, 0, len(m.subs))
-	for _, sub := range m.subs {
-		list = append(list, sub)
-	}
-	slices.SortFunc(list, func(a, b *subscription) int {
-		if c := cmp.Compare(a.priority, b.priority); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-	return list
-}
+// ordered lists every subscription in response order, for the debug view.
+func (m *machine) ordered() []*subscription { return inOrder(maps.Values(m.subs), len(m.subs)) }

@@ -204,9 +204,10 @@ func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
 }
 
 // next computes the response due on this subscription at revision rev of its collection in
-// view v, or nil when none is. advance is set when nothing is due but the subscription has
-// caught up with rev anyway (nothing it asked for changed): commit it with advance. It does not
-// change the subscription.
+// view v, or nil when none is. advance is set when nothing is to be sent but the subscription
+// has caught up with rev anyway (nothing it asked for changed); p, if set, then carries its
+// held-back deletions. It does not change the subscription: the machine commits what it sends
+// (sent) or catches up (caughtUp).
 func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates) (p *pending, advance bool, err error) {
 	if s.phase == phaseAwaiting {
 		return nil, false, nil
@@ -229,11 +230,9 @@ func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates)
 	default:
 		p = s.nextStateOfTheWorld(v, ch, rev, protocol, g)
 	}
-	if p.empty() && !s.heldChanged(p) {
-		return nil, true, nil
-	}
 	if p.empty() {
-		// Only the held-back deletions changed (a name came back): nothing to tell the client.
+		// Nothing to tell the client; the held-back deletions p carries may still have
+		// changed (a name came back, or a new deletion is held).
 		return p, true, nil
 	}
 	return p, false, nil

@@ -33,7 +33,7 @@ func TestMachineAgainstModelOverSockets(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
 		addr := serveModelADS(t, st)
-		runModel(t, st, func(t *rapid.T) modelConn { return dialModelADS(t, addr) })
+		runModel(t, st, func(t *rapid.T) modelConn { return dialModelADS(t, addr) }, false)
 	})
 }
 

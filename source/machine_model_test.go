@@ -190,6 +190,10 @@ func (s *modelSub) wants(name string) bool { return s.wildcard || s.names[name] 
 type modelClient struct {
 	name string
 	mode Mode
+	// mcp: an MCP sink (ResourceSource or AggregatedMeshConfigService) rather than xDS: whole
+	// collections only, a request without nonce starts a subscription over, an incremental
+	// response may be a full state, and nothing is ordered across collections.
+	mcp  bool
 	conn modelConn
 	subs map[string]*modelSub
 }
@@ -212,6 +216,7 @@ type clientResponse struct {
 	key, nonce, version string
 	resources           []receivedResource
 	removed, missing    []string
+	full                bool      // MCP: a full state (incremental false), which replaces
 	share               *frameKey // in-process only: the key under which the encoding is shared
 }
 
@@ -261,7 +266,7 @@ func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 
 func fromResponse(r response) clientResponse {
 	r.p.materialize()
-	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share}
+	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share, full: !r.p.msg.Incremental}
 	if r.sub.mode == Incremental { // only delta tells of missing names
 		got.missing = r.p.msg.Missing
 	}
@@ -283,7 +288,14 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
 		After: mt.after, RemoveAfter: mt.remove, Node: c.name,
 	}
+	if c.mcp { // as source/mcp.go builds them: whole collections, no order between them
+		req.Form, req.WildcardCapable, req.FullOnLoss, req.Priority = wire.FormMCPResource, true, true, 0
+		req.PartialStateOfTheWorld, req.After, req.RemoveAfter = false, nil, nil
+	}
 	build(req)
+	if c.mcp {
+		req.Restart = req.Nonce == "" // ResourceSource: a request without nonce starts over
+	}
 	t.Logf("%s sends %s names %v subscribe %v unsubscribe %v nonce %q nack %v initial %v", c.name, req.Key, req.Names, req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail != nil, req.InitialVersions)
 	c.conn.send(t, req)
 	r.flush(t, c)
@@ -321,7 +333,7 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	sub.lastNonce = resp.nonce
 	apply := func(state map[string]held) map[string]held {
 		next := map[string]held{}
-		if c.mode == Incremental || sub.mt.partial {
+		if (c.mode == Incremental && !(c.mcp && resp.full)) || (sub.mt.partial && !c.mcp) {
 			next = maps.Clone(state)
 		}
 		for _, e := range resp.resources {
@@ -332,7 +344,7 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 		for _, n := range append(slices.Clone(resp.removed), resp.missing...) {
 			delete(next, n)
 		}
-		if c.mode == StateOfTheWorld && sub.mt.partial {
+		if c.mode == StateOfTheWorld && sub.mt.partial && !c.mcp {
 			// State of the world tells no deletion of endpoints and routes: the parents stop
 			// naming them and the client drops them. Model that as of this response.
 			for n := range next {
@@ -370,7 +382,7 @@ func (r *modelRun) checkShared(t *rapid.T, resp clientResponse) {
 // exists) names it.
 func (r *modelRun) checkReferences(t *rapid.T, c *modelClient, v *store.View, resp clientResponse, before map[string]held) {
 	clusters := c.subs["C"]
-	if clusters == nil || !clusters.wildcard {
+	if c.mcp || clusters == nil || !clusters.wildcard {
 		return
 	}
 	key := resp.key
@@ -410,7 +422,7 @@ func (r *modelRun) dropImplicitlyDeleted() {
 	v := r.w.st.View()
 	for _, c := range r.clients {
 		for _, sub := range c.subs {
-			if c.mode != StateOfTheWorld || !sub.mt.partial {
+			if c.mode != StateOfTheWorld || !sub.mt.partial || c.mcp {
 				continue
 			}
 			for _, m := range []map[string]held{sub.holds, sub.sent, sub.accepted} {
@@ -437,7 +449,7 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 				sub.nackedRemovals[n] = true
 			}
 		}
-		if c.mode == StateOfTheWorld && !sub.mt.partial {
+		if c.mode == StateOfTheWorld && (!sub.mt.partial || c.mcp) || c.mcp && resp.full {
 			for n := range sub.holds {
 				if !slices.Contains(resp.names(), n) {
 					sub.nackedRemovals[n] = true
@@ -491,6 +503,11 @@ func (r *modelRun) subscribe(t *rapid.T, c *modelClient, mt modelType) {
 	sub := &modelSub{mt: mt, names: map[string]bool{}, holds: map[string]held{}, sent: map[string]held{}, nackedRemovals: map[string]bool{}}
 	c.subs[mt.key] = sub
 	sub.onStream = true
+	if c.mcp { // MCP subscribes to whole collections
+		sub.legacy, sub.wildcard = true, true
+		r.request(t, c, mt, func(*Request) {})
+		return
+	}
 	asked := rapid.SliceOfDistinct(rapid.SampledFrom(mt.universe), rapid.ID[string]).Draw(t, "names")
 	for _, n := range asked {
 		sub.names[n] = true
@@ -663,12 +680,13 @@ func (r *modelRun) checkConverged(t *rapid.T) {
 func TestMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
-		runModel(t, st, func(*rapid.T) modelConn { return &machineConn{st: st, m: newMachine("model")} })
+		runModel(t, st, func(*rapid.T) modelConn { return &machineConn{st: st, m: newMachine("model")} }, true)
 	})
 }
 
-// runModel runs one random schedule over a store, with clients connected by dial.
-func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn) {
+// runModel runs one random schedule over a store, with clients connected by dial; mcp
+// allows MCP clients besides xDS ones.
+func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn, mcp bool) {
 	r := &modelRun{w: &world{st: st}, shared: map[frameKey]string{}}
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
@@ -676,7 +694,9 @@ func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn) {
 		if rapid.Bool().Draw(t, "incremental") {
 			mode = Incremental
 		}
-		r.clients = append(r.clients, newModelClient(fmt.Sprintf("client%d", i), mode, dial(t)))
+		c := newModelClient(fmt.Sprintf("client%d", i), mode, dial(t))
+		c.mcp = mcp && rapid.Bool().Draw(t, "mcp")
+		r.clients = append(r.clients, c)
 	}
 	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }
 	subscribedKey := func(t *rapid.T, c *modelClient, pending bool) (string, bool) {
@@ -743,6 +763,20 @@ func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn) {
 			})
 		},
 		"reconnect": func(t *rapid.T) { r.reconnect(t, client(t)) },
+		"restart": func(t *rapid.T) {
+			c := client(t)
+			key, ok := subscribedKey(t, c, false)
+			if !c.mcp || !ok {
+				t.Skip("only an MCP sink starts a subscription over on its stream")
+			}
+			sub := c.subs[key]
+			if sub.pending != nil { // answered by nothing: its nonce is stale now
+				sub.stale = append(sub.stale, sub.pending.nonce)
+			}
+			sub.pending = nil
+			sub.sent = maps.Clone(sub.holds)
+			r.request(t, c, sub.mt, func(*Request) {})
+		},
 	})
 	// Quiescence: one last write gives every live resource a version no client refused, then
 	// every response is acknowledged.

@@ -48,10 +48,11 @@ type Request struct {
 	// before a response of this type: a response made at store revision r waits until each of
 	// them has been sent everything up to r. RemoveAfter lists those that must be caught up to
 	// the revision of a deletion before the deletion is sent (they stop referring to it
-	// first). The owner of the types declares them (translate/envoy.Order for Envoy's).
+	// first). The owner of the types declares them (translate.EnvoyOrder for Envoy's).
 	After, RemoveAfter []string
 	// WildcardCapable types (LDS, CDS, MCP collections) enter wildcard mode when the first
-	// request names nothing or names "*"; once entered, it stays.
+	// request names nothing (a wildcard that stays, as xds-protocol.rst says) or a request
+	// names "*" (which a later request can take back).
 	WildcardCapable bool
 	// FullOnLoss: the protocol can send a full state in place of an increment (MCP).
 	FullOnLoss bool

@@ -24,8 +24,7 @@ var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType
 // collections: clusters, load assignments, listeners, route configurations.
 func OutputTypes() []string { return slices.Clone(outputTypes[:]) }
 
-// Order is the order in which an aggregated stream delivers these types (translate.EnvoyOrder).
-func Order(typeURL string) translate.Dependencies { return translate.EnvoyOrder(typeURL) }
+// The order in which an aggregated stream delivers these types is translate.EnvoyOrder.
 
 // Owner is the store owner under which the controller writes the derived collections.
 const Owner = "translate"

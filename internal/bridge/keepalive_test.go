@@ -17,11 +17,11 @@ import (
 // ping per 5 minutes, none without streams), so the server ended the connection with GOAWAY
 // ENHANCE_YOUR_CALM "too_many_pings". The bridge accepts pings at the configured interval,
 // also on connections without streams. The test pings at a scaled-down rate: a min interval
-// of 100ms and a ping every 150ms, on an idle connection, for 2 seconds.
+// of 50ms and a ping every 250ms (room for a late tick), on an idle connection, for 2 seconds.
 func TestKeepaliveAcceptsIstiodPingRate(t *testing.T) {
-	b := start(t, func(c *Config) { c.GRPC.Keepalive.MinPingInterval = 100 * time.Millisecond })
-	if goaway := pingEvery(t, b.grpcAddr, 150*time.Millisecond, 2*time.Second); goaway != nil {
-		t.Fatalf("the bridge ended an idle connection pinging every 150ms: GOAWAY %v %q", goaway.ErrCode, goaway.DebugData())
+	b := start(t, func(c *Config) { c.GRPC.Keepalive.MinPingInterval = 50 * time.Millisecond })
+	if goaway := pingEvery(t, b.grpcAddr, 250*time.Millisecond, 2*time.Second); goaway != nil {
+		t.Fatalf("the bridge ended an idle connection pinging every 250ms: GOAWAY %v %q", goaway.ErrCode, goaway.DebugData())
 	}
 }
 
@@ -35,7 +35,7 @@ func TestKeepalivePingRateIsRefusedByGRPCDefaults(t *testing.T) {
 	srv := grpc.NewServer()
 	go srv.Serve(lis)
 	defer srv.Stop()
-	goaway := pingEvery(t, lis.Addr().String(), 150*time.Millisecond, 2*time.Second)
+	goaway := pingEvery(t, lis.Addr().String(), 250*time.Millisecond, 2*time.Second)
 	if goaway == nil || goaway.ErrCode != http2.ErrCodeEnhanceYourCalm {
 		t.Fatalf("want GOAWAY ENHANCE_YOUR_CALM from gRPC's defaults, got %v", goaway)
 	}

@@ -40,8 +40,14 @@ type server struct {
 
 func startServer(t *testing.T) *server {
 	t.Helper()
+	return startServerLogging(t, testLogger(t))
+}
+
+// startServerLogging starts a server whose engine logs to log (nil: nowhere, for benchmarks).
+func startServerLogging(t testing.TB, log *slog.Logger) *server {
+	t.Helper()
 	st := store.New(store.Options{Validate: translate.ValidateResource})
-	eng := source.New(source.Options{Store: st, Logger: testLogger(t)})
+	eng := source.New(source.Options{Store: st, Logger: log})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

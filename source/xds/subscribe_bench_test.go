@@ -2,44 +2,21 @@ package xds
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
-	"github.com/mcpbridge/mcpbridge/internal/wire"
-	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
-
-// benchServer is startServer without the test log, for benchmarks.
-func benchServer(b *testing.B) *server {
-	st := store.New(store.Options{Validate: translate.ValidateResource})
-	eng := source.New(source.Options{Store: st})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	(&Server{Engine: eng}).Register(srv)
-	go srv.Serve(lis)
-	b.Cleanup(func() {
-		eng.Stop()
-		srv.Stop()
-	})
-	return &server{store: st, engine: eng, addr: lis.Addr().String()}
-}
 
 // One delta stream subscribes 100,000 endpoint names in 100 requests of 1,000 (half of them
 // among the 50,000 load assignments stored, half unknown), acknowledging each answer. The
 // issue's bound: 1 s in all. seconds is the time of the 100 requests.
 func BenchmarkSubscribe100kNamesInBatchesOf1000(b *testing.B) {
-	s := benchServer(b)
+	s := startServerLogging(b, nil)
 	var rs []*mcpapi.Resource
 	for i := range 50000 {
 		n := fmt.Sprintf("c%d", i)
@@ -73,7 +50,7 @@ func BenchmarkSubscribe100kNamesInBatchesOf1000(b *testing.B) {
 // One state-of-the-world ADS stream sends 10,000 requests, each for a distinct unknown type
 // URL, and waits for the 10,000 answers. The bound: 1 s in all.
 func BenchmarkSubscribe10kTypeURLs(b *testing.B) {
-	s := benchServer(b)
+	s := startServerLogging(b, nil)
 	var total time.Duration
 	for b.Loop() {
 		c := newSotW(b, s.addr)

@@ -32,8 +32,8 @@ type SubscriptionInfo struct {
 	// SentRevision is the store revision of the collection the client has been sent, or
 	// brought up to when nothing it asked for changed. Once the latest response is ACKed,
 	// Acked is set and AckedRevision is SentRevision: the revision the client holds. While a
-	// response is in flight, or after a NACK, Acked is false and AckedRevision 0. Test kits
-	// (bridgetest) wait on them.
+	// response is in flight, after a NACK, or while a deletion is held back (make before
+	// break), Acked is false and AckedRevision 0. Test kits (bridgetest) wait on them.
 	SentRevision  uint64  `json:"sent_revision"`
 	AckedRevision uint64  `json:"acked_revision"`
 	Acked         bool    `json:"acked"`
@@ -73,7 +73,8 @@ func (s *stream) info() ClientInfo {
 		}
 		if sub.phase != phaseUnsent {
 			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev
-			if sub.phase == phaseIdle && !sub.nacked {
+			// Held-back deletions are owed: the client does not hold sentRev until they go.
+			if sub.phase == phaseIdle && !sub.nacked && len(sub.held) == 0 {
 				si.AckedRevision, si.Acked = sub.sentRev, true
 			}
 		}

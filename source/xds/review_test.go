@@ -126,3 +126,41 @@ func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery
 	c.ack(routes)
 	return s, c, m
 }
+
+// The debug view (and bridgetest, which waits on it) does not call a subscription acknowledged
+// while a deletion is still held back for it: the client does not hold the store's state yet.
+func TestHeldBackDeletionIsNotReportedAcknowledged(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("A"))
+	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	c.ack(c.recv())
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"r"}})
+	routes := c.recv() // left unacknowledged: the routes cannot move yet
+	s.moveRoute(t, "A", "B")
+	addition := c.recv()
+	assertNames(t, "addition", deltaNames(addition), "B")
+	c.ack(addition)
+	clustersAcked := func() bool {
+		for _, sub := range s.engine.Clients()[0].Subscriptions {
+			if sub.Type == ClusterType {
+				return sub.Acked
+			}
+		}
+		return false
+	}
+	c.quiet(200 * time.Millisecond) // A's removal waits for the routes
+	if clustersAcked() {
+		t.Fatal("clusters reported acknowledged while A's removal is held back")
+	}
+	c.ack(routes)
+	c.ack(c.recv()) // the routes, moved to B
+	removal := c.recv()
+	assertNames(t, "removed", removal.RemovedResources, "A")
+	c.ack(removal)
+	waitAllAcknowledged(t, s.engine)
+	if !clustersAcked() {
+		t.Fatal("clusters not reported acknowledged once A's removal was")
+	}
+}

@@ -469,3 +469,30 @@ func mustHave(t *testing.T, what, s string, wants ...string) {
 		}
 	}
 }
+
+// A whole-type answer for a large mesh is one message, larger than gRPC's default 4 MiB
+// receive limit: watch takes up to --max-recv-msg-size (256 MiB by default), and says so when
+// an answer is larger.
+func TestWatchMaxRecvMsgSize(t *testing.T) {
+	b := bridgetest.Start(t)
+	var yaml strings.Builder
+	for i := range 200 {
+		yaml.WriteString(strings.ReplaceAll(strings.ReplaceAll(reviewsYAML, "name: reviews", fmt.Sprintf("name: reviews%d", i)), "reviews.shop.example", fmt.Sprintf("reviews%d.shop.example", i)))
+		yaml.WriteString("\n---\n")
+	}
+	b.LoadYAML(t, yaml.String())
+	code, stdout, stderr := runCLI(t, "watch", "--from", b.GRPCAddr(), "--collection", seCollection, "--output", "json", "--count", "1")
+	if code != 0 || strings.Count(stdout, `"shop/reviews`) != 200 {
+		t.Fatalf("default limit: exit %d, %d resources (stderr %q)", code, strings.Count(stdout, `"shop/reviews`), stderr)
+	}
+	code, _, stderr = runCLI(t, "watch", "--from", b.GRPCAddr(), "--collection", seCollection, "--max-recv-msg-size", "4096", "--count", "1")
+	if code != exitRuntime {
+		t.Fatalf("4 KiB limit: exit %d, want 1 (stderr %q)", code, stderr)
+	}
+	assertOneLine(t, stderr, "ResourceExhausted")
+	code, _, stderr = runCLI(t, "watch", "--from", "127.0.0.1:1", "--collection", "a", "--max-recv-msg-size", "0")
+	if code != exitUsage {
+		t.Fatalf("--max-recv-msg-size 0: exit %d, want 2 (stderr %q)", code, stderr)
+	}
+	assertOneLine(t, stderr, "--max-recv-msg-size")
+}

@@ -31,7 +31,7 @@ func addDialFlags(fs *pflag.FlagSet) {
 
 // dialFlags dials the address a flag names, with the TLS flags. A bad address or TLS file is
 // a usage error (exit 2).
-func dialFlags(fs *pflag.FlagSet, addrFlag string) (*grpc.ClientConn, error) {
+func dialFlags(fs *pflag.FlagSet, addrFlag string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	addr, _ := fs.GetString(addrFlag)
 	if addr == "" {
 		return nil, usageError{fmt.Errorf("--%s ADDR is required", addrFlag)}
@@ -52,7 +52,7 @@ func dialFlags(fs *pflag.FlagSet, addrFlag string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--%s %s: %v", addrFlag, addr, err)}
 	}

@@ -43,6 +43,7 @@ var defaults = map[string]any{
 	"sources.startup_timeout":          "30s",
 	"store.tombstone_retention":        "5m",
 	"collections":                      []string{},
+	"memory.limit":                     "auto",
 	"sources.upstreams":                []any{},
 	"downstreams":                      []any{},
 	"sink.node_id":                     "mcpbridge",
@@ -224,6 +225,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	}
 	if c.Translate.Enabled && (c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".")) {
 		return configErrorf("translate.domain_suffix: %q is not a DNS suffix such as cluster.local", c.Translate.DomainSuffix)
+	}
+	if _, err := parseMemoryLimit(c.Memory.Limit); err != nil {
+		return configErrorf("memory.limit: %v", err)
 	}
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")

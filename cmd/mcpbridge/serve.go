@@ -56,6 +56,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, onListen listenin
 	if onListen != nil {
 		onListen(grpcLis.Addr(), httpLis.Addr())
 	}
+	applyMemoryLimit(cfg.Memory.Limit, log)
 	b, err := bridge.New(cfg, log)
 	if err != nil {
 		grpcLis.Close()

@@ -64,6 +64,7 @@ source ends it; 2 for a bad command line.`,
 	fs.String("output", "yaml", "yaml or json")
 	fs.Int("count", 0, "stop after this many updates (0: until SIGINT)")
 	fs.String("node", "mcpbridge-watch", "node id this client sends (sink_node.id, node.id)")
+	fs.Int("max-recv-msg-size", defaultWatchRecvSize, "largest response accepted, in bytes: a state-of-the-world answer for a large mesh is one message (100,000 ServiceEntries: about 34 MB)")
 	addDialFlags(fs)
 	return cmd
 }
@@ -73,8 +74,12 @@ type watchOptions struct {
 	collection, xdsType, node, output string
 	names                             []string
 	incremental                       bool
-	count                             int
+	count, maxRecv                    int
 }
+
+// defaultWatchRecvSize is watch's receive limit: gRPC's own 4 MiB refuses the whole-type
+// answers of a mesh past about 10,000 services.
+const defaultWatchRecvSize = 256 << 20
 
 func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	fs := cmd.Flags()
@@ -86,6 +91,7 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	o.output, _ = fs.GetString("output")
 	o.count, _ = fs.GetInt("count")
 	o.node, _ = fs.GetString("node")
+	o.maxRecv, _ = fs.GetInt("max-recv-msg-size")
 	switch {
 	case (o.collection == "") == (o.xdsType == ""):
 		return o, usageError{fmt.Errorf("give one of --collection (MCP) or --xds (xDS)")}
@@ -93,6 +99,8 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 		return o, usageError{fmt.Errorf("--output: %q is neither yaml nor json", o.output)}
 	case o.count < 0:
 		return o, usageError{fmt.Errorf("--count: must not be negative, got %d", o.count)}
+	case o.maxRecv <= 0:
+		return o, usageError{fmt.Errorf("--max-recv-msg-size: must be a positive number of bytes, got %d", o.maxRecv)}
 	case len(o.names) > 0 && o.collection != "":
 		return o, usageError{fmt.Errorf("--name goes with --xds: an MCP subscription is to a whole collection")}
 	}
@@ -104,7 +112,7 @@ func runWatch(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dialFlags(cmd.Flags(), "from")
+	conn, err := dialFlags(cmd.Flags(), "from", grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecv)))
 	if err != nil {
 		return err
 	}

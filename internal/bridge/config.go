@@ -20,9 +20,19 @@ type Config struct {
 	Store       StoreConfig     `mapstructure:"store"`
 	XDS         XDSConfig       `mapstructure:"xds"`
 	Translate   TranslateConfig `mapstructure:"translate"`
+	Memory      MemoryConfig    `mapstructure:"memory"`
 	Collections []string        `mapstructure:"collections"`
 	// Downstreams are ResourceSinks the bridge dials and pushes to.
 	Downstreams []dial.Target `mapstructure:"downstreams"`
+}
+
+// MemoryConfig bounds the Go heap, so that the garbage collector works harder before the
+// process outgrows its container.
+type MemoryConfig struct {
+	// Limit is the Go memory limit: "auto" (90% of the container's cgroup memory limit when
+	// there is one, else none), "off", or a size such as "900MiB". GOMEMLIMIT, when set,
+	// wins over it.
+	Limit string `mapstructure:"limit"`
 }
 
 // SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
@@ -116,6 +126,7 @@ func DefaultConfig() *Config {
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
+		Memory:      MemoryConfig{Limit: "auto"},
 		Collections: []string{},
 		Downstreams: []dial.Target{},
 	}

@@ -13,9 +13,7 @@ import (
 // held back still goes (nothing depends on the cluster any more), under a version other than
 // the refused one, which is never resent; the next change carries on as usual.
 func TestNACKOfTheMakeHalfStillSendsTheRemovalUnderANewVersion(t *testing.T) {
-	s := startServer(t)
-	s.putEnvoy(t, ClusterType, clusters("A"))
-	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
+	s := serverWithRouteOnA(t)
 	c := newSotW(t, s.addr)
 	c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType})
 	c.ack(c.recv())
@@ -102,16 +100,31 @@ func TestDeltaUnsubscribeOnlyRequestSubscribesToNothing(t *testing.T) {
 
 // deltaClustersMovedFromAToB has a delta client hold clusters {A}, then replaces A by B in one
 // write and returns the make half the client received (B added, A's removal held back).
-func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery.DeltaDiscoveryResponse) {
+// serverWithRouteOnA serves cluster A and route configuration r, which sends to A.
+func serverWithRouteOnA(t *testing.T) *server {
 	t.Helper()
 	s := startServer(t)
 	s.putEnvoy(t, ClusterType, clusters("A"))
 	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
+	return s
+}
+
+// deltaClustersAndRoute opens a delta stream subscribed to every cluster (first answer
+// ACKed) and to route r, whose first answer it returns unacknowledged.
+func deltaClustersAndRoute(t *testing.T, s *server) (*deltaClient, *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	c.ack(c.recv())
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"r"}})
-	c.ack(c.recv())
+	return c, c.recv()
+}
+
+func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
+	s := serverWithRouteOnA(t)
+	c, first := deltaClustersAndRoute(t, s)
+	c.ack(first)
 	waitAllAcknowledged(t, s.engine)
 	s.moveRoute(t, "A", "B")
 	m := c.recv()
@@ -130,14 +143,8 @@ func deltaClustersMovedFromAToB(t *testing.T) (*server, *deltaClient, *discovery
 // The debug view (and bridgetest, which waits on it) does not call a subscription acknowledged
 // while a deletion is still held back for it: the client does not hold the store's state yet.
 func TestHeldBackDeletionIsNotReportedAcknowledged(t *testing.T) {
-	s := startServer(t)
-	s.putEnvoy(t, ClusterType, clusters("A"))
-	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": routeTo("r", "A")})
-	c := newDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	c.ack(c.recv())
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"r"}})
-	routes := c.recv() // left unacknowledged: the routes cannot move yet
+	s := serverWithRouteOnA(t)
+	c, routes := deltaClustersAndRoute(t, s) // routes left unacknowledged: they cannot move yet
 	s.moveRoute(t, "A", "B")
 	addition := c.recv()
 	assertNames(t, "addition", deltaNames(addition), "B")

@@ -11,7 +11,7 @@ LDFLAGS   := -X github.com/mcpbridge/mcpbridge/internal/buildinfo.Version=$(VERS
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHTIME ?= 1x
 
-.PHONY: all build run test bench generate lint fuzz fuzz-model tools-protoc clean
+.PHONY: all build run test bench bench-scale generate lint fuzz fuzz-model tools-protoc clean
 
 all: build
 
@@ -28,6 +28,13 @@ test:
 # Benchmarks only (no tests): numbers for CONTRACT.md section 7. BENCHTIME=2s for steadier figures.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# The black-box scale run (internal/scale): SCALE_N ServiceEntries in 100 files, a real
+# mcpbridge process and a delta ADS client; time to ready and to everything held, peak RSS,
+# CPU, edit-to-served. make bench runs it with 10,000.
+SCALE_N ?= 100000
+bench-scale:
+	$(GO) test -run '^$$' -bench 'Scale' -benchtime 1x -timeout 30m ./internal/scale/ -scale.n=$(SCALE_N)
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
 # Then a long run of the engine's model-based test (MODELCHECKS random schedules in-process,

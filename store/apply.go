@@ -9,7 +9,9 @@ import (
 	"sort"
 	"time"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"maps"
+
+	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
@@ -109,16 +111,12 @@ func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
 	} else {
 		s.absent[owner] = true
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	w := s.newWriter(txn, owner)
-	it, err := txn.Get(tableOwned, "owner_collection_prefix", owner+"\x00")
-	mustTxn(err)
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		o := obj.(*ownedEntry)
-		w.touch(o.Collection, o.Name)
-	}
-	return s.commit(txn, w, owner), nil
+	w := s.newWriter(owner)
+	w.next.ownerCopies(owner, "", func(it ownerItem) bool {
+		w.touch(it.coll, it.name)
+		return true
+	})
+	return s.commit(w, owner), nil
 }
 
 // preparedUpdate is an Update validated, versioned and marshalled, ready for the transaction.
@@ -225,25 +223,23 @@ func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
 	}, nil
 }
 
-// write applies prepared updates in one transaction and wakes the touched collections'
-// subscribers after the commit, so that whoever wakes reads the new state.
+// write applies prepared updates to the next state and publishes it, then wakes the touched
+// collections' subscribers, so that whoever wakes reads the new state.
 func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (Result, error) {
 	if err := checkKey("owner", owner); err != nil || owner == "" {
 		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	txn := s.db.Txn(true)
-	defer txn.Abort()
 
-	w := s.newWriter(txn, owner)
+	w := s.newWriter(owner)
 	listed := make(map[string]bool, len(updates))
 	for _, u := range updates {
 		listed[u.Collection] = true
 		w.applyUpdate(u)
 	}
 	if replaceAll {
-		for _, coll := range w.ownerCollections() {
+		for _, coll := range w.next.ownerCollections(owner) {
 			if !listed[coll] {
 				w.applyUpdate(preparedUpdate{Update: Update{Collection: coll, Full: true}})
 			}
@@ -252,25 +248,29 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 	if replaceAll && len(updates) == 0 {
 		delete(s.absent, owner) // it holds nothing any more: nothing to remember of it
 	}
-	return s.commit(txn, w, owner), nil
+	return s.commit(w, owner), nil
 }
 
-func (s *Store) newWriter(txn *memdb.Txn, owner string) *writer {
-	return &writer{txn: txn, owner: owner, rev: s.revision + 1, now: s.now(), touched: map[string]map[string]bool{}, absent: s.absent}
+func (s *Store) newWriter(owner string) *writer {
+	base := s.current.Load()
+	next := &state{rev: base.rev, colls: maps.Clone(base.colls), owners: base.owners, tombs: base.tombs}
+	return &writer{next: next, mine: map[string]bool{}, owner: owner, rev: s.revision + 1, now: s.now(),
+		touched: map[string]map[string]bool{}, absent: s.absent}
 }
 
-// commit resolves the touched names, commits, and wakes the subscribers of the collections
-// whose served view changed. The caller holds writeMu.
-func (s *Store) commit(txn *memdb.Txn, w *writer, owner string) Result {
+// commit resolves the touched names, publishes the next state, and wakes the subscribers of
+// the collections whose served view changed. The caller holds writeMu.
+func (s *Store) commit(w *writer, owner string) Result {
 	res := w.resolve()
 	if res.Changed == 0 {
-		// Owned copies may still have changed (a shadowed owner's update): commit those.
-		txn.Commit()
+		// Owned copies may still have changed (a shadowed owner's update): publish those.
+		s.current.Store(w.next)
 		res.Revision = s.revision
 		s.report(owner, res)
 		return res
 	}
-	txn.Commit()
+	w.next.rev = w.rev
+	s.current.Store(w.next)
 	s.revision = w.rev
 	s.writes.Add(1)
 	res.Revision = w.rev
@@ -287,15 +287,51 @@ func (s *Store) report(owner string, res Result) {
 	}
 }
 
-// writer is the state of one write transaction.
+// writer builds the next state of one write. It copies a collection (and the owner and
+// tombstone indexes) the first time it changes one; what it only reads stays shared.
 type writer struct {
-	txn   *memdb.Txn
-	owner string
-	rev   uint64
-	now   time.Time
+	next       *state
+	mine       map[string]bool // collections of next copied for this write
+	ownersMine bool
+	tombsMine  bool
+	owner      string
+	rev        uint64
+	now        time.Time
 	// touched names per collection whose owned copies changed, to resolve afterwards
 	touched map[string]map[string]bool
 	absent  map[string]bool // Store.absent, read under writeMu
+}
+
+// coll returns the collection for writing, created or copied on first use.
+func (w *writer) coll(name string) *collection {
+	c := w.next.colls[name]
+	switch {
+	case c == nil:
+		c = newCollection(name)
+	case !w.mine[name]:
+		c = c.clone()
+	default:
+		return c
+	}
+	w.next.colls[name] = c
+	w.mine[name] = true
+	return c
+}
+
+func (w *writer) owners() *btree.BTreeG[ownerItem] {
+	if !w.ownersMine {
+		w.next.owners = w.next.owners.Clone()
+		w.ownersMine = true
+	}
+	return w.next.owners
+}
+
+func (w *writer) tombs() *btree.BTreeG[tombItem] {
+	if !w.tombsMine {
+		w.next.tombs = w.next.tombs.Clone()
+		w.tombsMine = true
+	}
+	return w.next.tombs
 }
 
 func (w *writer) touch(coll, name string) {
@@ -307,62 +343,60 @@ func (w *writer) touch(coll, name string) {
 	m[name] = true
 }
 
+// ownedCopy returns the writer's owner's copy of a name, or nil.
+func (w *writer) ownedCopy(coll, name string) *ownedEntry {
+	c := w.next.colls[coll]
+	if c == nil {
+		return nil
+	}
+	it, ok := c.owned.Get(ownedItem{name: name, owner: w.owner})
+	if !ok {
+		return nil
+	}
+	return it.e
+}
+
+func (w *writer) putOwned(e *ownedEntry) {
+	w.coll(e.Collection).owned.ReplaceOrInsert(ownedItem{name: e.Name, owner: e.Owner, e: e})
+	w.owners().ReplaceOrInsert(ownerItem{owner: e.Owner, coll: e.Collection, name: e.Name, e: e})
+	w.touch(e.Collection, e.Name)
+}
+
+func (w *writer) deleteOwned(coll, name string) {
+	w.coll(coll).owned.Delete(ownedItem{name: name, owner: w.owner})
+	w.owners().Delete(ownerItem{owner: w.owner, coll: coll, name: name})
+	w.touch(coll, name)
+}
+
 func (w *writer) applyUpdate(u preparedUpdate) {
 	keep := make(map[string]bool, len(u.entries))
 	for _, e := range u.entries {
 		keep[e.Name] = true
-		old, err := w.txn.First(tableOwned, "id", u.Collection, e.Name, w.owner)
-		mustTxn(err)
-		if old != nil {
-			o := old.(*ownedEntry)
-			if o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
-				continue // unchanged: write nothing
-			}
+		if o := w.ownedCopy(u.Collection, e.Name); o != nil && o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
+			continue // unchanged: write nothing
 		}
 		ne := *e
 		ne.Owner = w.owner
-		mustTxn(w.txn.Insert(tableOwned, &ne))
-		w.touch(u.Collection, e.Name)
+		w.putOwned(&ne)
 	}
 	if u.Full {
-		it, err := w.txn.Get(tableOwned, "owner_collection", w.owner, u.Collection)
-		mustTxn(err)
-		var gone []*ownedEntry
-		for obj := it.Next(); obj != nil; obj = it.Next() {
-			if o := obj.(*ownedEntry); !keep[o.Name] {
-				gone = append(gone, o)
+		var gone []string
+		w.next.ownerCopies(w.owner, u.Collection, func(it ownerItem) bool {
+			if !keep[it.name] {
+				gone = append(gone, it.name)
 			}
-		}
-		for _, o := range gone {
-			mustTxn(w.txn.Delete(tableOwned, o))
-			w.touch(u.Collection, o.Name)
+			return true
+		})
+		for _, name := range gone {
+			w.deleteOwned(u.Collection, name)
 		}
 		return
 	}
 	for _, name := range u.Removed {
-		old, err := w.txn.First(tableOwned, "id", u.Collection, name, w.owner)
-		mustTxn(err)
-		if old != nil {
-			mustTxn(w.txn.Delete(tableOwned, old))
-			w.touch(u.Collection, name)
+		if w.ownedCopy(u.Collection, name) != nil {
+			w.deleteOwned(u.Collection, name)
 		}
 	}
-}
-
-func (w *writer) ownerCollections() []string {
-	// A prefix read of (owner, collection) with the owner's terminator written out, so that
-	// owner "a" does not match owner "ab".
-	it, err := w.txn.Get(tableOwned, "owner_collection_prefix", w.owner+"\x00")
-	mustTxn(err)
-	seen := map[string]bool{}
-	var out []string
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		if c := obj.(*ownedEntry).Collection; !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // resolve recomputes the served entry of every touched name and writes those that changed.
@@ -374,11 +408,11 @@ func (w *writer) resolve() Result {
 	}
 	sort.Strings(colls)
 	for _, coll := range colls {
-		info := *collectionInfo(w.txn, coll)
+		c := w.coll(coll)
+		info := c.info
 		changed := 0
-		shadowedBefore := info.Shadowed
 		for name := range w.touched[coll] {
-			written, delta, conflict := w.resolveName(coll, name)
+			written, delta, conflict := w.resolveName(c, name)
 			if conflict != nil {
 				res.Conflicts = append(res.Conflicts, *conflict)
 			}
@@ -388,18 +422,31 @@ func (w *writer) resolve() Result {
 				info.Count += delta.count
 			}
 		}
-		if changed == 0 && info.Shadowed != shadowedBefore {
-			mustTxn(w.txn.Insert(tableCollections, &info)) // the count only: no new revision
-		}
 		if changed > 0 {
 			info.Revision = w.rev
 			info.Changed = w.now
-			mustTxn(w.txn.Insert(tableCollections, &info))
 			res.Changed += changed
 			res.Collections = append(res.Collections, coll)
 		}
+		c.info = info // the shadowed count may change without a new revision
 	}
 	return res
+}
+
+// putServed replaces a name's served entry (old, nil if none) with e, keeping the revision
+// and tombstone indexes in step.
+func (w *writer) putServed(c *collection, old, e *Entry) {
+	if old != nil {
+		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
+		if old.Deleted {
+			w.tombs().Delete(tombItem{at: old.DeletedAt.UnixNano(), coll: c.info.Name, name: old.Name})
+		}
+	}
+	c.served.ReplaceOrInsert(servedItem{name: e.Name, e: e})
+	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
+	if e.Deleted {
+		w.tombs().ReplaceOrInsert(tombItem{at: e.DeletedAt.UnixNano(), coll: c.info.Name, name: e.Name})
+	}
 }
 
 // countDelta is how a resolved name changes its collection's counts.
@@ -408,21 +455,10 @@ type countDelta struct{ count, shadowed int }
 // resolveName applies the conflict rule to one name: a present owner before an absent one,
 // then the owner whose ID sorts first. It writes a new served entry, or a tombstone, only
 // when what is served (or who is shadowed) changes.
-func (w *writer) resolveName(coll, name string) (written bool, delta countDelta, conflict *Conflict) {
-	// Every owner of one name: a prefix read of the (collection, name, owner) key, with the
-	// name's terminator written out so that "a" does not match "ab".
-	it, err := w.txn.Get(tableOwned, "id_prefix", coll, name+"\x00")
-	mustTxn(err)
-	var owners []*ownedEntry
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		owners = append(owners, obj.(*ownedEntry))
-	}
-	cur, err := w.txn.First(tableServed, "id", coll, name)
-	mustTxn(err)
-	var served *Entry
-	if cur != nil {
-		served = cur.(*Entry)
-	}
+func (w *writer) resolveName(c *collection, name string) (written bool, delta countDelta, conflict *Conflict) {
+	coll := c.info.Name
+	owners := c.ownersOf(name)
+	served := c.entry(name)
 	live := served != nil && !served.Deleted
 	wasShadowed := live && len(served.Shadowed) > 0
 
@@ -432,13 +468,13 @@ func (w *writer) resolveName(coll, name string) (written bool, delta countDelta,
 		}
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
-		mustTxn(w.txn.Insert(tableServed, &Entry{
+		w.putServed(c, served, &Entry{
 			Collection: coll, Name: name, Owner: served.Owner, Version: served.Version,
 			Resource: served.Resource, Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
-		}))
+		})
 		return true, countDelta{count: -1, shadowed: -b2i(wasShadowed)}, nil
 	}
-	sort.Slice(owners, func(i, j int) bool {
+	sort.SliceStable(owners, func(i, j int) bool {
 		if ai, aj := w.absent[owners[i].Owner], w.absent[owners[j].Owner]; ai != aj {
 			return aj // the present one first
 		}
@@ -459,14 +495,14 @@ func (w *writer) resolveName(coll, name string) (written bool, delta countDelta,
 			// subscriber is sent what it already has.
 			e := *served
 			e.Shadowed = shadowed
-			mustTxn(w.txn.Insert(tableServed, &e))
+			w.putServed(c, served, &e)
 		}
 		return false, delta, conflict
 	}
-	mustTxn(w.txn.Insert(tableServed, &Entry{
+	w.putServed(c, served, &Entry{
 		Collection: coll, Name: name, Owner: win.Owner, Version: win.Version,
 		Resource: win.Resource, Bytes: win.Bytes, Revision: w.rev, Shadowed: shadowed,
-	}))
+	})
 	if !live {
 		delta.count = 1
 	}

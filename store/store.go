@@ -1,15 +1,16 @@
-// Package store is mcpbridge's one in-memory store of collections, on go-memdb.
+// Package store is mcpbridge's one in-memory store of collections.
 //
 // Every producer (sink side, file source, translation) writes through Apply or ReplaceOwner;
 // every consumer (MCP and xDS sources) reads snapshots or changes since a revision and waits on
-// per-collection topics. A write is validated first and applied all or nothing, in one memdb
-// transaction; readers get memdb's snapshot isolation.
+// per-collection topics. A write is validated first and applied all or nothing: it builds the
+// next immutable state and publishes it at once (state.go); readers hold a state and never see
+// half a write.
 //
 // Revisions: the store keeps one counter; each write that changes anything takes the next
 // value, stamps every entry it writes (and every tombstone) with it, and records it as the
 // revision of each collection it touched. A reader at revision r of a collection is brought up
-// to date by ChangesSince(r), which walks the (collection, revision) index from r+1: the cost is
-// the size of the change, not of the collection.
+// to date by ChangesSince(r), which walks the collection's (revision, name) index from r+1:
+// the cost is the size of the change, not of the collection.
 //
 // Conflicts: two owners may hold the same name in one collection. The copy served is the one
 // of a present owner before an absent one (SetOwnerPresent: a producer whose streams all
@@ -25,13 +26,11 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	memdb "github.com/hashicorp/go-memdb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
@@ -56,14 +55,15 @@ type Options struct {
 
 // Store is the collection store. It is safe for concurrent use.
 type Store struct {
-	db        *memdb.MemDB
+	// current is the published state; a write replaces it whole.
+	current   atomic.Pointer[state]
 	validate  Validator
 	retention time.Duration
 	log       *slog.Logger
 	now       func() time.Time
 
-	// writeMu serialises writers so the revision counter moves with the commit. memdb
-	// serialises write transactions too; this lock also covers the notification that follows.
+	// writeMu serialises writers: each builds on the state the last one published, and the
+	// revision counter moves with the publication; it also covers the notification that follows.
 	writeMu  sync.Mutex
 	revision uint64 // guarded by writeMu; the revision of the last write that changed anything
 	// absent owners lose conflicts to present ones; guarded by writeMu. Owners are present
@@ -79,13 +79,7 @@ type Store struct {
 
 // New returns an empty store.
 func New(opts Options) *Store {
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		// The schema is a constant of this package; an error here is a programming error.
-		panic(fmt.Sprintf("store: invalid schema: %v", err))
-	}
 	s := &Store{
-		db:        db,
 		validate:  opts.Validate,
 		retention: opts.TombstoneRetention,
 		log:       opts.Logger,
@@ -102,6 +96,7 @@ func New(opts Options) *Store {
 		s.now = time.Now
 	}
 	s.topics.init()
+	s.current.Store(emptyState())
 	return s
 }
 
@@ -144,53 +139,29 @@ func (s *Store) Stats() Stats {
 func (s *Store) Compact(before time.Time) int {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	txn := s.db.Txn(true)
-	defer txn.Abort()
+	w := s.newWriter("")
 	// Tombstones are indexed by deletion time: read the oldest until the cut-off.
-	it, err := txn.Get(tableServed, "tombstones")
-	mustTxn(err)
-	var old []*Entry
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		e := obj.(*Entry)
-		if !e.DeletedAt.Before(before) {
-			break
+	var old []tombItem
+	w.next.tombs.Ascend(func(it tombItem) bool {
+		if it.at >= before.UnixNano() {
+			return false
 		}
-		old = append(old, e)
-	}
+		old = append(old, it)
+		return true
+	})
 	if len(old) == 0 {
 		return 0
 	}
-	marks := map[string]uint64{}
-	for _, e := range old {
-		mustTxn(txn.Delete(tableServed, e))
-		if e.Revision > marks[e.Collection] {
-			marks[e.Collection] = e.Revision
-		}
+	tombs := w.tombs()
+	for _, it := range old {
+		c := w.coll(it.coll)
+		e := c.entry(it.name)
+		c.served.Delete(servedItem{name: it.name})
+		c.byRev.Delete(revItem{rev: e.Revision, name: it.name})
+		tombs.Delete(it)
+		c.info.Compacted = max(c.info.Compacted, e.Revision)
 	}
-	for coll, rev := range marks {
-		info := *collectionInfo(txn, coll)
-		if rev > info.Compacted {
-			info.Compacted = rev
-		}
-		mustTxn(txn.Insert(tableCollections, &info))
-	}
-	txn.Commit()
-	s.log.Debug("compacted tombstones", "count", len(old), "collections", len(marks))
+	s.current.Store(w.next)
+	s.log.Debug("compacted tombstones", "count", len(old))
 	return len(old)
-}
-
-func collectionInfo(txn *memdb.Txn, name string) *CollectionInfo {
-	obj, err := txn.First(tableCollections, "id", name)
-	mustTxn(err)
-	if obj == nil {
-		return &CollectionInfo{Name: name}
-	}
-	return obj.(*CollectionInfo)
-}
-
-// mustTxn panics on an error that only a schema/index mismatch in this package can cause.
-func mustTxn(err error) {
-	if err != nil {
-		panic(fmt.Sprintf("store: memdb: %v", err))
-	}
 }

@@ -1,73 +1,55 @@
 package store
 
-import (
-	"sort"
-
-	memdb "github.com/hashicorp/go-memdb"
-)
+import "sort"
 
 // View is a consistent, read-only snapshot of the whole store: every read through one View sees
-// the same revision, however many writes happen meanwhile. Views are cheap (memdb's immutable
-// radix trees) and need no closing.
+// the same revision, however many writes happen meanwhile. Views are one pointer to an
+// immutable state and need no closing.
 type View struct {
-	txn *memdb.Txn
+	st *state
 }
 
 // View returns a snapshot of the store as of now.
-func (s *Store) View() *View { return &View{txn: s.db.Txn(false)} }
+func (s *Store) View() *View { return &View{st: s.current.Load()} }
 
 // Revision returns the highest revision of any collection in the view.
-func (v *View) Revision() uint64 {
-	var rev uint64
-	for _, c := range v.Collections() {
-		if c.Revision > rev {
-			rev = c.Revision
-		}
-	}
-	return rev
-}
+func (v *View) Revision() uint64 { return v.st.rev }
 
 // Collection returns what the view knows of one collection; an unknown collection is empty at
 // revision 0.
-func (v *View) Collection(name string) CollectionInfo { return *collectionInfo(v.txn, name) }
+func (v *View) Collection(name string) CollectionInfo {
+	if c := v.st.colls[name]; c != nil {
+		return c.info
+	}
+	return CollectionInfo{Name: name}
+}
 
 // Collections lists every collection that was ever written, sorted by name.
-func (v *View) Collections() []CollectionInfo {
-	it, err := v.txn.Get(tableCollections, "id")
-	mustTxn(err)
-	var out []CollectionInfo
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		out = append(out, *obj.(*CollectionInfo))
-	}
-	return out
-}
+func (v *View) Collections() []CollectionInfo { return v.st.sortedCollections() }
 
 // Get returns the live entry for a name, or nil.
 func (v *View) Get(collection, name string) *Entry {
-	obj, err := v.txn.First(tableServed, "id", collection, name)
-	mustTxn(err)
-	if obj == nil || obj.(*Entry).Deleted {
+	e := v.st.colls[collection].entry(name)
+	if e == nil || e.Deleted {
 		return nil
 	}
-	return obj.(*Entry)
+	return e
 }
 
 // Snapshot returns the collection's revision and its live entries, sorted by name.
 func (v *View) Snapshot(collection string) (uint64, []*Entry) {
-	info := collectionInfo(v.txn, collection)
-	out := make([]*Entry, 0, info.Count)
-	it, err := v.txn.Get(tableServed, "id_prefix", collection)
-	mustTxn(err)
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		e := obj.(*Entry)
-		if e.Collection != collection {
-			break // a longer collection name sharing the prefix sorts after ours
-		}
-		if !e.Deleted {
-			out = append(out, e)
-		}
+	c := v.st.colls[collection]
+	if c == nil {
+		return 0, []*Entry{}
 	}
-	return info.Revision, out
+	out := make([]*Entry, 0, c.info.Count)
+	c.served.Ascend(func(it servedItem) bool {
+		if !it.e.Deleted {
+			out = append(out, it.e)
+		}
+		return true
+	})
+	return c.info.Revision, out
 }
 
 // Changes is what changed in a collection after a revision.
@@ -82,11 +64,11 @@ type Changes struct {
 }
 
 // ChangesSince returns what changed in the collection after revision rev, read from the
-// (collection, revision) index: the cost is the size of the change. It returns ErrCompacted
+// (revision, name) index: the cost is the size of the change. It returns ErrCompacted
 // when deletions after rev may have been compacted away, or when rev is ahead of the
 // collection (a revision this store never issued): the reader must take a full state.
 func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
-	info := collectionInfo(v.txn, collection)
+	info := v.Collection(collection)
 	if rev < info.Compacted || rev > info.Revision {
 		return Changes{Revision: info.Revision}, ErrCompacted
 	}
@@ -94,19 +76,14 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 	if rev == info.Revision {
 		return ch, nil
 	}
-	it, err := v.txn.LowerBound(tableServed, "revision", collection, rev+1)
-	mustTxn(err)
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		e := obj.(*Entry)
-		if e.Collection != collection {
-			break
-		}
-		if e.Deleted {
-			ch.Deleted = append(ch.Deleted, e)
+	v.st.colls[collection].byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool {
+		if it.e.Deleted {
+			ch.Deleted = append(ch.Deleted, it.e)
 		} else {
-			ch.Upserts = append(ch.Upserts, e)
+			ch.Upserts = append(ch.Upserts, it.e)
 		}
-	}
+		return true
+	})
 	byName := func(es []*Entry) {
 		sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
 	}
@@ -119,12 +96,13 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 // copy is served or shadowed by another owner's. A reconnecting producer reports these as the
 // versions it holds (initial_resource_versions), so that it is told of every deletion.
 func (v *View) OwnedVersions(collection, owner string) map[string]string {
-	it, err := v.txn.Get(tableOwned, "owner_collection", owner, collection)
-	mustTxn(err)
 	out := map[string]string{}
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		e := obj.(*ownedEntry)
-		out[e.Name] = e.Version
+	if collection == "" {
+		return out
 	}
+	v.st.ownerCopies(owner, collection, func(it ownerItem) bool {
+		out[it.name] = it.e.Version
+		return true
+	})
 	return out
 }

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,9 +36,11 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
-// Applier is the part of the store the file source writes to.
+// Applier is the part of the store the file source writes to: the first state whole, then
+// each reload's difference.
 type Applier interface {
 	ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error)
+	Apply(owner string, updates ...store.Update) (store.Result, error)
 }
 
 // Options configures a Source.
@@ -180,25 +183,99 @@ func (s *Source) reload(l *loader) {
 	ld := l.load()
 	faults := ld.faults
 	if ld.changed || !l.applied {
-		l.applied = false
-		res, err := s.opts.Store.ReplaceOwner(s.opts.Owner, ld.state)
+		res, err := s.write(l, ld.state)
 		switch {
 		case err != nil:
 			// The store applied nothing: what it served before stays served. Logged with the
 			// other faults, by setFaults; tried again at the next reload.
 			faults = append(faults, fmt.Errorf("store refused the files' state; the previous state is kept: %w", err))
-		default:
-			l.applied = true
-			if res.Changed > 0 {
-				s.log.Info("applied files", "files", len(l.files), "resources", ld.count,
-					"changed", res.Changed, "revision", res.Revision, "faults", len(faults))
-			}
+		case res.Changed > 0:
+			s.log.Info("applied files", "files", len(l.files), "resources", ld.count,
+				"changed", res.Changed, "revision", res.Revision, "faults", len(faults))
 		}
 	}
 	s.setFaults(faults)
 	if s.reloaded != nil {
 		s.reloaded()
 	}
+}
+
+// write gives the store the files' state: whole the first time (and after a refusal), else
+// only what differs from the state last applied, so that an edit of one file costs the store
+// that file's resources, not everything the files hold. Unchanged files keep their decoded
+// resources, so a resource that did not change is the same pointer as the one applied.
+func (s *Source) write(l *loader, state map[string][]*mcpapi.Resource) (store.Result, error) {
+	var res store.Result
+	var err error
+	if l.applied {
+		updates := diffState(l.written, state)
+		if len(updates) == 0 {
+			return store.Result{}, nil
+		}
+		res, err = s.opts.Store.Apply(s.opts.Owner, updates...)
+	} else {
+		res, err = s.opts.Store.ReplaceOwner(s.opts.Owner, state)
+	}
+	l.applied = err == nil
+	if l.applied {
+		l.written = indexState(state)
+	}
+	return res, err
+}
+
+// indexState indexes a state by collection and name.
+func indexState(state map[string][]*mcpapi.Resource) map[string]map[string]*mcpapi.Resource {
+	out := make(map[string]map[string]*mcpapi.Resource, len(state))
+	for coll, rs := range state {
+		m := make(map[string]*mcpapi.Resource, len(rs))
+		for _, r := range rs {
+			m[r.GetMetadata().GetName()] = r
+		}
+		out[coll] = m
+	}
+	return out
+}
+
+// diffState returns the incremental updates that turn the written state into state: the
+// resources that are not the very ones written, and the names that went.
+func diffState(written map[string]map[string]*mcpapi.Resource, state map[string][]*mcpapi.Resource) []store.Update {
+	var out []store.Update
+	for _, coll := range sortedKeys(written) {
+		if _, ok := state[coll]; ok {
+			continue
+		}
+		out = append(out, store.Update{Collection: coll, Removed: sortedKeys(written[coll])})
+	}
+	for _, coll := range sortedKeys(state) {
+		before := written[coll]
+		u := store.Update{Collection: coll}
+		kept := 0
+		for _, r := range state[coll] {
+			name := r.GetMetadata().GetName()
+			if old, ok := before[name]; ok {
+				kept++
+				if old == r {
+					continue
+				}
+			}
+			u.Resources = append(u.Resources, r)
+		}
+		if kept < len(before) {
+			now := make(map[string]bool, len(state[coll]))
+			for _, r := range state[coll] {
+				now[r.GetMetadata().GetName()] = true
+			}
+			for _, name := range sortedKeys(before) {
+				if !now[name] {
+					u.Removed = append(u.Removed, name)
+				}
+			}
+		}
+		if len(u.Resources) > 0 || len(u.Removed) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // setFaults replaces the current faults and logs those that are new, so that a fault is logged
@@ -278,8 +355,10 @@ type loader struct {
 	// attachFaults are directories that exist but could not be watched again.
 	attachFaults []error
 	// applied is true when the store holds the state of files: a reload that changes no
-	// file's objects then has nothing to write.
+	// file's objects then has nothing to write, and one that does writes the difference.
 	applied bool
+	// written is the state last applied, by collection and name.
+	written map[string]map[string]*mcpapi.Resource
 }
 
 // loadResult is what one reload found.
@@ -331,18 +410,27 @@ func (l *loader) load() loadResult {
 	for _, p := range keep {
 		files[p] = l.files[p] // not read: what it had stays
 	}
-	changed := false
-	for _, p := range sortedKeys(paths) {
-		r := paths[p]
-		st := l.files[p]
-		if st == nil {
-			st = &fileState{root: r.path}
+	// Read and decode in parallel: YAML decoding is most of a large load, and files are
+	// independent. Each worker refreshes its own fileStates; the results are merged in path order.
+	order := sortedKeys(paths)
+	states := make([]*fileState, len(order))
+	results := make([]refreshed, len(order))
+	for i, p := range order {
+		states[i] = l.files[p]
+		if states[i] == nil {
+			states[i] = &fileState{root: paths[p].path}
 		}
-		gone, decoded := st.refresh(p)
-		changed = changed || decoded
-		if gone {
+	}
+	parallel(len(order), func(i int) {
+		results[i].gone, results[i].decoded = states[i].refresh(order[i])
+	})
+	changed := false
+	for i, p := range order {
+		st, r := states[i], results[i]
+		changed = changed || r.decoded
+		if r.gone {
 			// A file of a directory may come and go; a file named in the configuration may not.
-			if !r.dir {
+			if !paths[p].dir {
 				faults = append(faults, &DecodeError{File: p, Err: errors.New("file does not exist")})
 			}
 			continue
@@ -358,6 +446,24 @@ func (l *loader) load() loadResult {
 	l.files = files
 	state, count, dups := l.merge()
 	return loadResult{state: state, count: count, faults: append(faults, dups...), changed: changed}
+}
+
+type refreshed struct{ gone, decoded bool }
+
+// parallel calls f(0) … f(n-1) on as many goroutines as there are CPUs, and returns when all
+// have returned.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // attach watches every configured directory that exists, again: a directory removed and

@@ -426,6 +426,11 @@ func (c *countingApplier) ReplaceOwner(owner string, state map[string][]*mcpapi.
 	return c.next.ReplaceOwner(owner, state)
 }
 
+func (c *countingApplier) Apply(owner string, updates ...store.Update) (store.Result, error) {
+	c.calls.Add(1)
+	return c.next.Apply(owner, updates...)
+}
+
 // refusingApplier refuses the first write, as the store does a write with an invalid resource,
 // and passes the others on.
 type refusingApplier struct {
@@ -438,6 +443,13 @@ func (r *refusingApplier) ReplaceOwner(owner string, state map[string][]*mcpapi.
 		return store.Result{}, &store.ValidationError{Collection: seColl, Resource: "bookinfo/reviews", Err: errors.New("refused")}
 	}
 	return r.next.ReplaceOwner(owner, state)
+}
+
+func (r *refusingApplier) Apply(owner string, updates ...store.Update) (store.Result, error) {
+	if r.refused.CompareAndSwap(false, true) {
+		return store.Result{}, &store.ValidationError{Collection: seColl, Resource: "bookinfo/reviews", Err: errors.New("refused")}
+	}
+	return r.next.Apply(owner, updates...)
 }
 
 func TestSourceStoreRefuses(t *testing.T) {
@@ -534,5 +546,41 @@ func TestFileSourceReattachesWhenRootIsReplaced(t *testing.T) {
 			writeFile(t, filepath.Join(dir, "c.yaml"), serviceEntry("c", "c.example"))
 			h.waitFor("a later change", h.serves("serviceentries:bookinfo/b", "serviceentries:bookinfo/c"))
 		})
+	}
+}
+
+// TestSourceEditWritesOnlyTheDifference: after the first load, an edit of one file gives the
+// store that file's changed resources (and its removals), not every file's: the store
+// validates and encodes only those.
+func TestSourceEditWritesOnlyTheDifference(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 5 {
+		name := fmt.Sprintf("svc%d", i)
+		writeFile(t, filepath.Join(dir, name+".yaml"), serviceEntry(name, name))
+	}
+	writeFile(t, filepath.Join(dir, "two.yaml"), serviceEntry("one", "one")+"---\n"+serviceEntry("two", "two"))
+	st := store.New(store.Options{Validate: translate.ValidateResource})
+	h := startWith(t, Options{Paths: []string{dir}}, st)
+	encoded := st.Stats().Marshals
+
+	// One file edited: one resource changes, the other goes.
+	writeFile(t, filepath.Join(dir, "two.yaml"), serviceEntry("one", "one-v2"))
+	h.waitFor("the edit", func() bool {
+		return h.host("bookinfo/one") == "one-v2" && h.store.View().Get(seColl, "bookinfo/two") == nil
+	})
+	if n := st.Stats().Marshals - encoded; n != 1 {
+		t.Errorf("the store encoded %d resources for an edit of one, want 1", n)
+	}
+	if got := h.names(); len(got) != 6 {
+		t.Errorf("serves %v, want the five untouched ServiceEntries and the edited one", got)
+	}
+	// A file removed: its resources go, nothing else is written.
+	encoded = st.Stats().Marshals
+	if err := os.Remove(filepath.Join(dir, "svc0.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the removal", func() bool { return h.store.View().Get(seColl, "bookinfo/svc0") == nil })
+	if n := st.Stats().Marshals - encoded; n != 0 {
+		t.Errorf("the store encoded %d resources for a removal", n)
 	}
 }

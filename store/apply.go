@@ -10,8 +10,12 @@ import (
 	"time"
 
 	"maps"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
@@ -149,7 +153,7 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 }
 
 func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
-	p := preparedUpdate{Update: u, entries: make([]*ownedEntry, 0, len(u.Resources))}
+	p := preparedUpdate{Update: u, entries: make([]*ownedEntry, len(u.Resources))}
 	names := make(map[string]bool, len(u.Resources))
 	for i, r := range u.Resources {
 		name := r.GetMetadata().GetName()
@@ -163,18 +167,26 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
 		}
 		names[name] = true
+	}
+	// Validating and encoding are most of a large write, and each resource's own: done on
+	// every CPU. The first fault in resource order is reported, as it would be one by one.
+	errs := make([]error, len(u.Resources))
+	forEach(len(u.Resources), func(i int) {
+		r := u.Resources[i]
 		if s.validate != nil {
 			if err := s.validate(u.Collection, r); err != nil {
-				return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+				errs[i] = err
+				return
 			}
 		}
-		e, err := newOwnedEntry(u.Collection, r)
-		s.marshals.Add(1)
+		p.entries[i], errs[i] = newOwnedEntry(u.Collection, r)
+	})
+	for i, err := range errs {
 		if err != nil {
-			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+			return p, &ValidationError{Collection: u.Collection, Resource: u.Resources[i].Metadata.Name, Err: err}
 		}
-		p.entries = append(p.entries, e)
 	}
+	s.marshals.Add(uint64(len(u.Resources)))
 	for _, name := range u.Removed {
 		if name == "" && !u.Full {
 			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
@@ -203,17 +215,34 @@ func checkKey(what, s string) error {
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
-// newOwnedEntry versions and marshals a resource once; every consumer reuses the bytes.
-func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
-	if r.Metadata.Version == "" {
-		unversioned, err := deterministic.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("marshal: %w", err)
+// parallelMin is the number of resources from which a write validates and encodes them on
+// every CPU: below it, goroutines cost more than they save.
+const parallelMin = 256
+
+// forEach calls f(0) … f(n-1), on GOMAXPROCS goroutines when n is large.
+func forEach(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelMin+1)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
 		}
-		sum := sha256.Sum256(unversioned)
-		r.Metadata.Version = hex.EncodeToString(sum[:8])
+		return
 	}
-	b, err := deterministic.Marshal(r)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// newOwnedEntry versions and encodes a resource once; every consumer reuses the bytes.
+func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
+	b, err := encodeResource(r)
 	if err != nil {
 		return nil, fmt.Errorf("marshal: %w", err)
 	}
@@ -222,6 +251,95 @@ func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
 		Resource: r, Bytes: b,
 	}, nil
 }
+
+// encodeResource sets the resource's version to a content hash when it has none, and returns
+// its deterministic encoding. The body is copied once, into the encoding, and the resource's
+// body then refers to that copy: the store holds one copy of every body, however many
+// readers decode or send it.
+//
+// The encoding is written field by field (metadata = 1, body = 2; an Any's type_url = 1,
+// value = 2), which is what proto's deterministic marshalling gives for these messages; the
+// content hash is that of the encoding without the version, fed to the hash in pieces, so no
+// second copy of the body is made for it. A resource carrying unknown fields is marshalled
+// the generic way.
+func encodeResource(r *mcpapi.Resource) ([]byte, error) {
+	body := r.GetBody()
+	if len(r.ProtoReflect().GetUnknown()) > 0 || body != nil && len(body.ProtoReflect().GetUnknown()) > 0 {
+		return encodeGeneric(r)
+	}
+	var anyLen int // proto3 leaves empty scalar fields out
+	if body != nil && body.TypeUrl != "" {
+		anyLen += fieldLen(1, len(body.TypeUrl))
+	}
+	if body != nil && len(body.Value) > 0 {
+		anyLen += fieldLen(2, len(body.Value))
+	}
+	if r.Metadata.Version == "" {
+		unversioned, err := deterministic.Marshal(r.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		h := sha256.New()
+		h.Write(appendField(nil, 1, len(unversioned)))
+		h.Write(unversioned)
+		if body != nil {
+			h.Write(appendField(nil, 2, anyLen))
+			if body.TypeUrl != "" {
+				h.Write(appendField(nil, 1, len(body.TypeUrl)))
+				h.Write([]byte(body.TypeUrl))
+			}
+			if len(body.Value) > 0 {
+				h.Write(appendField(nil, 2, len(body.Value)))
+				h.Write(body.Value)
+			}
+		}
+		r.Metadata.Version = hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	meta, err := deterministic.Marshal(r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	size := fieldLen(1, len(meta))
+	if body != nil {
+		size += fieldLen(2, anyLen)
+	}
+	b := make([]byte, 0, size)
+	b = append(appendField(b, 1, len(meta)), meta...)
+	if body == nil {
+		return b, nil
+	}
+	b = appendField(b, 2, anyLen)
+	if body.TypeUrl != "" {
+		b = append(appendField(b, 1, len(body.TypeUrl)), body.TypeUrl...)
+	}
+	if len(body.Value) > 0 {
+		b = appendField(b, 2, len(body.Value))
+		off := len(b)
+		b = append(b, body.Value...)
+		body.Value = b[off:len(b):len(b)]
+	}
+	return b, nil
+}
+
+func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
+	if r.Metadata.Version == "" {
+		unversioned, err := deterministic.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(unversioned)
+		r.Metadata.Version = hex.EncodeToString(sum[:8])
+	}
+	return deterministic.Marshal(r)
+}
+
+// appendField appends the tag and length of a length-delimited field.
+func appendField(b []byte, num protowire.Number, n int) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
+}
+
+// fieldLen is the encoded size of a length-delimited field holding n bytes.
+func fieldLen(num protowire.Number, n int) int { return protowire.SizeTag(num) + protowire.SizeBytes(n) }
 
 // write applies prepared updates to the next state and publishes it, then wakes the touched
 // collections' subscribers, so that whoever wakes reads the new state.

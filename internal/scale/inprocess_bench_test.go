@@ -1,6 +1,10 @@
 package scale
 
 import (
+	"flag"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -11,6 +15,11 @@ import (
 // that -cpuprofile and -memprofile show where the time and memory go:
 //
 //	go test -run '^$' -bench ScaleInProcess -benchtime 1x ./internal/scale -scale.n=100000 -cpuprofile cpu.out
+//
+// -scale.heapprofile writes a heap profile once the client holds everything (the test's
+// -memprofile is written after the bridge has stopped).
+var heapProfile = flag.String("scale.heapprofile", "", "write a heap profile here once everything is held")
+
 func BenchmarkScaleInProcess(b *testing.B) {
 	n, files := *scaleN, *scaleFiles
 	for range b.N {
@@ -25,6 +34,9 @@ func BenchmarkScaleInProcess(b *testing.B) {
 		c.waitHolding(b, n, nil, 5*time.Minute)
 		b.ReportMetric(ready.Seconds(), "s-to-ready")
 		b.ReportMetric(time.Since(started).Seconds(), "s-to-held")
+		if *heapProfile != "" {
+			writeHeapProfile(b, *heapProfile)
+		}
 		before := c.versions()
 		edited := time.Now()
 		count, err := WriteFile(dir, n, files, 0, 1)
@@ -34,5 +46,17 @@ func BenchmarkScaleInProcess(b *testing.B) {
 		c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
 		b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
 		c.close()
+	}
+}
+
+func writeHeapProfile(b *testing.B, path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }

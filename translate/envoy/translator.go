@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"maps"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -161,14 +164,21 @@ type Stats struct {
 func (t *Translator) Translate() (Delta, Stats) {
 	st := Stats{FaultsChanged: t.faultsDirty}
 	var delta Delta
-	// Hosts first: ports gather the hosts' virtual hosts.
-	for _, kind := range []unitKind{unitHost, unitGateway, unitVirtualService, unitPort} {
+	// Hosts first: ports gather the hosts' virtual hosts. Hosts are built in parallel (a
+	// build only reads the inputs) and their results recorded in order.
+	hosts := t.dirtyOf(unitHost)
+	built := make([]*unitState, len(hosts))
+	buildAll(len(hosts), func(i int) { built[i] = t.buildHost(hosts[i].name) })
+	for i, key := range hosts {
+		delete(t.dirty, key)
+		t.record(key, built[i], &delta)
+		st.Hosts++
+	}
+	for _, kind := range []unitKind{unitGateway, unitVirtualService, unitPort} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
 			switch kind {
-			case unitHost:
-				st.Hosts++
 			case unitPort:
 				st.Ports++
 			case unitGateway:
@@ -204,20 +214,52 @@ func (t *Translator) dirtyOf(kind unitKind) []unitKey {
 	return out
 }
 
+// parallelBuildMin is the number of hosts from which Translate builds them on every CPU: below
+// it, goroutines cost more than they save.
+const parallelBuildMin = 64
+
+// buildAll calls build(0) … build(n-1), on GOMAXPROCS goroutines when n is large.
+func buildAll(n int, build func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelBuildMin+1)
+	if workers <= 1 {
+		for i := range n {
+			build(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				build(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // rebuild builds one unit, replaces its last build and adds the difference to delta.
 func (t *Translator) rebuild(key unitKey, delta *Delta) {
-	old := t.units[key]
 	var u *unitState
 	switch key.kind {
 	case unitHost:
 		u = t.buildHost(key.name)
-		t.updatePorts(key.name, old, u)
 	case unitPort:
 		u = t.buildPort(parsePort(key.name))
 	case unitGateway:
 		u = t.buildGateway(key.name)
 	case unitVirtualService:
 		u = t.checkVirtualService(key.name)
+	}
+	t.record(key, u, delta)
+}
+
+// record replaces a unit's last build with u and adds the difference to delta.
+func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
+	old := t.units[key]
+	if key.kind == unitHost {
+		t.updatePorts(key.name, old, u)
 	}
 	t.diff(old, u, delta)
 	t.setDeps(key, old, u)

@@ -74,7 +74,8 @@ func (s *stream) info() ClientInfo {
 		if sub.phase != phaseUnsent {
 			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev
 			// Held-back deletions are owed: the client does not hold sentRev until they go.
-			if sub.phase == phaseIdle && !sub.nacked && len(sub.held) == 0 {
+			// So is the rest of a response sent in parts.
+			if sub.phase == phaseIdle && !sub.nacked && len(sub.held) == 0 && len(sub.parts) == 0 {
 				si.AckedRevision, si.Acked = sub.sentRev, true
 			}
 		}

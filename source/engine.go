@@ -60,6 +60,13 @@ type Request struct {
 	// what changed. xDS groups every type but listeners and clusters this way (endpoints,
 	// routes); listeners, clusters and MCP collections are always sent whole.
 	PartialStateOfTheWorld bool
+	// Splittable: an incremental response larger than Options.MaxResponseSize may be split
+	// into several, sent one after another as the client answers each (xds-protocol.rst,
+	// "Grouping Resources into Responses": in the incremental variants a response carries any
+	// subset of the resources, and the client keeps the others). A state-of-the-world
+	// response is never split: it would replace the client's state with a part.
+	Splittable bool
+	splitAt    int // set by the engine from MaxResponseSize
 	// Scope, if set, narrows a wildcard subscription to the part of the type meant for this
 	// client, from its node ID (xDS: a sidecar's listeners are not a gateway's). view names
 	// the part, so that clients of one kind share responses; include nil means everything.
@@ -99,8 +106,9 @@ type Options struct {
 	// SendTimeout resets a stream whose one send takes longer (a stuck client), so that it holds
 	// nothing back. Zero means 10s.
 	SendTimeout time.Duration
-	// MaxResponseSize is the size above which a response is logged as likely to exceed the
-	// client's receive limit (gRPC's default is 4 MiB). Zero means 4 MiB.
+	// MaxResponseSize is the client's likely receive limit (gRPC's default is 4 MiB): a
+	// splittable response larger than it is split, any other is sent whole and logged. Zero
+	// means 4 MiB.
 	MaxResponseSize int
 	// FrameCacheBytes bounds the encoded responses kept for sharing between streams. Zero
 	// means 64 MiB.
@@ -265,6 +273,10 @@ func cleanEnd(err error) bool {
 
 // handle applies one request to the machine, then logs and counts what it did.
 func (s *stream) handle(req *Request) {
+	if req.Splittable && req.Mode == Incremental && s.engine.maxSize > 0 {
+		// Room for what a response holds besides its resources: type URL, version, nonce.
+		req.splitAt = max(s.engine.maxSize-responseEnvelope, 1)
+	}
 	s.mu.Lock()
 	sub, out := s.m.request(req, time.Now())
 	node := s.m.node
@@ -320,12 +332,16 @@ func (e *Engine) collectionLabel(req *Request) string {
 	return metrics.UnknownCollection
 }
 
+// responseEnvelope is what a response holds besides its resources, at most: the type URL,
+// the version, the nonce and their tags.
+const responseEnvelope = 4 << 10
+
 // policy is how the type of a request is served, fixed when its subscription starts.
 func (req *Request) policy() policy {
 	return policy{
 		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form, priority: req.Priority,
 		wildcardCapable: req.WildcardCapable, fullOnLoss: req.FullOnLoss, partialSotW: req.PartialStateOfTheWorld,
-		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope,
+		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope, splitAt: req.splitAt,
 	}
 }
 

@@ -288,7 +288,7 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *response, moved 
 		nonce := strconv.FormatUint(m.nonce, 10)
 		// A push carries a change the client has not been sent: not the first response, nor
 		// one that only answers new names.
-		push := sub.phase != phaseUnsent && p.rev > sub.sentRev
+		push := sub.phase != phaseUnsent && p.rev > sub.sentRev && !p.notPush
 		p.changed = info.Changed
 		sub.sent(p, nonce)
 		sent, moved = &response{sub: sub, p: p, nonce: nonce, push: push}, true
@@ -322,8 +322,8 @@ func inOrder(subs iter.Seq[*subscription], n int) []*subscription {
 // caughtUpThrough is the store revision up to which a subscription's client has been sent
 // every addition: math.MaxUint64 when it is current with the view.
 func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
-	if sub.phase == phaseUnsent || sub.freshAll {
-		return 0
+	if sub.phase == phaseUnsent || sub.freshAll || len(sub.parts) > 0 {
+		return 0 // owes a first response, everything anew, or the rest of one sent in parts
 	}
 	if sub.sentRev >= v.Collection(sub.collection).Revision {
 		return math.MaxUint64

@@ -70,7 +70,8 @@ var (
 )
 
 func serveModelADS(t *rapid.T, st *store.Store) string {
-	eng := New(Options{Store: st})
+	// Delta responses above a few resources go in parts (see modelRun.splitAt).
+	eng := New(Options{Store: st, MaxResponseSize: responseEnvelope + 100})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +115,7 @@ func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery
 			return nil, err
 		}
 		req := modelRequest(m.TypeUrl, Incremental)
+		req.Splittable = true
 		req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail = m.ResourceNamesSubscribe, m.ResourceNamesUnsubscribe, m.ResponseNonce, m.ErrorDetail
 		if len(m.InitialResourceVersions) > 0 {
 			req.InitialVersions = m.InitialResourceVersions

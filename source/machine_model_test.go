@@ -280,6 +280,9 @@ type modelRun struct {
 	w       *world
 	clients []*modelClient
 	shared  map[frameKey]string // content of every shareable response, by its key
+	// splitAt, when not 0, makes delta xDS responses larger than it go in parts (a few
+	// resources each in this world), as the engine does above xds.max_response_size.
+	splitAt int
 }
 
 func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(*Request)) {
@@ -291,6 +294,9 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	if c.mcp { // as source/mcp.go builds them: whole collections, no order between them
 		req.Form, req.WildcardCapable, req.FullOnLoss, req.Priority = wire.FormMCPResource, true, true, 0
 		req.PartialStateOfTheWorld, req.After, req.RemoveAfter = false, nil, nil
+	}
+	if c.mode == Incremental && !c.mcp && r.splitAt > 0 { // as the engine sets it for delta xDS
+		req.Splittable, req.splitAt = true, r.splitAt
 	}
 	build(req)
 	if c.mcp {
@@ -688,6 +694,7 @@ func TestMachineAgainstModel(t *testing.T) {
 // allows MCP clients besides xDS ones.
 func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn, mcp bool) {
 	r := &modelRun{w: &world{st: st}, shared: map[frameKey]string{}}
+	r.splitAt = rapid.SampledFrom([]int{0, 100, 250}).Draw(t, "splitAt")
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
 		mode := StateOfTheWorld

@@ -80,6 +80,9 @@ type policy struct {
 	// caught up to the revision of a deletion before it is sent (their references gone first).
 	after, removeAfter []string
 	scope              func(node string) (view string, include func(name string) bool)
+	// splitAt: an incremental response whose resources take more bytes than this is split
+	// (see split); 0 never.
+	splitAt int
 }
 
 // subscription is one stream's interest in one type: what it asked for, what it has been sent,
@@ -119,6 +122,9 @@ type subscription struct {
 	// refused the resources, and the rest is owed again.
 	refusable        []*store.Entry
 	refusableMissing []string
+	// parts are the rest of a response that was split, sent one by one as the client answers
+	// each; the last carries the removals and moves sentRev.
+	parts []*pending
 
 	sentRev      uint64 // the collection revision whose additions the client has been sent
 	sentNonce    string // the latest response's nonce: requests with any other are stale
@@ -149,6 +155,12 @@ type pending struct {
 	held []*store.Entry
 	// removed are the tombstones of the deletions an incremental response sends.
 	removed []*store.Entry
+	// A response split into parts (see split): rest are the parts after this one; continues
+	// marks a part after the first (it consumes nothing the client asked anew); notPush marks
+	// the last part of a first response (not a change pushed).
+	rest      []*pending
+	continues bool
+	notPush   bool
 }
 
 // materialize reads the resources of a full state whose reading was deferred.
@@ -174,6 +186,8 @@ type frameKey struct {
 	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
 	view          string            // the part of a wildcard type (Request.Scope)
 	wildcard      bool
+	part          int    // of a split response, 1-based; 0 when whole
+	partAt        uint64 // the collection revision a later part was read at (see nextPart)
 }
 
 // gates are what the rest of the stream allows this subscription to send now.
@@ -212,8 +226,11 @@ func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates)
 	if s.phase == phaseAwaiting {
 		return nil, false, nil
 	}
+	if len(s.parts) > 0 {
+		return s.nextPart(v), false, nil // the rest of a split response
+	}
 	if s.phase == phaseUnsent {
-		return s.first(v, rev, protocol), false, nil
+		return s.split(s.first(v, rev, protocol)), false, nil
 	}
 	if rev == s.sentRev && len(s.fresh) == 0 && !s.freshAll && !s.holdsRemovable(g) {
 		return nil, false, nil
@@ -235,7 +252,106 @@ func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates)
 		// changed (a name came back, or a new deletion is held).
 		return p, true, nil
 	}
-	return p, false, nil
+	return s.split(p), false, nil
+}
+
+// split divides an incremental response whose resources take more than splitAt bytes into
+// parts of at most splitAt (a resource larger than that goes alone), in name order, so that a
+// client with a receive limit (gRPC's default is 4 MiB) can take a large state. The parts go
+// one after another, each once the client answered the one before (still one unacknowledged
+// response per type). The first carries the removals and the names that do not exist, when
+// they would have gone in the whole response, so that what the client is told to drop is
+// told as soon as it would have been; only the last moves the subscription to the response's
+// revision, so that types ordered after this one wait for the whole of it. Parts are computed
+// once, from one view: a later change goes in the next response, as with any response in
+// flight. Streams that would share the whole response share each part.
+func (s *subscription) split(p *pending) *pending {
+	if s.splitAt <= 0 || s.mode != Incremental || p == nil {
+		return p
+	}
+	p.materialize()
+	size := 0 // of the part being filled; the first also holds the names
+	for _, name := range p.msg.Removed {
+		size += len(name) + 8
+	}
+	for _, name := range p.msg.Missing {
+		size += len(name) + 8
+	}
+	var chunks [][]*store.Entry
+	var cur []*store.Entry
+	for _, e := range p.msg.Resources {
+		n := resourceSize(e)
+		if size > 0 && size+n > s.splitAt {
+			chunks = append(chunks, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, e)
+		size += n
+	}
+	if len(chunks) == 0 {
+		return p // fits in one
+	}
+	chunks = append(chunks, cur)
+	parts := make([]*pending, len(chunks))
+	for i, chunk := range chunks {
+		part := &pending{
+			rev: s.sentRev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
+			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
+		}
+		if i == 0 {
+			part.msg.Removed, part.msg.Missing, part.removed = p.msg.Removed, p.msg.Missing, p.removed
+		}
+		parts[i] = part
+	}
+	last := parts[len(parts)-1]
+	last.rev, last.msg.Version, last.notPush = p.rev, p.msg.Version, s.phase == phaseUnsent
+	for i := range parts {
+		parts[i].rest = parts[i+1:]
+	}
+	return parts[0]
+}
+
+// nextPart is the next part of a split response, its resources as the view holds them now:
+// one deleted since the split is left out (its removal follows in the next response), one
+// changed goes in its newest version, and nothing the client no longer asks for is sent. So a
+// part is never older than what the client was told meanwhile, and it goes, like any
+// response, only once the types it comes after are caught up with the view. Parts left empty
+// are skipped; the last goes even if empty, since it completes the response.
+func (s *subscription) nextPart(v *store.View) *pending {
+	at := v.Collection(s.collection).Revision
+	for i, part := range s.parts {
+		p := *part
+		p.msg.Resources = nil
+		for _, e := range part.msg.Resources {
+			if cur := v.Get(s.collection, e.Name); cur != nil && s.wants(e.Name) {
+				p.msg.Resources = append(p.msg.Resources, cur)
+			}
+		}
+		if p.share != nil {
+			key := *p.share
+			key.partAt = at
+			p.share = &key
+		}
+		if len(p.msg.Resources) > 0 || i == len(s.parts)-1 {
+			p.rest = s.parts[i+1:]
+			return &p
+		}
+	}
+	return nil // not reached: the last part is always returned
+}
+
+// resourceSize bounds what one resource takes in a delta response: its body (at most its
+// stored encoding, which also holds the name and version) and the name and version of the
+// wrapping Resource.
+func resourceSize(e *store.Entry) int { return len(e.Bytes) + len(e.Name) + len(e.Version) + 16 }
+
+func partOf(k *frameKey, part int) *frameKey {
+	if k == nil {
+		return nil
+	}
+	c := *k
+	c.part = part
+	return &c
 }
 
 // heldChanged tells whether a response changes the held-back deletions.
@@ -529,7 +645,9 @@ func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol strin
 func (s *subscription) sent(p *pending, nonce string) {
 	s.phase = phaseAwaiting
 	s.sentRev = p.rev
-	s.held = p.held
+	if !p.continues { // a later part keeps what the first set, and what a NACK owed since
+		s.held = p.held
+	}
 	s.refusable, s.refusableMissing = nil, nil
 	if len(p.msg.Resources) > 0 && s.mode == Incremental {
 		s.refusable, s.refusableMissing = p.removed, p.msg.Missing
@@ -537,7 +655,10 @@ func (s *subscription) sent(p *pending, nonce string) {
 	s.pendingNonce = nonce
 	s.sentNonce = nonce
 	s.sentVer = p.msg.Version
-	s.fresh, s.freshAll, s.initial = nil, false, nil
+	s.parts = p.rest
+	if !p.continues {
+		s.fresh, s.freshAll, s.initial = nil, false, nil
+	}
 }
 
 // caughtUp records that nothing the client asked for changed up to rev (held-back deletions

@@ -339,7 +339,9 @@ func appendField(b []byte, num protowire.Number, n int) []byte {
 }
 
 // fieldLen is the encoded size of a length-delimited field holding n bytes.
-func fieldLen(num protowire.Number, n int) int { return protowire.SizeTag(num) + protowire.SizeBytes(n) }
+func fieldLen(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
 
 // write applies prepared updates to the next state and publishes it, then wakes the touched
 // collections' subscribers, so that whoever wakes reads the new state.

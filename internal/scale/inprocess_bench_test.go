@@ -2,6 +2,7 @@ package scale
 
 import (
 	"flag"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -18,7 +19,10 @@ import (
 //
 // -scale.heapprofile writes a heap profile once the client holds everything (the test's
 // -memprofile is written after the bridge has stopped).
-var heapProfile = flag.String("scale.heapprofile", "", "write a heap profile here once everything is held")
+var (
+	heapProfile = flag.String("scale.heapprofile", "", "write a heap profile here once everything is held")
+	showLog     = flag.Bool("scale.log", false, "print the bridge's log (info and above)")
+)
 
 func BenchmarkScaleInProcess(b *testing.B) {
 	n, files := *scaleN, *scaleFiles
@@ -28,7 +32,11 @@ func BenchmarkScaleInProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 		started := time.Now()
-		br := bridgetest.Start(b, bridgetest.WithFiles(dir), bridgetest.WithWaitTimeout(5*time.Minute))
+		opts := []bridgetest.Option{bridgetest.WithFiles(dir), bridgetest.WithWaitTimeout(5 * time.Minute)}
+		if *showLog {
+			opts = append(opts, bridgetest.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+		}
+		br := bridgetest.Start(b, opts...)
 		ready := time.Since(started)
 		c := dialClient(b, br.GRPCAddr())
 		c.waitHolding(b, n, nil, 5*time.Minute)

@@ -46,8 +46,15 @@ func startServer(t *testing.T) *server {
 // startServerLogging starts a server whose engine logs to log (nil: nowhere, for benchmarks).
 func startServerLogging(t testing.TB, log *slog.Logger) *server {
 	t.Helper()
+	return startServerWith(t, source.Options{Logger: log})
+}
+
+// startServerWith starts a server whose engine has opts (its store is made here).
+func startServerWith(t testing.TB, opts source.Options) *server {
+	t.Helper()
 	st := store.New(store.Options{Validate: translate.ValidateResource})
-	eng := source.New(source.Options{Store: st, Logger: log})
+	opts.Store = st
+	eng := source.New(opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -188,6 +188,7 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	}
 	req := resolve(typeURL).request(typeURL)
 	req.Mode = source.Incremental
+	req.Splittable = true // delta may answer in several responses
 	req.Subscribe = m.GetResourceNamesSubscribe()
 	req.Unsubscribe = m.GetResourceNamesUnsubscribe()
 	if len(m.GetInitialResourceVersions()) > 0 {

@@ -1,0 +1,138 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
+	"github.com/mcpbridge/mcpbridge/source"
+)
+
+// splitLimit is the server's xds.max_response_size in these tests, and the receive limit of
+// their delta clients.
+const splitLimit = 64 << 10
+
+// bigClusters are n clusters of about 1 KiB each.
+func bigClusters(n int) map[string]proto.Message {
+	out := map[string]proto.Message{}
+	pad, _ := structpb.NewStruct(map[string]any{"pad": strings.Repeat("x", 1000)})
+	for i := range n {
+		name := fmt.Sprintf("c%03d", i)
+		out[name] = &cluster.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second),
+			Metadata: &core.Metadata{FilterMetadata: map[string]*structpb.Struct{"test": pad}}}
+	}
+	return out
+}
+
+// newLimitedDelta is a delta ADS client that refuses messages over splitLimit, as gRPC
+// clients do over 4 MiB by default.
+func newLimitedDelta(t *testing.T, addr string) *deltaClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(splitLimit)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ads := discovery.NewAggregatedDiscoveryServiceClient(conn)
+	return &deltaClient{t: t, Client: streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], error) {
+		return ads.DeltaAggregatedResources(ctx)
+	})}
+}
+
+// TestDeltaResponseLargerThanMaxResponseSizeIsSplit: 300 clusters (about 300 KiB) reach a
+// delta client that takes at most 64 KiB per message, in several responses, each under the
+// limit, each sent only once the one before was answered (at most one unacknowledged
+// response per type), no name twice; a later change is one small response.
+func TestDeltaResponseLargerThanMaxResponseSizeIsSplit(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	s.putEnvoy(t, ClusterType, bigClusters(300))
+	c := newLimitedDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	held := map[string]bool{}
+	parts := 0
+	for len(held) < 300 {
+		m := c.recv()
+		parts++
+		if size := proto.Size(m); size > splitLimit {
+			t.Fatalf("part %d is %d bytes, over the limit %d", parts, size, splitLimit)
+		}
+		for _, r := range m.Resources {
+			if held[r.Name] {
+				t.Fatalf("part %d sends %s again", parts, r.Name)
+			}
+			held[r.Name] = true
+		}
+		if len(held) < 300 {
+			c.quiet(100 * time.Millisecond) // nothing more before the ACK
+		}
+		c.ack(m)
+	}
+	if parts < 5 {
+		t.Fatalf("300 KiB of clusters in %d responses of at most 64 KiB", parts)
+	}
+	c.quiet(100 * time.Millisecond) // and nothing after the last
+
+	s.removeEnvoy(t, ClusterType, "c000", "c001")
+	m := c.recv()
+	assertNames(t, "the change after the parts", m.RemovedResources, "c000", "c001")
+	if len(m.Resources) != 0 {
+		t.Fatalf("the removal resent %d clusters", len(m.Resources))
+	}
+}
+
+// TestEndpointsWaitForEveryClusterPart: on one ADS stream, endpoints go after the clusters
+// they belong to; when the clusters go in parts, after the last part.
+func TestEndpointsWaitForEveryClusterPart(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	cs := bigClusters(300)
+	var names []string
+	for n := range cs {
+		names = append(names, n)
+	}
+	s.putEnvoy(t, ClusterType, cs)
+	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	c := newLimitedDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: names})
+	clustersHeld := 0
+	for {
+		m := c.recv()
+		if m.TypeUrl == EndpointType {
+			if clustersHeld < 300 {
+				t.Fatalf("endpoints sent when %d of the 300 clusters were", clustersHeld)
+			}
+			if len(m.Resources) != 300 {
+				t.Fatalf("endpoints: %d assignments, want 300", len(m.Resources))
+			}
+			return
+		}
+		clustersHeld += len(m.Resources)
+		c.ack(m)
+	}
+}
+
+// TestStateOfTheWorldIsNeverSplit: a state-of-the-world response replaces what the client
+// holds, so a part would take the rest away: it is sent whole, however large.
+func TestStateOfTheWorldIsNeverSplit(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	s.putEnvoy(t, ClusterType, bigClusters(300))
+	c := newSotW(t, s.addr)
+	c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType})
+	m := c.recv()
+	if len(m.Resources) != 300 || proto.Size(m) <= splitLimit {
+		t.Fatalf("state of the world: %d clusters in %d bytes, want all 300 in one response over the limit", len(m.Resources), proto.Size(m))
+	}
+}

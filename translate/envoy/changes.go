@@ -173,7 +173,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		addTo(t.seByHost, h, key)
 		t.markHost(h, true)
 	}
-	if len(se.spec.GetWorkloadSelector().GetLabels()) > 0 {
+	if len(se.selector) > 0 {
 		addTo(t.selectorsByNS, se.Namespace, key)
 	}
 }
@@ -265,7 +265,7 @@ func (t *Translator) setWorkloadEntry(key string, we *workloadEntry) {
 func (t *Translator) markSelecting(we *workloadEntry) {
 	for key := range t.selectorsByNS[we.Namespace] {
 		se := t.ses[key]
-		if selects(se.spec.GetWorkloadSelector().GetLabels(), we.spec.GetLabels()) {
+		if selects(se.selector, we.spec.GetLabels()) {
 			for _, h := range se.hosts {
 				t.markHost(h, false)
 			}

@@ -97,7 +97,7 @@ func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) 
 		}
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: body}
 	}
-	switch b.se.spec.GetResolution() {
+	switch b.se.resolution {
 	case networking.ServiceEntry_DNS:
 		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_STRICT_DNS}
 		c.LoadAssignment = b.dnsAssignment(name, p, eps, false)
@@ -116,7 +116,7 @@ func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) 
 // (host names, resolved by the proxy), or the host itself when the ServiceEntry lists none.
 // LOGICAL_DNS takes exactly one endpoint: the first.
 func (b *hostBuild) dnsAssignment(name string, p port, eps []endpoint, single bool) *endpointpb.ClusterLoadAssignment {
-	if len(b.se.spec.GetEndpoints()) == 0 && len(b.se.spec.GetWorkloadSelector().GetLabels()) == 0 {
+	if b.se.inline == 0 && len(b.se.selector) == 0 {
 		target := p.number
 		if p.target != 0 {
 			target = p.target

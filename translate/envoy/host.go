@@ -122,7 +122,7 @@ func (t *Translator) buildHost(host string) *unitState {
 
 func (b *hostBuild) buildPorts() {
 	ports := servicePorts(b.se, b.fs)
-	res := b.se.spec.GetResolution()
+	res := b.se.resolution
 	switch {
 	case res == networking.ServiceEntry_DYNAMIC_DNS:
 		b.fs.add(kindServiceEntry, b.se.Key, "resolution DYNAMIC_DNS is not translated; host %s has no clusters", b.host)

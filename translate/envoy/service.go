@@ -66,7 +66,7 @@ var subsetPattern = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])
 func servicePorts(se *serviceEntry, fs *faults) []port {
 	var out []port
 	seen := map[uint32]bool{}
-	for i, p := range se.spec.GetPorts() {
+	for i, p := range se.ports {
 		field := fmt.Sprintf("ports[%d]", i)
 		switch {
 		case p.GetNumber() == 0 || p.GetNumber() > 65535:
@@ -102,10 +102,10 @@ type workload struct {
 // WorkloadEntries of its namespace that its workloadSelector selects, by name.
 func (t *Translator) workloads(se *serviceEntry) []workload {
 	var out []workload
-	for i, ep := range se.spec.GetEndpoints() {
+	for i, ep := range se.endpoints() {
 		out = append(out, workloadOf(kindServiceEntry, se.Key, fmt.Sprintf("endpoints[%d]", i), ep))
 	}
-	sel := se.spec.GetWorkloadSelector().GetLabels()
+	sel := se.selector
 	if len(sel) == 0 {
 		return out
 	}

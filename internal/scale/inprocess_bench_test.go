@@ -22,6 +22,7 @@ import (
 var (
 	heapProfile = flag.String("scale.heapprofile", "", "write a heap profile here once everything is held")
 	showLog     = flag.Bool("scale.log", false, "print the bridge's log (info and above)")
+	editProfile = flag.String("scale.editprofile", "", "write a CPU profile of the edit (from the write to served) here")
 )
 
 func BenchmarkScaleInProcess(b *testing.B) {
@@ -46,6 +47,13 @@ func BenchmarkScaleInProcess(b *testing.B) {
 			writeHeapProfile(b, *heapProfile)
 		}
 		before := c.versions()
+		if *editProfile != "" {
+			f, err := os.Create(*editProfile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pprof.StartCPUProfile(f)
+		}
 		edited := time.Now()
 		count, err := WriteFile(dir, n, files, 0, 1)
 		if err != nil {
@@ -53,6 +61,9 @@ func BenchmarkScaleInProcess(b *testing.B) {
 		}
 		c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
 		b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
+		if *editProfile != "" {
+			pprof.StopCPUProfile()
+		}
 		c.close()
 	}
 }

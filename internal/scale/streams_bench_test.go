@@ -1,0 +1,43 @@
+package scale
+
+import (
+	"flag"
+	"testing"
+	"time"
+)
+
+var idleStreams = flag.Int("scale.streams", 10000, "idle streams in BenchmarkIdleStreams")
+
+// BenchmarkIdleStreams holds many idle delta ADS streams, each subscribed by wildcard to 1,000
+// ServiceEntries and holding them, on a real mcpbridge process, and reports its resident memory
+// per stream and in all (from outside: /proc, VmRSS) against the same process with no stream.
+func BenchmarkIdleStreams(b *testing.B) {
+	bin := buildBridge(b)
+	n := *idleStreams
+	for range b.N {
+		dir := b.TempDir()
+		if err := Write(dir, 1000, 10); err != nil {
+			b.Fatal(err)
+		}
+		p := startBridge(b, bin, dir)
+		c := dialClient(b, p.grpcAddr)
+		p.waitReady(b, time.Minute)
+		c.waitHolding(b, 1000, nil, time.Minute)
+		c.close()
+		time.Sleep(time.Second) // let the load's garbage go before the baseline
+		base, err := RSS(p.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fleet := startDeltaFleet(b, p.grpcAddr, n)
+		time.Sleep(2 * time.Second) // ACKs processed; idle
+		rss, err := RSS(p.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(rss-base)/float64(n)/1024, "KiB/stream")
+		b.ReportMetric(float64(rss)/(1<<20), "MiB-RSS")
+		fleet.stop()
+		p.stop(b)
+	}
+}

@@ -20,8 +20,9 @@ import (
 )
 
 var (
-	scaleN     = flag.Int("scale.n", 10000, "ServiceEntries in the scale benchmark")
-	scaleFiles = flag.Int("scale.files", 100, "files they are spread over")
+	scaleN      = flag.Int("scale.n", 10000, "ServiceEntries in the scale benchmark")
+	scaleFiles  = flag.Int("scale.files", 100, "files they are spread over")
+	memoryLimit = flag.String("scale.memory-limit", "", "the bridge's memory.limit (empty: its default)")
 )
 
 const (
@@ -113,6 +114,9 @@ sources:
   startup_timeout: 5m
 `, p.grpcAddr, p.httpAddr, dir), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
+	if *memoryLimit != "" {
+		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)
+	}
 	p.cmd.Stderr = os.Stderr
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

@@ -178,9 +178,12 @@ var topLevelFields = []string{"apiVersion", "kind", "metadata", "spec", "status"
 
 // decode returns the document's object, or nil for a document that is YAML null.
 func (d *docDecoder) decode(text []byte) (*Object, *DecodeError) {
-	js, err := yaml.YAMLToJSONStrict(text)
-	if err != nil {
-		return nil, d.fail("", d.yamlError(err))
+	js, fast := fastYAMLToJSON(text)
+	if !fast {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(text); err != nil {
+			return nil, d.fail("", d.yamlError(err))
+		}
 	}
 	if bytes.Equal(js, []byte("null")) {
 		return nil, nil

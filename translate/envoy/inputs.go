@@ -3,6 +3,7 @@ package envoy
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -86,6 +87,9 @@ type serviceEntry struct {
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
+	// read is the spec as decoded when the ServiceEntry was read, until the first build
+	// takes it: a full load then decodes each ServiceEntry once, not twice.
+	read atomic.Pointer[networking.ServiceEntry]
 }
 
 // endpoints decodes the ServiceEntry's inline endpoints from its stored body, which decoded
@@ -93,6 +97,9 @@ type serviceEntry struct {
 func (se *serviceEntry) endpoints() []*networking.WorkloadEntry {
 	if se.inline == 0 {
 		return nil
+	}
+	if spec := se.read.Swap(nil); spec != nil {
+		return spec.GetEndpoints()
 	}
 	spec := &networking.ServiceEntry{}
 	if err := proto.Unmarshal(se.body, spec); err != nil {
@@ -162,8 +169,12 @@ func newServiceEntry(r *mcpapi.Resource) (*serviceEntry, error) {
 	if err := decodeBody(kindServiceEntry, r, spec); err != nil {
 		return nil, err
 	}
-	return &serviceEntry{meta: metaOf(r), hosts: spec.GetHosts(), ports: spec.GetPorts(), resolution: spec.GetResolution(),
-		selector: spec.GetWorkloadSelector().GetLabels(), inline: len(spec.GetEndpoints())}, nil
+	se := &serviceEntry{meta: metaOf(r), hosts: spec.GetHosts(), ports: spec.GetPorts(), resolution: spec.GetResolution(),
+		selector: spec.GetWorkloadSelector().GetLabels(), inline: len(spec.GetEndpoints())}
+	if se.inline > 0 {
+		se.read.Store(spec) // a ServiceEntry that loses its hosts to an older one keeps it
+	}
+	return se, nil
 }
 
 func newVirtualService(r *mcpapi.Resource, suffix string) (*virtualService, error) {

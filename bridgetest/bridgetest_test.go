@@ -244,3 +244,19 @@ func mustUint(t *testing.T, s string) uint64 {
 	}
 	return n
 }
+
+// TestStartReturnsWithTheFilesLoaded: Start returns once the bridge is ready, and a bridge is
+// never ready before it started serving, so the files are in the store when Start returns.
+func TestStartReturnsWithTheFilesLoaded(t *testing.T) {
+	dir := t.TempDir()
+	yaml := "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: ns}\nspec: {hosts: [one.example]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "se.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		b := bridgetest.Start(t, bridgetest.WithFiles(dir))
+		if b.Store().View().Get(seColl, "ns/a") == nil {
+			t.Fatal("Start returned before the files were loaded")
+		}
+	}
+}

@@ -56,6 +56,9 @@ type Bridge struct {
 	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
 	translationFaults metrics.FaultsFunc
+	// starting is the readiness condition from New until Serve has registered the others: a
+	// bridge is never ready before it started serving (bridgetest.Start waits on it).
+	starting func()
 }
 
 // runner is a long-running component: a producer the bridge reads or a sink it pushes to.
@@ -97,6 +100,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := b.wireAdmin(); err != nil {
 		return nil, err
 	}
+	b.starting = b.ready.Wait("starting")
 	return b, nil
 }
 
@@ -247,6 +251,7 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	grpcReady()
 	b.startRunners(ctx, &wg, errs)
+	b.starting() // every condition is registered
 	b.log.Info("mcpbridge serving", "version", buildinfo.String(),
 		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "files", b.cfg.Sources.Files,
 		"upstreams", len(b.cfg.Sources.Upstreams), "downstreams", len(b.cfg.Downstreams))

@@ -174,8 +174,10 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	}
 	b.u.vhosts[p.number] = encoded
 	b.u.usesFault[p.number] = rc.usesFault
+	// The host's own route configuration holds just this virtual host, validated and encoded
+	// above: assembled from those bytes, not validated and encoded again.
 	name := HostRouteName(b.host, p.number)
-	b.put(RouteType, name, &routepb.RouteConfiguration{Name: name, VirtualHosts: []*routepb.VirtualHost{vh}})
+	b.u.outputs[outKey{RouteType, name}] = &anypb.Any{TypeUrl: RouteType, Value: encodeRouteConfiguration(name, [][]byte{encoded})}
 	if l, err := apiListener(b.host, p.number, rc.usesFault); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {

@@ -13,20 +13,28 @@ import (
 // per-route configuration does the work; the filter's own is empty), and the router, which
 // must be last (Envoy and grpc-go both reject a chain that does not end with it).
 func httpFilters(usesFault bool) ([]*hcmpb.HttpFilter, error) {
-	var out []*hcmpb.HttpFilter
-	if usesFault {
-		cfg, err := pack(&faultpb.HTTPFault{})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: cfg}})
+	if filterConfigs.err != nil {
+		return nil, filterConfigs.err
 	}
-	router, err := pack(&routerpb.Router{})
-	if err != nil {
-		return nil, err
+	router := &hcmpb.HttpFilter{Name: routerFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.router}}
+	if !usesFault {
+		return []*hcmpb.HttpFilter{router}, nil
 	}
-	return append(out, &hcmpb.HttpFilter{Name: routerFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: router}}), nil
+	fault := &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.fault}}
+	return []*hcmpb.HttpFilter{fault, router}, nil
 }
+
+// filterConfigs are the filters' typed configurations, the same for every listener: encoded
+// once, and only ever read (concurrent host builds marshal them).
+var filterConfigs = func() (c struct {
+	router, fault *anypb.Any
+	err           error
+}) {
+	if c.router, c.err = pack(&routerpb.Router{}); c.err == nil {
+		c.fault, c.err = pack(&faultpb.HTTPFault{})
+	}
+	return c
+}()
 
 // connectionManager is an HttpConnectionManager that takes its routes by RDS over ADS.
 func connectionManager(statPrefix, routeName string, usesFault bool) (*anypb.Any, error) {

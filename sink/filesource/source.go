@@ -183,7 +183,7 @@ func (s *Source) reload(l *loader) {
 	ld := l.load()
 	faults := ld.faults
 	if ld.changed || !l.applied {
-		res, err := s.write(l, ld.state)
+		res, err := s.write(l)
 		switch {
 		case err != nil:
 			// The store applied nothing: what it served before stays served. Logged with the
@@ -201,81 +201,28 @@ func (s *Source) reload(l *loader) {
 }
 
 // write gives the store the files' state: whole the first time (and after a refusal), else
-// only what differs from the state last applied, so that an edit of one file costs the store
-// that file's resources, not everything the files hold. Unchanged files keep their decoded
-// resources, so a resource that did not change is the same pointer as the one applied.
-func (s *Source) write(l *loader, state map[string][]*mcpapi.Resource) (store.Result, error) {
+// only the names the changed files touched, so that an edit of one file costs the store that
+// file's resources, not everything the files hold. Unchanged files keep their decoded
+// resources, so a resource that did not change is the very one written before.
+func (s *Source) write(l *loader) (store.Result, error) {
 	var res store.Result
 	var err error
-	if l.applied {
-		updates := diffState(l.written, state)
+	full := !l.applied
+	if full {
+		res, err = s.opts.Store.ReplaceOwner(s.opts.Owner, l.index.state(l.files))
+	} else {
+		updates := l.index.updates(l.files)
 		if len(updates) == 0 {
+			l.index.wrote(l.files, false)
 			return store.Result{}, nil
 		}
 		res, err = s.opts.Store.Apply(s.opts.Owner, updates...)
-	} else {
-		res, err = s.opts.Store.ReplaceOwner(s.opts.Owner, state)
 	}
 	l.applied = err == nil
 	if l.applied {
-		l.written = indexState(state)
+		l.index.wrote(l.files, full)
 	}
 	return res, err
-}
-
-// indexState indexes a state by collection and name.
-func indexState(state map[string][]*mcpapi.Resource) map[string]map[string]*mcpapi.Resource {
-	out := make(map[string]map[string]*mcpapi.Resource, len(state))
-	for coll, rs := range state {
-		m := make(map[string]*mcpapi.Resource, len(rs))
-		for _, r := range rs {
-			m[r.GetMetadata().GetName()] = r
-		}
-		out[coll] = m
-	}
-	return out
-}
-
-// diffState returns the incremental updates that turn the written state into state: the
-// resources that are not the very ones written, and the names that went.
-func diffState(written map[string]map[string]*mcpapi.Resource, state map[string][]*mcpapi.Resource) []store.Update {
-	var out []store.Update
-	for _, coll := range sortedKeys(written) {
-		if _, ok := state[coll]; ok {
-			continue
-		}
-		out = append(out, store.Update{Collection: coll, Removed: sortedKeys(written[coll])})
-	}
-	for _, coll := range sortedKeys(state) {
-		before := written[coll]
-		u := store.Update{Collection: coll}
-		kept := 0
-		for _, r := range state[coll] {
-			name := r.GetMetadata().GetName()
-			if old, ok := before[name]; ok {
-				kept++
-				if old == r {
-					continue
-				}
-			}
-			u.Resources = append(u.Resources, r)
-		}
-		if kept < len(before) {
-			now := make(map[string]bool, len(state[coll]))
-			for _, r := range state[coll] {
-				now[r.GetMetadata().GetName()] = true
-			}
-			for _, name := range sortedKeys(before) {
-				if !now[name] {
-					u.Removed = append(u.Removed, name)
-				}
-			}
-		}
-		if len(u.Resources) > 0 || len(u.Removed) > 0 {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // setFaults replaces the current faults and logs those that are new, so that a fault is logged
@@ -357,25 +304,34 @@ type loader struct {
 	// applied is true when the store holds the state of files: a reload that changes no
 	// file's objects then has nothing to write, and one that does writes the difference.
 	applied bool
-	// written is the state last applied, by collection and name.
-	written map[string]map[string]*mcpapi.Resource
+	// index is the owner's state, kept up to date file by file.
+	index *index
 }
 
 // loadResult is what one reload found.
 type loadResult struct {
-	state   map[string][]*mcpapi.Resource // the owner's full state, by collection
-	count   int                           // resources in state
+	count   int // resources in the owner's state
 	faults  []error
 	changed bool // some file's objects changed since the previous load
 }
 
 // fileState is what is known of one file.
 type fileState struct {
-	root    string   // the configured path it was found under
-	sum     [32]byte // of the content last read, to skip decoding an unchanged file
-	read    bool     // sum is set
-	objects []Object // of the last content that decoded without fault
-	faults  []error  // of the content last read; empty when it decoded well
+	root    string         // the configured path it was found under
+	sum     [32]byte       // of the content last read, to skip decoding an unchanged file
+	read    bool           // sum is set
+	objects []Object       // of the last content that decoded without fault
+	byKey   map[objKey]int // objects by collection and name
+	faults  []error        // of the content last read; empty when it decoded well
+}
+
+// object returns the file's object of a name.
+func (f *fileState) object(k objKey) (Object, bool) {
+	i, ok := f.byKey[k]
+	if !ok {
+		return Object{}, false
+	}
+	return f.objects[i], true
 }
 
 // relevant reports whether an event may change what is loaded: anything in a watched directory,
@@ -421,13 +377,23 @@ func (l *loader) load() loadResult {
 			states[i] = &fileState{root: paths[p].path}
 		}
 	}
+	before := make([][]Object, len(order))
+	for i, st := range states {
+		before[i] = st.objects
+	}
 	parallel(len(order), func(i int) {
 		results[i].gone, results[i].decoded = states[i].refresh(order[i])
 	})
+	if l.index == nil {
+		l.index = newIndex()
+	}
 	changed := false
 	for i, p := range order {
 		st, r := states[i], results[i]
-		changed = changed || r.decoded
+		if r.decoded {
+			changed = true
+			l.index.replaced(p, before[i], st.objects)
+		}
 		if r.gone {
 			// A file of a directory may come and go; a file named in the configuration may not.
 			if !paths[p].dir {
@@ -438,14 +404,15 @@ func (l *loader) load() loadResult {
 		faults = append(faults, st.faults...)
 		files[p] = st
 	}
-	for p := range l.files {
+	for p, st := range l.files {
 		if files[p] == nil {
 			changed = true // a file that went
+			l.index.replaced(p, st.objects, nil)
 		}
 	}
 	l.files = files
-	state, count, dups := l.merge()
-	return loadResult{state: state, count: count, faults: append(faults, dups...), changed: changed}
+	faults = append(faults, l.index.dupFaults(files)...)
+	return loadResult{count: len(l.index.providers), faults: faults, changed: changed}
 }
 
 type refreshed struct{ gone, decoded bool }
@@ -574,32 +541,11 @@ func (f *fileState) refresh(path string) (gone, decoded bool) {
 		return false, false
 	}
 	f.objects = objs
-	return false, true
-}
-
-// merge builds the owner's state from every file's objects. A name defined in two files is
-// taken from the file whose path sorts first, and is a fault of the other.
-func (l *loader) merge() (map[string][]*mcpapi.Resource, int, []error) {
-	state := map[string][]*mcpapi.Resource{}
-	first := map[[2]string]Object{}
-	var faults []error
-	count := 0
-	for _, p := range sortedKeys(l.files) {
-		for _, o := range l.files[p].objects {
-			k := [2]string{o.Kind.Collection, o.Name()}
-			if prev, dup := first[k]; dup {
-				faults = append(faults, &DecodeError{
-					File: o.File, Doc: o.Doc, Line: o.Line, Kind: o.Kind.Kind, Name: o.Name(),
-					Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", prev.File, prev.Doc),
-				})
-				continue
-			}
-			first[k] = o
-			state[o.Kind.Collection] = append(state[o.Kind.Collection], o.Resource)
-			count++
-		}
+	f.byKey = make(map[objKey]int, len(objs))
+	for i, o := range objs {
+		f.byKey[keyOf(o)] = i // Decode keeps one object per name
 	}
-	return state, count, faults
+	return false, true
 }
 
 // unwrapPathError drops the path and operation of an *fs.PathError, for messages that name the

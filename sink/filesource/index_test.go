@@ -1,0 +1,82 @@
+package filesource
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	mcpapi "istio.io/api/mcp/v1alpha1"
+	"pgregory.net/rapid"
+
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// TestIndexAgainstMerge: files change at random (names added, edited, dropped, defined in
+// several files, files removed); after each change, the updates the index gives, applied to
+// what the store was given, make exactly what merging every file from scratch makes — each
+// name from the first file (by path) that defines it — and the duplicate faults are one per
+// definition after the first.
+func TestIndexAgainstMerge(t *testing.T) {
+	kind, _ := translate.ByCollection(seColl)
+	rapid.Check(t, func(rt *rapid.T) {
+		paths := []string{"a.yaml", "b.yaml", "c.yaml"}
+		names := []string{"ns/n0", "ns/n1", "ns/n2", "ns/n3"}
+		ix := newIndex()
+		files := map[string]*fileState{}
+		stored := map[string]*mcpapi.Resource{}
+		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			p := rapid.SampledFrom(paths).Draw(rt, "file")
+			var before []Object
+			if st := files[p]; st != nil {
+				before = st.objects
+			}
+			if rapid.IntRange(0, 4).Draw(rt, "remove") == 0 {
+				delete(files, p)
+				ix.replaced(p, before, nil)
+			} else {
+				st := &fileState{byKey: map[objKey]int{}}
+				for _, n := range names {
+					if rapid.Bool().Draw(rt, "defines") {
+						o := Object{Kind: kind, File: p, Doc: len(st.objects) + 1,
+							Resource: &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: n, Version: fmt.Sprint(step)}}}
+						st.byKey[keyOf(o)] = len(st.objects)
+						st.objects = append(st.objects, o)
+					}
+				}
+				files[p] = st
+				ix.replaced(p, before, st.objects)
+			}
+			for _, u := range ix.updates(files) {
+				for _, n := range u.Removed {
+					delete(stored, n)
+				}
+				for _, r := range u.Resources {
+					stored[r.Metadata.Name] = r
+				}
+			}
+			ix.wrote(files, false)
+
+			want := map[string]*mcpapi.Resource{}
+			dups := 0
+			for _, path := range slices.Sorted(maps.Keys(files)) {
+				for _, o := range files[path].objects {
+					if _, seen := want[o.Name()]; seen {
+						dups++
+						continue
+					}
+					want[o.Name()] = o.Resource
+				}
+			}
+			if !maps.Equal(stored, want) {
+				rt.Fatalf("step %d: the store holds %v, merging the files gives %v", step, stored, want)
+			}
+			if got := len(ix.dupFaults(files)); got != dups {
+				rt.Fatalf("step %d: %d duplicate faults, want %d", step, got, dups)
+			}
+			if full := ix.state(files)[seColl]; len(full) != len(want) {
+				rt.Fatalf("step %d: full state has %d resources, want %d", step, len(full), len(want))
+			}
+		}
+	})
+}

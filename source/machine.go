@@ -206,8 +206,11 @@ func (s *subscription) addName(n string) {
 	if s.names == nil {
 		s.names = map[string]struct{}{}
 	}
+	if _, had := s.names[n]; had {
+		return
+	}
 	s.names[n] = struct{}{}
-	s.namesChanged()
+	s.nameAdded(n)
 }
 
 func (s *subscription) removeName(n string) {

@@ -26,11 +26,11 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	vhosts := make([][]byte, len(hosts))
 	usesFault := false
 	for i, h := range hosts {
-		u := t.units[unitKey{unitHost, h}]
-		vhosts[i] = u.vhosts[p]
-		usesFault = usesFault || u.usesFault[p]
+		vh, faults, _ := t.units[unitKey{unitHost, h}].vhost(p)
+		vhosts[i] = vh
+		usesFault = usesFault || faults
 	}
-	b.u.outputs[outKey{RouteType, name}] = &anypb.Any{TypeUrl: RouteType, Value: encodeRouteConfiguration(name, vhosts)}
+	b.u.set(outKey{RouteType, name}, &anypb.Any{TypeUrl: RouteType, Value: encodeRouteConfiguration(name, vhosts)})
 	if l, err := outboundListener(p, usesFault); err != nil {
 		b.invalid("Listener", OutboundListenerName(p), err)
 	} else {

@@ -3,7 +3,6 @@ package envoy
 import (
 	"bytes"
 	"cmp"
-	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -52,8 +51,6 @@ type Translator struct {
 	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
 	inputFaults map[string]Fault
 
-	// current is every output as last returned by Translate, by type URL and name.
-	current map[string]map[string]*anypb.Any
 	// faults is the sorted list of every unit's faults, recomputed only after a build
 	// changed some (faultsDirty).
 	faults      []Fault
@@ -90,18 +87,72 @@ type depKey struct {
 	name string
 }
 
-// unitState is the last build of a unit.
+// unitState is the last build of a unit. It is kept for every unit of the mesh, so it is
+// lean: slices rather than maps (a unit has a handful of outputs), and the virtual hosts are
+// read from the host's route configuration, whose encoding ends with the one virtual host.
 type unitState struct {
-	outputs map[outKey]*anypb.Any
+	outputs []output // in the order built; one per key
 	faults  []Fault
 	deps    []depKey
-	// Host units only: the virtual host of each HTTP port, encoded, which the port's route
-	// configuration gathers as it is (see buildPort), and whether its routes inject faults.
-	vhosts    map[uint32][]byte
-	usesFault map[uint32]bool
+	// Host units only: per HTTP port, the virtual host that the port's route configuration
+	// gathers as it is (see buildPort), and whether its routes inject faults.
+	vhosts []portVhost
 }
 
 type outKey struct{ typeURL, name string }
+
+type output struct {
+	key  outKey
+	body *anypb.Any
+}
+
+// portVhost locates a host's virtual host for one port: the last bytes of the encoding of the
+// host's route configuration for that port (outputs[route]), which holds that one virtual host.
+type portVhost struct {
+	port      uint32
+	route     int
+	size      int
+	usesFault bool
+}
+
+// set adds an output, or replaces the one of the same key.
+func (u *unitState) set(k outKey, body *anypb.Any) int {
+	for i := range u.outputs {
+		if u.outputs[i].key == k {
+			u.outputs[i].body = body
+			return i
+		}
+	}
+	u.outputs = append(u.outputs, output{k, body})
+	return len(u.outputs) - 1
+}
+
+// output returns the unit's output of a key, or nil.
+func (u *unitState) output(k outKey) *anypb.Any {
+	if u == nil {
+		return nil
+	}
+	for _, o := range u.outputs {
+		if o.key == k {
+			return o.body
+		}
+	}
+	return nil
+}
+
+// vhost returns the host's encoded virtual host for a port and whether it injects faults.
+func (u *unitState) vhost(p uint32) (vh []byte, usesFault, ok bool) {
+	if u == nil {
+		return nil, false, false
+	}
+	for _, v := range u.vhosts {
+		if v.port == p {
+			value := u.outputs[v.route].body.GetValue()
+			return value[len(value)-v.size:], v.usesFault, true
+		}
+	}
+	return nil, false, false
+}
 
 // TranslatorOptions configures a Translator.
 type TranslatorOptions struct {
@@ -124,10 +175,6 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, portHosts: map[string]keySet{}, portOrder: map[string][]string{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{},
-		current: map[string]map[string]*anypb.Any{},
-	}
-	for _, typ := range outputTypes {
-		t.current[typ] = map[string]*anypb.Any{}
 	}
 	return t
 }
@@ -277,29 +324,21 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 // may change: every port it had or has. A port whose hosts changed loses its cached order.
 func (t *Translator) updatePorts(host string, old, u *unitState) {
 	if old != nil {
-		for p := range old.vhosts {
-			if _, still := u.vhosts[p]; !still {
-				delFrom(t.portHosts, portKey(p), host)
-				delete(t.portOrder, portKey(p))
+		for _, v := range old.vhosts {
+			if _, _, still := u.vhost(v.port); !still {
+				delFrom(t.portHosts, portKey(v.port), host)
+				delete(t.portOrder, portKey(v.port))
 			}
-			t.dirty[unitKey{unitPort, portKey(p)}] = struct{}{}
+			t.dirty[unitKey{unitPort, portKey(v.port)}] = struct{}{}
 		}
 	}
-	for p := range u.vhosts {
-		if _, had := old.vhostOf(p); !had {
-			addTo(t.portHosts, portKey(p), host)
-			delete(t.portOrder, portKey(p))
+	for _, v := range u.vhosts {
+		if _, _, had := old.vhost(v.port); !had {
+			addTo(t.portHosts, portKey(v.port), host)
+			delete(t.portOrder, portKey(v.port))
 		}
-		t.dirty[unitKey{unitPort, portKey(p)}] = struct{}{}
+		t.dirty[unitKey{unitPort, portKey(v.port)}] = struct{}{}
 	}
-}
-
-func (u *unitState) vhostOf(p uint32) ([]byte, bool) {
-	if u == nil {
-		return nil, false
-	}
-	vh, ok := u.vhosts[p]
-	return vh, ok
 }
 
 // hostsOn returns the hosts with an HTTP port of this number, sorted; the order is kept
@@ -313,26 +352,29 @@ func (t *Translator) hostsOn(port string) []string {
 	return order
 }
 
+// diff adds to delta what a unit's new build changes in its outputs. No two units make an
+// output of the same name (names embed the host, the port or the gateway), so the unit's last
+// build is all there is to compare with. An output whose bytes did not change keeps the last
+// build's body, which is the one the store holds: the unit keeps no second copy.
 func (t *Translator) diff(old, u *unitState, delta *Delta) {
-	for k, body := range u.outputs {
-		if prev, ok := t.current[k.typeURL][k.name]; ok && bytes.Equal(prev.GetValue(), body.GetValue()) {
+	for i, o := range u.outputs {
+		if prev := old.output(o.key); prev != nil && bytes.Equal(prev.GetValue(), o.body.GetValue()) {
+			u.outputs[i].body = prev
 			continue
 		}
-		t.current[k.typeURL][k.name] = body
-		delta.Upserts = append(delta.Upserts, Resource{TypeURL: k.typeURL, Name: k.name, Body: body})
+		delta.Upserts = append(delta.Upserts, Resource{TypeURL: o.key.typeURL, Name: o.key.name, Body: o.body})
 	}
 	if old == nil {
 		return
 	}
-	for k := range old.outputs {
-		if _, ok := u.outputs[k]; ok {
+	for _, o := range old.outputs {
+		if u.output(o.key) != nil {
 			continue
 		}
-		delete(t.current[k.typeURL], k.name)
 		if delta.Removed == nil {
 			delta.Removed = map[string][]string{}
 		}
-		delta.Removed[k.typeURL] = append(delta.Removed[k.typeURL], k.name)
+		delta.Removed[o.key.typeURL] = append(delta.Removed[o.key.typeURL], o.key.name)
 	}
 }
 
@@ -361,11 +403,14 @@ func (t *Translator) setDeps(key unitKey, old, u *unitState) {
 // writer that must replace what it wrote before.
 func (t *Translator) Outputs() []Resource {
 	var out []Resource
-	for _, typ := range outputTypes {
-		for _, name := range slices.Sorted(maps.Keys(t.current[typ])) {
-			out = append(out, Resource{TypeURL: typ, Name: name, Body: t.current[typ][name]})
+	for _, u := range t.units {
+		for _, o := range u.outputs {
+			out = append(out, Resource{TypeURL: o.key.typeURL, Name: o.key.name, Body: o.body})
 		}
 	}
+	slices.SortFunc(out, func(a, b Resource) int {
+		return cmp.Or(cmp.Compare(typeOrder(a.TypeURL), typeOrder(b.TypeURL)), cmp.Compare(a.Name, b.Name))
+	})
 	return out
 }
 

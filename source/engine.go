@@ -106,6 +106,11 @@ type Options struct {
 	// SendTimeout resets a stream whose one send takes longer (a stuck client), so that it holds
 	// nothing back. Zero means 10s.
 	SendTimeout time.Duration
+	// PushInterval is the shortest time between two takes of store changes on one stream:
+	// changes that come sooner go together in the next response. Under a stream of changes
+	// it bounds each stream's responses per second, so that producers are not starved of CPU
+	// by the fan-out; a change after a quiet interval goes at once. Zero: every change at once.
+	PushInterval time.Duration
 	// MaxResponseSize is the client's likely receive limit (gRPC's default is 4 MiB): a
 	// splittable response larger than it is split, any other is sent whole and logged. Zero
 	// means 4 MiB.
@@ -124,8 +129,10 @@ type Engine struct {
 	log     *slog.Logger
 	timeout time.Duration
 	maxSize int
-	stop    chan struct{}
-	once    sync.Once
+	// pushInterval is Options.PushInterval.
+	pushInterval time.Duration
+	stop         chan struct{}
+	once         sync.Once
 
 	frames  frameCache
 	streams sync.Map // uint64 → *stream
@@ -138,7 +145,8 @@ type Engine struct {
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
-	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize, stop: make(chan struct{}), metrics: opts.Metrics}
+	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize,
+		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -239,6 +247,31 @@ func (s *stream) loop(ctx context.Context) error {
 			}
 		}
 	}()
+	// Store changes are taken at most once per PushInterval: a change that comes sooner waits
+	// for the rest of the interval in the watch, where later ones join it, and all go in one
+	// response. The first change after a quiet interval goes at once. Responses are computed
+	// from the view of the store as of the last take, also those that answer requests, so
+	// that nothing newer slips out early. Without an interval, every flush reads the store
+	// as it is.
+	var (
+		watchC    = s.watch.C()
+		throttleC <-chan time.Time
+		throttle  *time.Timer
+		lastTaken time.Time
+		view      = s.engine.store.View()
+	)
+	takeChanges := func() {
+		lastTaken = time.Now()
+		view = s.engine.store.View()
+		s.mu.Lock()
+		s.m.changed(s.watch.Changed())
+		s.mu.Unlock()
+	}
+	defer func() {
+		if throttle != nil {
+			throttle.Stop()
+		}
+	}()
 	for {
 		select {
 		case r := <-requests:
@@ -248,19 +281,40 @@ func (s *stream) loop(ctx context.Context) error {
 				}
 				return r.err
 			}
-			if r.req != nil {
-				s.handle(r.req)
+			if r.req != nil && s.handle(r.req) {
+				// A collection newly watched: what was written to it before the watch
+				// began signals nothing, so it is read from the store as it is now.
+				view = s.engine.store.View()
 			}
-		case <-s.watch.C():
-			s.mu.Lock()
-			s.m.changed(s.watch.Changed())
-			s.mu.Unlock()
+		case <-watchC:
+			if wait := s.engine.pushInterval - time.Since(lastTaken); wait > 0 {
+				if throttle == nil {
+					throttle = time.NewTimer(wait)
+				} else {
+					throttle.Reset(wait)
+				}
+				watchC, throttleC = nil, throttle.C
+				continue
+			}
+			takeChanges()
+		case <-throttleC:
+			watchC, throttleC = s.watch.C(), nil
+			takeChanges()
 		case <-s.engine.stop:
 			return errStopping
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := s.flush(); err != nil {
+		select {
+		case <-s.engine.stop: // a timer may fire as the engine stops: send nothing more
+			return errStopping
+		default:
+		}
+		v := view
+		if s.engine.pushInterval <= 0 {
+			v = s.engine.store.View()
+		}
+		if err := s.flush(v); err != nil {
 			return err
 		}
 	}
@@ -272,7 +326,8 @@ func cleanEnd(err error) bool {
 }
 
 // handle applies one request to the machine, then logs and counts what it did.
-func (s *stream) handle(req *Request) {
+// It reports whether the request started a subscription (and so watches a collection more).
+func (s *stream) handle(req *Request) (started bool) {
 	if req.Splittable && req.Mode == Incremental && s.engine.maxSize > 0 {
 		// Room for what a response holds besides its resources: type URL, version, nonce.
 		req.splitAt = max(s.engine.maxSize-responseEnvelope, 1)
@@ -307,6 +362,7 @@ func (s *stream) handle(req *Request) {
 		s.log.Warn("client rejected a response (NACK); that version will not be resent",
 			"type", req.Key, "version", sub.lastNack.Version, "node", node, "error", sub.lastNack.Message)
 	}
+	return out == subscribed
 }
 
 // countRequest counts a request under its subscription's collection label, resolved when the
@@ -346,8 +402,7 @@ func (req *Request) policy() policy {
 }
 
 // flush sends every response that is due, from one view of the store, in the machine's order.
-func (s *stream) flush() error {
-	v := s.engine.store.View()
+func (s *stream) flush(v *store.View) error {
 	s.mu.Lock()
 	ready, err := s.m.due(v)
 	s.mu.Unlock()

@@ -70,8 +70,10 @@ var (
 )
 
 func serveModelADS(t *rapid.T, st *store.Store) string {
-	// Delta responses above a few resources go in parts (see modelRun.splitAt).
-	eng := New(Options{Store: st, MaxResponseSize: responseEnvelope + 100})
+	// Delta responses above a few resources go in parts (see modelRun.splitAt); store changes
+	// are pushed at once or, as the bridge does by default, at most once per interval.
+	interval := rapid.SampledFrom([]time.Duration{0, 20 * time.Millisecond}).Draw(t, "pushInterval")
+	eng := New(Options{Store: st, MaxResponseSize: responseEnvelope + 100, PushInterval: interval})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

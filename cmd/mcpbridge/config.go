@@ -52,6 +52,7 @@ var defaults = map[string]any{
 	"sink.expiry":                      "0s",
 	"xds.mesh_config_file":             "",
 	"xds.send_timeout":                 "10s",
+	"xds.push_interval":                "100ms",
 	"xds.max_response_size":            4 << 20,
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
@@ -232,7 +233,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")
 	}
-	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "xds.send_timeout": c.XDS.SendTimeout} {
+	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
 		}

@@ -136,7 +136,7 @@ func (b *Bridge) wireSource() {
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
-		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize,
+		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
 		Metrics: b.metrics,
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)

@@ -52,8 +52,12 @@ type XDSConfig struct {
 	MeshConfigFile string `mapstructure:"mesh_config_file"`
 	// SendTimeout resets a stream whose one send takes longer.
 	SendTimeout time.Duration `mapstructure:"send_timeout"`
-	// MaxResponseSize logs responses larger than this (the client's likely receive limit).
+	// MaxResponseSize is the client's likely receive limit: larger delta answers are split,
+	// larger whole answers logged.
 	MaxResponseSize int `mapstructure:"max_response_size"`
+	// PushInterval is the shortest time between two pushes of store changes on one stream;
+	// changes within it go together. Zero: every change at once.
+	PushInterval time.Duration `mapstructure:"push_interval"`
 }
 
 // TranslateConfig configures the derivation of Envoy resources from the Istio config.
@@ -124,7 +128,7 @@ func DefaultConfig() *Config {
 		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
 		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true},
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
-		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20},
+		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto"},
 		Collections: []string{},

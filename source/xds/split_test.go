@@ -136,3 +136,35 @@ func TestStateOfTheWorldIsNeverSplit(t *testing.T) {
 		t.Fatalf("state of the world: %d clusters in %d bytes, want all 300 in one response over the limit", len(m.Resources), proto.Size(m))
 	}
 }
+
+// TestPushIntervalCoalescesChanges: with xds.push_interval, the first change after a quiet
+// interval goes at once, and changes that follow within the interval go together in the next
+// response, whatever their number; every change reaches the client.
+func TestPushIntervalCoalescesChanges(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	s := startServerWith(t, source.Options{Logger: testLogger(t), PushInterval: interval})
+	s.putEnvoy(t, ClusterType, clusters("c0"))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	c.ack(c.recv())
+	time.Sleep(interval) // quiet
+
+	start := time.Now()
+	s.putEnvoy(t, ClusterType, clusters("c1"))
+	first := c.recv()
+	if took := time.Since(start); took > interval/2 {
+		t.Fatalf("the first change after a quiet interval took %v", took)
+	}
+	assertNames(t, "first change", deltaNames(first), "c1")
+	c.ack(first)
+	for i := 2; i <= 10; i++ {
+		s.putEnvoy(t, ClusterType, clusters(fmt.Sprintf("c%d", i)))
+	}
+	second := c.recv()
+	if took := time.Since(start); took < interval*9/10 {
+		t.Fatalf("changes within the interval went after %v, before the interval of %v", took, interval)
+	}
+	assertNames(t, "the changes within the interval", deltaNames(second), "c10", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9")
+	c.ack(second)
+	c.quiet(interval + 100*time.Millisecond)
+}

@@ -262,9 +262,12 @@ func (s *stream) loop(ctx context.Context) error {
 	)
 	takeChanges := func() {
 		lastTaken = time.Now()
+		// What changed first, then the view: a write in between is in the view, and marks
+		// the watch again. (The other order could take its mark and leave it out of the view.)
+		changed := s.watch.Changed()
 		view = s.engine.store.View()
 		s.mu.Lock()
-		s.m.changed(s.watch.Changed())
+		s.m.changed(changed)
 		s.mu.Unlock()
 	}
 	defer func() {

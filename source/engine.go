@@ -247,32 +247,39 @@ func (s *stream) loop(ctx context.Context) error {
 			}
 		}
 	}()
-	// Store changes are taken at most once per PushInterval: a change that comes sooner waits
-	// for the rest of the interval in the watch, where later ones join it, and all go in one
-	// response. The first change after a quiet interval goes at once. Responses are computed
-	// from the view of the store as of the last take, also those that answer requests, so
-	// that nothing newer slips out early. Without an interval, every flush reads the store
-	// as it is.
+	// Store changes are paced (see pacer): each collection's at most once per PushInterval.
+	// Responses are computed from the view of the store as of the last take, also those that
+	// answer requests, so that nothing held back slips out early. Without an interval, every
+	// flush reads the store as it is.
 	var (
-		watchC    = s.watch.C()
-		throttleC <-chan time.Time
-		throttle  *time.Timer
-		lastTaken time.Time
-		view      = s.engine.store.View()
+		pace   = pacer{interval: s.engine.pushInterval}
+		timer  *time.Timer
+		timerC <-chan time.Time
+		due    time.Time // when timerC fires
+		view   = s.engine.store.View()
 	)
-	takeChanges := func() {
-		lastTaken = time.Now()
-		// What changed first, then the view: a write in between is in the view, and marks
-		// the watch again. (The other order could take its mark and leave it out of the view.)
-		changed := s.watch.Changed()
-		view = s.engine.store.View()
-		s.mu.Lock()
-		s.m.changed(changed)
-		s.mu.Unlock()
+	take := func(changed []string) {
+		ready, next := pace.take(time.Now(), changed)
+		if len(ready) > 0 {
+			// The view after what changed was read: a write in between is in the view, and
+			// marks the watch again.
+			view = s.engine.store.View()
+			s.mu.Lock()
+			s.m.changed(ready)
+			s.mu.Unlock()
+		}
+		if next > 0 && (timerC == nil || time.Now().Add(next).Before(due)) {
+			if timer == nil {
+				timer = time.NewTimer(next)
+			} else {
+				timer.Reset(next) // Go 1.23 timers: Reset discards a pending fire
+			}
+			timerC, due = timer.C, time.Now().Add(next)
+		}
 	}
 	defer func() {
-		if throttle != nil {
-			throttle.Stop()
+		if timer != nil {
+			timer.Stop()
 		}
 	}()
 	for {
@@ -289,20 +296,11 @@ func (s *stream) loop(ctx context.Context) error {
 				// began signals nothing, so it is read from the store as it is now.
 				view = s.engine.store.View()
 			}
-		case <-watchC:
-			if wait := s.engine.pushInterval - time.Since(lastTaken); wait > 0 {
-				if throttle == nil {
-					throttle = time.NewTimer(wait)
-				} else {
-					throttle.Reset(wait)
-				}
-				watchC, throttleC = nil, throttle.C
-				continue
-			}
-			takeChanges()
-		case <-throttleC:
-			watchC, throttleC = s.watch.C(), nil
-			takeChanges()
+		case <-s.watch.C():
+			take(s.watch.Changed())
+		case <-timerC:
+			timerC = nil
+			take(nil)
 		case <-s.engine.stop:
 			return errStopping
 		case <-ctx.Done():

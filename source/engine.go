@@ -268,6 +268,9 @@ func (s *stream) loop(ctx context.Context) error {
 			s.m.changed(ready)
 			s.mu.Unlock()
 		}
+		if len(pace.held) > 0 {
+			s.watch.Mute(pace.held...) // looked at when the timer fires, not at each change
+		}
 		if next > 0 && (timerC == nil || time.Now().Add(next).Before(due)) {
 			if timer == nil {
 				timer = time.NewTimer(next)
@@ -300,7 +303,8 @@ func (s *stream) loop(ctx context.Context) error {
 			take(s.watch.Changed())
 		case <-timerC:
 			timerC = nil
-			take(nil)
+			s.watch.Unmute()
+			take(s.watch.Changed())
 		case <-s.engine.stop:
 			return errStopping
 		case <-ctx.Done():

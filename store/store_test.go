@@ -480,3 +480,37 @@ func TestPresentOwnerWinsOverAbsentOne(t *testing.T) {
 		t.Fatalf("one owner left: shadowed count %d, entry %v", info.Shadowed, served().Shadowed)
 	}
 }
+
+// TestMutedCollectionsAreRecordedWithoutWaking: a muted collection's changes do not signal
+// the watch but are returned by Changed; other collections still wake it; after Unmute, they
+// wake it again.
+func TestMutedCollectionsAreRecordedWithoutWaking(t *testing.T) {
+	s := New(Options{})
+	w := s.Watch(collA, collB)
+	defer w.Close()
+	w.Mute(collA)
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", "1")}})
+	select {
+	case <-w.C():
+		t.Fatal("a muted collection's change woke the watch")
+	default:
+	}
+	mustApply(t, s, "p", Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/b", "1")}})
+	select {
+	case <-w.C():
+	default:
+		t.Fatal("another collection's change did not wake the watch")
+	}
+	got := w.Changed()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{collA, collB}) {
+		t.Fatalf("Changed() = %v, want both collections", got)
+	}
+	w.Unmute()
+	mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/a", "2")}})
+	select {
+	case <-w.C():
+	default:
+		t.Fatal("an unmuted collection's change did not wake the watch")
+	}
+}

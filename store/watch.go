@@ -15,8 +15,9 @@ type Watch struct {
 	colls  map[string]bool
 	all    bool
 
-	changedMu sync.Mutex // guards changed; taken under topics.mu, never the other way round
+	changedMu sync.Mutex // guards changed and muted; taken under topics.mu, never the other way round
 	changed   map[string]struct{}
+	muted     map[string]struct{}
 }
 
 // C is signalled after a commit that changed a watched collection.
@@ -37,15 +38,39 @@ func (w *Watch) Changed() []string {
 	return out
 }
 
-// mark records a changed collection and wakes the owner.
+// mark records a changed collection and wakes the owner, unless the collection is muted.
 func (w *Watch) mark(collection string) {
 	w.changedMu.Lock()
 	if w.changed == nil {
 		w.changed = map[string]struct{}{}
 	}
 	w.changed[collection] = struct{}{}
+	_, muted := w.muted[collection]
 	w.changedMu.Unlock()
-	signal(w.c)
+	if !muted {
+		signal(w.c)
+	}
+}
+
+// Mute stops changes of these collections from waking the owner; they are still recorded, and
+// Changed returns them. An owner that will look at a collection later anyway (on a timer)
+// mutes it meanwhile, so that a flood of its changes costs no wake-ups.
+func (w *Watch) Mute(collections ...string) {
+	w.changedMu.Lock()
+	defer w.changedMu.Unlock()
+	if w.muted == nil {
+		w.muted = map[string]struct{}{}
+	}
+	for _, c := range collections {
+		w.muted[c] = struct{}{}
+	}
+}
+
+// Unmute lets changes of every muted collection wake the owner again.
+func (w *Watch) Unmute() {
+	w.changedMu.Lock()
+	defer w.changedMu.Unlock()
+	clear(w.muted)
 }
 
 // Add extends the watch to more collections.

@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"maps"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/google/btree"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 )
 
 // Update is one collection's part of a write by one owner.
@@ -171,7 +170,7 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 	// Validating and encoding are most of a large write, and each resource's own: done on
 	// every CPU. The first fault in resource order is reported, as it would be one by one.
 	errs := make([]error, len(u.Resources))
-	forEach(len(u.Resources), func(i int) {
+	parallel.For(len(u.Resources), parallelMin, func(i int) {
 		r := u.Resources[i]
 		if s.validate != nil {
 			if err := s.validate(u.Collection, r); err != nil {
@@ -215,30 +214,9 @@ func checkKey(what, s string) error {
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
-// parallelMin is the number of resources from which a write validates and encodes them on
-// every CPU: below it, goroutines cost more than they save.
+// parallelMin is the number of resources per goroutine from which a write validates and
+// encodes them on every CPU: below it, goroutines cost more than they save.
 const parallelMin = 256
-
-// forEach calls f(0) … f(n-1), on GOMAXPROCS goroutines when n is large.
-func forEach(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/parallelMin+1)
-	if workers <= 1 {
-		for i := range n {
-			f(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
-}
 
 // newOwnedEntry versions and encodes a resource once; every consumer reuses the bytes.
 func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {

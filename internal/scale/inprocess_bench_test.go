@@ -46,7 +46,6 @@ func BenchmarkScaleInProcess(b *testing.B) {
 		if *heapProfile != "" {
 			writeHeapProfile(b, *heapProfile)
 		}
-		before := c.versions()
 		if *editProfile != "" {
 			f, err := os.Create(*editProfile)
 			if err != nil {
@@ -54,13 +53,7 @@ func BenchmarkScaleInProcess(b *testing.B) {
 			}
 			pprof.StartCPUProfile(f)
 		}
-		edited := time.Now()
-		count, err := WriteFile(dir, n, files, 0, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
-		b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
+		editAndWait(b, c, dir, n, files)
 		if *editProfile != "" {
 			pprof.StopCPUProfile()
 		}

@@ -60,17 +60,23 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		// Edit one file, once the bridge is idle (as an operator's edit finds it): every
 		// ServiceEntry in it gets a fourth endpoint.
 		waitIdle(p.cmd.Process.Pid, 10*time.Second)
-		before := c.versions()
-		edited := time.Now()
-		count, err := WriteFile(dir, n, files, 0, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
-		b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
+		editAndWait(b, c, dir, n, files)
 		p.stop(b)
 		c.close()
 	}
+}
+
+// editAndWait rewrites file 0 (each of its ServiceEntries gets one more endpoint) and
+// reports the time until the client holds the new ServiceEntries and endpoints.
+func editAndWait(b *testing.B, c *client, dir string, n, files int) {
+	before := c.versions()
+	edited := time.Now()
+	count, err := WriteFile(dir, n, files, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
+	b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
 }
 
 // waitIdle waits until the process uses less than 2% of a CPU over 200 ms, or timeout.

@@ -25,13 +25,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/store"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
@@ -381,7 +381,7 @@ func (l *loader) load() loadResult {
 	for i, st := range states {
 		before[i] = st.objects
 	}
-	parallel(len(order), func(i int) {
+	parallel.For(len(order), 1, func(i int) {
 		results[i].gone, results[i].decoded = states[i].refresh(order[i])
 	})
 	if l.index == nil {
@@ -416,22 +416,6 @@ func (l *loader) load() loadResult {
 }
 
 type refreshed struct{ gone, decoded bool }
-
-// parallel calls f(0) … f(n-1) on as many goroutines as there are CPUs, and returns when all
-// have returned.
-func parallel(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
-}
 
 // attach watches every configured directory that exists, again: a directory removed and
 // created again is a new one, which the old watch does not see. Watching a watched directory

@@ -3,12 +3,11 @@ package envoy
 import (
 	"bytes"
 	"cmp"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 )
 
 // Translator turns Istio config into Envoy resources, incrementally. It is the pure layer
@@ -215,7 +214,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// build only reads the inputs) and their results recorded in order.
 	hosts := t.dirtyOf(unitHost)
 	built := make([]*unitState, len(hosts))
-	buildAll(len(hosts), func(i int) { built[i] = t.buildHost(hosts[i].name) })
+	parallel.For(len(hosts), parallelBuildMin, func(i int) { built[i] = t.buildHost(hosts[i].name) })
 	for i, key := range hosts {
 		delete(t.dirty, key)
 		t.record(key, built[i], &delta)
@@ -261,30 +260,9 @@ func (t *Translator) dirtyOf(kind unitKind) []unitKey {
 	return out
 }
 
-// parallelBuildMin is the number of hosts from which Translate builds them on every CPU: below
-// it, goroutines cost more than they save.
+// parallelBuildMin is the number of hosts per goroutine from which Translate builds them on
+// every CPU: below it, goroutines cost more than they save.
 const parallelBuildMin = 64
-
-// buildAll calls build(0) … build(n-1), on GOMAXPROCS goroutines when n is large.
-func buildAll(n int, build func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/parallelBuildMin+1)
-	if workers <= 1 {
-		for i := range n {
-			build(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				build(i)
-			}
-		})
-	}
-	wg.Wait()
-}
 
 // rebuild builds one unit, replaces its last build and adds the difference to delta.
 func (t *Translator) rebuild(key unitKey, delta *Delta) {

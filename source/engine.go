@@ -247,44 +247,9 @@ func (s *stream) loop(ctx context.Context) error {
 			}
 		}
 	}()
-	// Store changes are paced (see pacer): each collection's at most once per PushInterval.
-	// Responses are computed from the view of the store as of the last take, also those that
-	// answer requests, so that nothing held back slips out early. Without an interval, every
-	// flush reads the store as it is.
-	var (
-		pace   = pacer{interval: s.engine.pushInterval}
-		timer  *time.Timer
-		timerC <-chan time.Time
-		due    time.Time // when timerC fires
-		view   = s.engine.store.View()
-	)
-	take := func(changed []string) {
-		ready, next := pace.take(time.Now(), changed)
-		if len(ready) > 0 {
-			// The view after what changed was read: a write in between is in the view, and
-			// marks the watch again.
-			view = s.engine.store.View()
-			s.mu.Lock()
-			s.m.changed(ready)
-			s.mu.Unlock()
-		}
-		if len(pace.held) > 0 {
-			s.watch.Mute(pace.held...) // looked at when the timer fires, not at each change
-		}
-		if next > 0 && (timerC == nil || time.Now().Add(next).Before(due)) {
-			if timer == nil {
-				timer = time.NewTimer(next)
-			} else {
-				timer.Reset(next) // Go 1.23 timers: Reset discards a pending fire
-			}
-			timerC, due = timer.C, time.Now().Add(next)
-		}
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	// Store changes are paced (see pacing); responses are computed from its view.
+	pc := pacing{pacer: pacer{interval: s.engine.pushInterval}, view: s.engine.store.View()}
+	defer pc.stop()
 	for {
 		select {
 		case r := <-requests:
@@ -297,14 +262,14 @@ func (s *stream) loop(ctx context.Context) error {
 			if r.req != nil && s.handle(r.req) {
 				// A collection newly watched: what was written to it before the watch
 				// began signals nothing, so it is read from the store as it is now.
-				view = s.engine.store.View()
+				pc.view = s.engine.store.View()
 			}
 		case <-s.watch.C():
-			take(s.watch.Changed())
-		case <-timerC:
-			timerC = nil
+			pc.take(s, s.watch.Changed())
+		case <-pc.C:
+			pc.C = nil
 			s.watch.Unmute()
-			take(s.watch.Changed())
+			pc.take(s, s.watch.Changed())
 		case <-s.engine.stop:
 			return errStopping
 		case <-ctx.Done():
@@ -315,7 +280,7 @@ func (s *stream) loop(ctx context.Context) error {
 			return errStopping
 		default:
 		}
-		v := view
+		v := pc.view
 		if s.engine.pushInterval <= 0 {
 			v = s.engine.store.View()
 		}

@@ -3,6 +3,8 @@ package source
 import (
 	"slices"
 	"time"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // pacer paces how a stream takes store changes (Options.PushInterval): each collection's
@@ -52,4 +54,47 @@ func (p *pacer) take(now time.Time, changed []string) (ready []string, next time
 	}
 	p.held = held
 	return ready, next
+}
+
+// pacing is a stream's pacer with its timer, and the view of the store its responses are
+// computed from: the view as of the last take, also for responses that answer requests, so
+// that nothing held back slips out early. Only the stream's loop uses it.
+type pacing struct {
+	pacer
+	timer *time.Timer
+	C     <-chan time.Time // fires when a held collection falls due; nil when none waits
+	due   time.Time        // when C fires
+	view  *store.View
+}
+
+// take takes what is ready of the changed and held collections: it reads the view and marks
+// their subscriptions; what must wait is muted in the stream's watch (looked at when the timer
+// fires, not at each change) and the timer armed for the first to fall due.
+func (p *pacing) take(s *stream, changed []string) {
+	ready, next := p.pacer.take(time.Now(), changed)
+	if len(ready) > 0 {
+		// The view after what changed was read: a write in between is in the view, and marks
+		// the watch again.
+		p.view = s.engine.store.View()
+		s.mu.Lock()
+		s.m.changed(ready)
+		s.mu.Unlock()
+	}
+	if len(p.held) > 0 {
+		s.watch.Mute(p.held...)
+	}
+	if next > 0 && (p.C == nil || time.Now().Add(next).Before(p.due)) {
+		if p.timer == nil {
+			p.timer = time.NewTimer(next)
+		} else {
+			p.timer.Reset(next) // Go 1.23 timers: Reset discards a pending fire
+		}
+		p.C, p.due = p.timer.C, time.Now().Add(next)
+	}
+}
+
+func (p *pacing) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 }

@@ -206,7 +206,7 @@ func TestIncrementalUpsertsAndRemoves(t *testing.T) {
 	p.mustACK(&mcp.Resources{Collection: seColl, Incremental: true,
 		Resources: []*mcpapi.Resource{serviceEntry("ns/b", "b2.example"), serviceEntry("ns/c", "c.example")}})
 	assertNames(t, b.store, seColl, "ns/a", "ns/b", "ns/c")
-	if got := b.store.View().Get(seColl, "ns/b").Resource.Body; !strings.Contains(string(got.Value), "b2.example") {
+	if _, got := b.store.View().Get(seColl, "ns/b").Body(); !strings.Contains(string(got), "b2.example") {
 		t.Fatal("incremental upsert did not replace ns/b")
 	}
 	p.mustACK(&mcp.Resources{Collection: seColl, Incremental: true, RemovedResources: []string{"ns/a", "ns/never-held"}})

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"flag"
+	"google.golang.org/protobuf/proto"
 	"net"
 	"testing"
 	"time"
@@ -309,6 +310,10 @@ func fromDelta(m *discovery.DeltaDiscoveryResponse) (clientResponse, error) {
 }
 
 func modelReceived(res *mcpapi.Resource) receivedResource {
-	e := &store.Entry{Resource: res}
+	b, err := proto.Marshal(res)
+	if err != nil {
+		panic(err) // a message just decoded
+	}
+	e := &store.Entry{Bytes: b}
 	return receivedResource{name: res.GetMetadata().GetName(), version: res.GetMetadata().GetVersion(), refs: refsOf(e)}
 }

@@ -58,7 +58,8 @@ func modelTypeOf(key string) modelType {
 // refsOf reads the names a test resource refers to (clusters, for routes, listeners and
 // endpoints).
 func refsOf(e *store.Entry) []string {
-	v := string(e.Resource.GetBody().GetValue())
+	_, body := e.Body()
+	v := string(body)
 	_, refs, _ := strings.Cut(v, "|")
 	if refs == "" {
 		return nil
@@ -102,7 +103,11 @@ func (w *world) write(t *rapid.T, bumpAll bool) []string {
 	add := func(coll, name string, refs []string) {
 		old := v.Get(coll, name)
 		if old != nil && !bumpAll && slices.Equal(refsOf(old), refs) && rapid.IntRange(0, 2).Draw(t, "keep "+coll+name) > 0 {
-			state[coll] = append(state[coll], old.Resource)
+			kept, err := old.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			state[coll] = append(state[coll], kept)
 			return
 		}
 		state[coll] = append(state[coll], modelResource(name, w.gen, refs))

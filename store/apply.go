@@ -2,8 +2,6 @@ package store
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,8 +10,6 @@ import (
 	"maps"
 
 	"github.com/google/btree"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
@@ -25,8 +21,15 @@ type Update struct {
 	// Full makes Resources the owner's complete set in the collection: whatever the owner held
 	// there and does not list is removed. Removed is then ignored.
 	Full bool
-	// Resources are upserted (or, with Full, are the whole set).
+	// Resources are upserted (or, with Full, are the whole set): validated, versioned and
+	// encoded by the write, on every CPU. The write keeps none of them: it keeps their
+	// encodings.
 	Resources []*mcpapi.Resource
+	// Encoded are upserted too: resources a producer already versioned and encoded (Encode,
+	// EncodeMessage), which the write only indexes. The validator does not see them: they
+	// come from producers in this process that built them from typed messages (the file
+	// source, the translation). A name may be in Resources or Encoded, not both.
+	Encoded []Encoded
 	// Removed names are deleted from the owner's set; names the owner does not hold are ignored.
 	Removed []string
 }
@@ -70,8 +73,8 @@ func (e *ValidationError) Unwrap() error { return e.Err }
 // Resources without metadata.version get a content hash as their version. A resource whose
 // version and content equal what the owner already holds writes nothing.
 //
-// The store keeps the resources it is given (and may set their Metadata.Version when empty);
-// callers must not modify them afterwards.
+// The store keeps the encodings of the resources, not the resources: callers may do as they
+// like with them afterwards (the bytes of an Encoded excepted).
 func (s *Store) Apply(owner string, updates ...Update) (Result, error) {
 	prepared, err := s.prepare(updates)
 	if err != nil {
@@ -115,17 +118,17 @@ func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
 		s.absent[owner] = true
 	}
 	w := s.newWriter(owner)
-	w.next.ownerCopies(owner, "", func(it ownerItem) bool {
-		w.touch(it.coll, it.name)
+	w.next.ownerCopies(owner, "", func(e *Entry) bool {
+		w.touch(e.Collection, e.Name, nil)
 		return true
 	})
 	return s.commit(w, owner), nil
 }
 
-// preparedUpdate is an Update validated, versioned and marshalled, ready for the transaction.
+// preparedUpdate is an Update validated, versioned and encoded, ready for the transaction.
 type preparedUpdate struct {
 	Update
-	entries []*ownedEntry // sorted by name
+	entries []*Entry // the upserts, not yet owned
 }
 
 func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
@@ -152,20 +155,32 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 }
 
 func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
-	p := preparedUpdate{Update: u, entries: make([]*ownedEntry, len(u.Resources))}
-	names := make(map[string]bool, len(u.Resources))
-	for i, r := range u.Resources {
-		name := r.GetMetadata().GetName()
-		if r == nil || r.GetMetadata() == nil || name == "" {
-			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
+	n := len(u.Resources) + len(u.Encoded)
+	p := preparedUpdate{Update: u, entries: make([]*Entry, n)}
+	names := make(map[string]bool, n)
+	checkName := func(name string, i int) error {
+		if name == "" {
+			return &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
 		}
 		if err := checkKey("name", name); err != nil {
-			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+			return &ValidationError{Collection: u.Collection, Resource: name, Err: err}
 		}
 		if names[name] {
-			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
+			return &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
 		}
 		names[name] = true
+		return nil
+	}
+	for i, r := range u.Resources {
+		if err := checkName(r.GetMetadata().GetName(), i); err != nil {
+			return p, err
+		}
+	}
+	for i, e := range u.Encoded {
+		if err := checkName(e.name, len(u.Resources)+i); err != nil {
+			return p, err
+		}
+		p.entries[len(u.Resources)+i] = &Entry{Collection: u.Collection, Name: e.name, Version: e.version, Bytes: e.bytes}
 	}
 	// Validating and encoding are most of a large write, and each resource's own: done on
 	// every CPU. The first fault in resource order is reported, as it would be one by one.
@@ -178,14 +193,19 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 				return
 			}
 		}
-		p.entries[i], errs[i] = newOwnedEntry(u.Collection, r)
+		enc, err := Encode(r)
+		if err != nil {
+			errs[i] = fmt.Errorf("marshal: %w", err)
+			return
+		}
+		p.entries[i] = &Entry{Collection: u.Collection, Name: enc.name, Version: enc.version, Bytes: enc.bytes}
 	})
 	for i, err := range errs {
 		if err != nil {
 			return p, &ValidationError{Collection: u.Collection, Resource: u.Resources[i].Metadata.Name, Err: err}
 		}
 	}
-	s.marshals.Add(uint64(len(u.Resources)))
+	s.marshals.Add(uint64(n))
 	for _, name := range u.Removed {
 		if name == "" && !u.Full {
 			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
@@ -212,114 +232,9 @@ func checkKey(what, s string) error {
 	return nil
 }
 
-var deterministic = proto.MarshalOptions{Deterministic: true}
-
 // parallelMin is the number of resources per goroutine from which a write validates and
 // encodes them on every CPU: below it, goroutines cost more than they save.
 const parallelMin = 256
-
-// newOwnedEntry versions and encodes a resource once; every consumer reuses the bytes.
-func newOwnedEntry(collection string, r *mcpapi.Resource) (*ownedEntry, error) {
-	b, err := encodeResource(r)
-	if err != nil {
-		return nil, fmt.Errorf("marshal: %w", err)
-	}
-	return &ownedEntry{
-		Collection: collection, Name: r.Metadata.Name, Version: r.Metadata.Version,
-		Resource: r, Bytes: b,
-	}, nil
-}
-
-// encodeResource sets the resource's version to a content hash when it has none, and returns
-// its deterministic encoding. The body is copied once, into the encoding, and the resource's
-// body then refers to that copy: the store holds one copy of every body, however many
-// readers decode or send it.
-//
-// The encoding is written field by field (metadata = 1, body = 2; an Any's type_url = 1,
-// value = 2), which is what proto's deterministic marshalling gives for these messages; the
-// content hash is that of the encoding without the version, fed to the hash in pieces, so no
-// second copy of the body is made for it. A resource carrying unknown fields is marshalled
-// the generic way.
-func encodeResource(r *mcpapi.Resource) ([]byte, error) {
-	body := r.GetBody()
-	if len(r.ProtoReflect().GetUnknown()) > 0 || body != nil && len(body.ProtoReflect().GetUnknown()) > 0 {
-		return encodeGeneric(r)
-	}
-	var anyLen int // proto3 leaves empty scalar fields out
-	if body != nil && body.TypeUrl != "" {
-		anyLen += fieldLen(1, len(body.TypeUrl))
-	}
-	if body != nil && len(body.Value) > 0 {
-		anyLen += fieldLen(2, len(body.Value))
-	}
-	if r.Metadata.Version == "" {
-		unversioned, err := deterministic.Marshal(r.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		h := sha256.New()
-		h.Write(appendField(nil, 1, len(unversioned)))
-		h.Write(unversioned)
-		if body != nil {
-			h.Write(appendField(nil, 2, anyLen))
-			if body.TypeUrl != "" {
-				h.Write(appendField(nil, 1, len(body.TypeUrl)))
-				h.Write([]byte(body.TypeUrl))
-			}
-			if len(body.Value) > 0 {
-				h.Write(appendField(nil, 2, len(body.Value)))
-				h.Write(body.Value)
-			}
-		}
-		r.Metadata.Version = hex.EncodeToString(h.Sum(nil)[:8])
-	}
-	meta, err := deterministic.Marshal(r.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	size := fieldLen(1, len(meta))
-	if body != nil {
-		size += fieldLen(2, anyLen)
-	}
-	b := make([]byte, 0, size)
-	b = append(appendField(b, 1, len(meta)), meta...)
-	if body == nil {
-		return b, nil
-	}
-	b = appendField(b, 2, anyLen)
-	if body.TypeUrl != "" {
-		b = append(appendField(b, 1, len(body.TypeUrl)), body.TypeUrl...)
-	}
-	if len(body.Value) > 0 {
-		b = appendField(b, 2, len(body.Value))
-		off := len(b)
-		b = append(b, body.Value...)
-		body.Value = b[off:len(b):len(b)]
-	}
-	return b, nil
-}
-
-func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
-	if r.Metadata.Version == "" {
-		unversioned, err := deterministic.Marshal(r)
-		if err != nil {
-			return nil, err
-		}
-		sum := sha256.Sum256(unversioned)
-		r.Metadata.Version = hex.EncodeToString(sum[:8])
-	}
-	return deterministic.Marshal(r)
-}
-
-// appendField appends the tag and length of a length-delimited field.
-func appendField(b []byte, num protowire.Number, n int) []byte {
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
-}
-
-// fieldLen is the encoded size of a length-delimited field holding n bytes.
-func fieldLen(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
-}
 
 // write applies prepared updates to the next state and publishes it, then wakes the touched
 // collections' subscribers, so that whoever wakes reads the new state.
@@ -351,9 +266,9 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 
 func (s *Store) newWriter(owner string) *writer {
 	base := s.current.Load()
-	next := &state{rev: base.rev, colls: maps.Clone(base.colls), owners: base.owners, tombs: base.tombs}
+	next := &state{rev: base.rev, colls: maps.Clone(base.colls), tombs: base.tombs}
 	return &writer{next: next, mine: map[string]bool{}, owner: owner, rev: s.revision + 1, now: s.now(),
-		touched: map[string]map[string]bool{}, absent: s.absent}
+		touched: map[string][]touchedName{}, absent: s.absent}
 }
 
 // commit resolves the touched names, publishes the next state, and wakes the subscribers of
@@ -385,19 +300,30 @@ func (s *Store) report(owner string, res Result) {
 	}
 }
 
-// writer builds the next state of one write. It copies a collection (and the owner and
-// tombstone indexes) the first time it changes one; what it only reads stays shared.
+// writer builds the next state of one write. It copies a collection (and the tombstone
+// index) the first time it changes one; what it only reads stays shared.
+//
+// The entries a write creates are its own until it publishes them: an owner's new copy that
+// wins its name is itself the served entry. An entry published by an earlier write is never
+// modified: it is copied.
 type writer struct {
-	next       *state
-	mine       map[string]bool // collections of next copied for this write
-	ownersMine bool
-	tombsMine  bool
-	owner      string
-	rev        uint64
-	now        time.Time
-	// touched names per collection whose owned copies changed, to resolve afterwards
-	touched map[string]map[string]bool
+	next      *state
+	mine      map[string]bool // collections of next copied for this write
+	tombsMine bool
+	owner     string
+	rev       uint64
+	now       time.Time
+	// touched are the names per collection whose owned copies changed, to resolve afterwards
+	// (each once: a write's updates name a collection once, and a name once in it).
+	touched map[string][]touchedName
 	absent  map[string]bool // Store.absent, read under writeMu
+}
+
+// touchedName is a name whose owned copies changed, with the writer's new copy of it; fresh
+// is nil when the writer removed its copy, or when only presence changed.
+type touchedName struct {
+	name  string
+	fresh *Entry
 }
 
 // coll returns the collection for writing, created or copied on first use.
@@ -416,14 +342,6 @@ func (w *writer) coll(name string) *collection {
 	return c
 }
 
-func (w *writer) owners() *btree.BTreeG[ownerItem] {
-	if !w.ownersMine {
-		w.next.owners = w.next.owners.Clone()
-		w.ownersMine = true
-	}
-	return w.next.owners
-}
-
 func (w *writer) tombs() *btree.BTreeG[tombItem] {
 	if !w.tombsMine {
 		w.next.tombs = w.next.tombs.Clone()
@@ -432,129 +350,162 @@ func (w *writer) tombs() *btree.BTreeG[tombItem] {
 	return w.next.tombs
 }
 
-func (w *writer) touch(coll, name string) {
-	m := w.touched[coll]
-	if m == nil {
-		m = map[string]bool{}
-		w.touched[coll] = m
-	}
-	m[name] = true
+func (w *writer) touch(coll, name string, fresh *Entry) {
+	w.touched[coll] = append(w.touched[coll], touchedName{name, fresh})
 }
 
-// ownedCopy returns the writer's owner's copy of a name, or nil.
-func (w *writer) ownedCopy(coll, name string) *ownedEntry {
-	c := w.next.colls[coll]
-	if c == nil {
-		return nil
+// putOwned inserts the writer's owner's new copy e, which the write created.
+func (w *writer) putOwned(c *collection, e *Entry) {
+	t := c.owned[w.owner]
+	if t == nil {
+		t = btree.NewG(btreeDegree, nameLess)
+		c.owned[w.owner] = t
 	}
-	it, ok := c.owned.Get(ownedItem{name: name, owner: w.owner})
-	if !ok {
-		return nil
-	}
-	return it.e
+	e.Owner, e.Revision = w.owner, w.rev
+	t.ReplaceOrInsert(nameItem{name: e.Name, e: e})
+	w.touch(e.Collection, e.Name, e)
 }
 
-func (w *writer) putOwned(e *ownedEntry) {
-	w.coll(e.Collection).owned.ReplaceOrInsert(ownedItem{name: e.Name, owner: e.Owner, e: e})
-	w.owners().ReplaceOrInsert(ownerItem{owner: e.Owner, coll: e.Collection, name: e.Name, e: e})
-	w.touch(e.Collection, e.Name)
-}
-
-func (w *writer) deleteOwned(coll, name string) {
-	w.coll(coll).owned.Delete(ownedItem{name: name, owner: w.owner})
-	w.owners().Delete(ownerItem{owner: w.owner, coll: coll, name: name})
-	w.touch(coll, name)
+func (w *writer) deleteOwned(c *collection, name string) {
+	if t := c.owned[w.owner]; t != nil {
+		t.Delete(nameItem{name: name})
+		if t.Len() == 0 {
+			delete(c.owned, w.owner)
+		}
+	}
+	w.touch(c.info.Name, name, nil)
 }
 
 func (w *writer) applyUpdate(u preparedUpdate) {
-	keep := make(map[string]bool, len(u.entries))
+	c := w.coll(u.Collection)
+	had := c.owned[w.owner] // nil when the owner holds nothing here: a first load
 	for _, e := range u.entries {
-		keep[e.Name] = true
-		if o := w.ownedCopy(u.Collection, e.Name); o != nil && o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
-			continue // unchanged: write nothing
+		if had != nil {
+			if o := c.ownedCopy(w.owner, e.Name); o != nil && o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
+				continue // unchanged: write nothing
+			}
 		}
-		ne := *e
-		ne.Owner = w.owner
-		w.putOwned(&ne)
+		w.putOwned(c, e)
+	}
+	if had == nil {
+		return // nothing to remove
 	}
 	if u.Full {
+		keep := make(map[string]bool, len(u.entries))
+		for _, e := range u.entries {
+			keep[e.Name] = true
+		}
 		var gone []string
-		w.next.ownerCopies(w.owner, u.Collection, func(it ownerItem) bool {
-			if !keep[it.name] {
-				gone = append(gone, it.name)
+		w.next.ownerCopies(w.owner, u.Collection, func(e *Entry) bool {
+			if !keep[e.Name] {
+				gone = append(gone, e.Name)
 			}
 			return true
 		})
 		for _, name := range gone {
-			w.deleteOwned(u.Collection, name)
+			w.deleteOwned(c, name)
 		}
 		return
 	}
 	for _, name := range u.Removed {
-		if w.ownedCopy(u.Collection, name) != nil {
-			w.deleteOwned(u.Collection, name)
+		if c.ownedCopy(w.owner, name) != nil {
+			w.deleteOwned(c, name)
 		}
 	}
 }
 
-// resolve recomputes the served entry of every touched name and writes those that changed.
+// resolve recomputes the served entry of every touched name and writes those that changed:
+// each collection apart, on every CPU (a full load writes four large collections at once).
 func (w *writer) resolve() Result {
-	var res Result
 	colls := make([]string, 0, len(w.touched))
 	for c := range w.touched {
 		colls = append(colls, c)
 	}
 	sort.Strings(colls)
-	for _, coll := range colls {
-		c := w.coll(coll)
-		info := c.info
-		changed := 0
-		for name := range w.touched[coll] {
-			written, delta, conflict := w.resolveName(c, name)
-			if conflict != nil {
-				res.Conflicts = append(res.Conflicts, *conflict)
-			}
-			info.Shadowed += delta.shadowed
-			if written {
-				changed++
-				info.Count += delta.count
-			}
+	cs := make([]*collection, len(colls))
+	for i, name := range colls {
+		cs[i] = w.coll(name)
+	}
+	results := make([]collResult, len(colls))
+	parallel.For(len(colls), 1, func(i int) {
+		results[i] = w.resolveCollection(cs[i], w.touched[colls[i]])
+	})
+	var res Result
+	for i, r := range results {
+		res.Conflicts = append(res.Conflicts, r.conflicts...)
+		for _, t := range r.tombsGone {
+			w.tombs().Delete(t)
 		}
-		if changed > 0 {
-			info.Revision = w.rev
-			info.Changed = w.now
-			res.Changed += changed
-			res.Collections = append(res.Collections, coll)
+		for _, t := range r.tombsNew {
+			w.tombs().ReplaceOrInsert(t)
 		}
-		c.info = info // the shadowed count may change without a new revision
+		if r.changed > 0 {
+			res.Changed += r.changed
+			res.Collections = append(res.Collections, colls[i])
+		}
 	}
 	return res
 }
 
-// putServed replaces a name's served entry (old, nil if none) with e, keeping the revision
-// and tombstone indexes in step.
-func (w *writer) putServed(c *collection, old, e *Entry) {
-	if old != nil {
-		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
-		if old.Deleted {
-			w.tombs().Delete(tombItem{at: old.DeletedAt.UnixNano(), coll: c.info.Name, name: old.Name})
-		}
-	}
-	c.served.ReplaceOrInsert(servedItem{name: e.Name, e: e})
-	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
-	if e.Deleted {
-		w.tombs().ReplaceOrInsert(tombItem{at: e.DeletedAt.UnixNano(), coll: c.info.Name, name: e.Name})
-	}
+// collResult is what resolving one collection's names did; the tombstone index, which all
+// collections share, is changed afterwards.
+type collResult struct {
+	changed             int
+	conflicts           []Conflict
+	tombsGone, tombsNew []tombItem
 }
 
-// countDelta is how a resolved name changes its collection's counts.
-type countDelta struct{ count, shadowed int }
+func (w *writer) resolveCollection(c *collection, touched []touchedName) collResult {
+	var r collResult
+	info := c.info
+	for _, t := range touched {
+		if w.resolveName(c, t, &info, &r) {
+			r.changed++
+		}
+	}
+	if r.changed > 0 {
+		info.Revision = w.rev
+		info.Changed = w.now
+	}
+	c.info = info // the shadowed count may change without a new revision
+	return r
+}
+
+// putServed makes e the name's served entry and returns the one it replaced (nil if none),
+// keeping the revision log and the tombstones in step.
+func (w *writer) putServed(c *collection, e *Entry, r *collResult) *Entry {
+	prev, had := c.served.ReplaceOrInsert(nameItem{name: e.Name, e: e})
+	var old *Entry
+	if had {
+		old = prev.e
+		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
+		if old.Deleted {
+			r.tombsGone = append(r.tombsGone, tombItem{at: old.DeletedAt.UnixNano(), coll: c.info.Name, name: old.Name})
+		}
+	}
+	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
+	if e.Deleted {
+		r.tombsNew = append(r.tombsNew, tombItem{at: e.DeletedAt.UnixNano(), coll: c.info.Name, name: e.Name})
+	}
+	return old
+}
 
 // resolveName applies the conflict rule to one name: a present owner before an absent one,
 // then the owner whose ID sorts first. It writes a new served entry, or a tombstone, only
-// when what is served (or who is shadowed) changes.
-func (w *writer) resolveName(c *collection, name string) (written bool, delta countDelta, conflict *Conflict) {
-	coll := c.info.Name
+// when what is served (or who is shadowed) changes, and reports whether it wrote a new
+// revision.
+func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo, r *collResult) bool {
+	if t.fresh != nil && len(c.owned) == 1 {
+		// The writer is the collection's only owner and has a new copy: it is served, in
+		// place of whatever was (the same owner's older copy, a tombstone, or nothing).
+		if old := w.putServed(c, t.fresh, r); old == nil || old.Deleted {
+			info.Count++
+		} else if len(old.Shadowed) > 0 {
+			info.Shadowed--
+		}
+		return true
+	}
+	name := t.name
 	owners := c.ownersOf(name)
 	served := c.entry(name)
 	live := served != nil && !served.Deleted
@@ -562,15 +513,17 @@ func (w *writer) resolveName(c *collection, name string) (written bool, delta co
 
 	if len(owners) == 0 {
 		if !live {
-			return false, countDelta{}, nil
+			return false
 		}
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
-		w.putServed(c, served, &Entry{
-			Collection: coll, Name: name, Owner: served.Owner, Version: served.Version,
-			Resource: served.Resource, Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
-		})
-		return true, countDelta{count: -1, shadowed: -b2i(wasShadowed)}, nil
+		w.putServed(c, &Entry{
+			Collection: c.info.Name, Name: name, Owner: served.Owner, Version: served.Version,
+			Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
+		}, r)
+		info.Count--
+		info.Shadowed -= b2i(wasShadowed)
+		return true
 	}
 	sort.SliceStable(owners, func(i, j int) bool {
 		if ai, aj := w.absent[owners[i].Owner], w.absent[owners[j].Owner]; ai != aj {
@@ -584,27 +537,30 @@ func (w *writer) resolveName(c *collection, name string) (written bool, delta co
 		for _, o := range owners[1:] {
 			shadowed = append(shadowed, o.Owner)
 		}
-		conflict = &Conflict{Collection: coll, Name: name, Served: win.Owner, Shadowed: shadowed}
+		r.conflicts = append(r.conflicts, Conflict{Collection: c.info.Name, Name: name, Served: win.Owner, Shadowed: shadowed})
 	}
-	delta.shadowed = b2i(len(shadowed) > 0) - b2i(wasShadowed)
+	info.Shadowed += b2i(len(shadowed) > 0) - b2i(wasShadowed)
 	if live && served.Owner == win.Owner && served.Version == win.Version && bytes.Equal(served.Bytes, win.Bytes) {
 		if !slices.Equal(served.Shadowed, shadowed) {
 			// Only who is shadowed changed: record it without a new revision, so that no
 			// subscriber is sent what it already has.
 			e := *served
 			e.Shadowed = shadowed
-			w.putServed(c, served, &e)
+			w.putServed(c, &e, r)
 		}
-		return false, delta, conflict
+		return false
 	}
-	w.putServed(c, served, &Entry{
-		Collection: coll, Name: name, Owner: win.Owner, Version: win.Version,
-		Resource: win.Resource, Bytes: win.Bytes, Revision: w.rev, Shadowed: shadowed,
-	})
+	e := win
+	if win != t.fresh {
+		// An owned copy an earlier write published, now served: copied, not modified.
+		e = &Entry{Collection: c.info.Name, Name: name, Owner: win.Owner, Version: win.Version, Bytes: win.Bytes}
+	}
+	e.Revision, e.Shadowed = w.rev, shadowed
+	w.putServed(c, e, r)
 	if !live {
-		delta.count = 1
+		info.Count++
 	}
-	return true, delta, conflict
+	return true
 }
 
 func b2i(b bool) int {

@@ -2,19 +2,24 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	"pgregory.net/rapid"
 )
 
 // TestEncodingIsDeterministicMarshal: the store's field-by-field encoding of a resource is
-// byte for byte proto's deterministic marshalling, its content hash is the one of the
-// encoding without a version, and the resource's body afterwards holds the same bytes (now
-// the store's one copy).
+// byte for byte proto's deterministic marshalling of the resource with its version set, the
+// version given is kept, a missing one is the content hash of the encoding without a
+// version, the resource given is left as it was, and the entry's views (name, version, body)
+// read what the encoding holds.
 func TestEncodingIsDeterministicMarshal(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		r := &mcpapi.Resource{Metadata: &mcpapi.Metadata{
@@ -32,23 +37,68 @@ func TestEncodingIsDeterministicMarshal(t *testing.T) {
 				Value:   rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(rt, "value"),
 			}
 		}
-		generic := proto.Clone(r).(*mcpapi.Resource)
-		want, err := encodeGeneric(generic)
+		given := proto.Clone(r).(*mcpapi.Resource)
+		got, err := Encode(r)
 		if err != nil {
 			rt.Fatal(err)
 		}
-		got, err := encodeResource(r)
+		if !proto.Equal(r, given) {
+			rt.Fatal("Encode modified the resource")
+		}
+		want := proto.Clone(r).(*mcpapi.Resource)
+		if want.Metadata.Version == "" {
+			unversioned, err := deterministic.Marshal(r)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			sum := sha256.Sum256(unversioned)
+			want.Metadata.Version = hex.EncodeToString(sum[:8])
+		}
+		wantBytes, err := deterministic.Marshal(want)
 		if err != nil {
 			rt.Fatal(err)
 		}
-		if r.Metadata.Version != generic.Metadata.Version {
-			rt.Fatalf("version %q, generic marshalling gives %q", r.Metadata.Version, generic.Metadata.Version)
+		if !bytes.Equal(got.Bytes(), wantBytes) {
+			rt.Fatalf("encoding\n%x\nwant\n%x", got.Bytes(), wantBytes)
 		}
-		if !bytes.Equal(got, want) {
-			rt.Fatalf("encoding\n%x\nwant\n%x", got, want)
+		if got.Name() != want.Metadata.Name || got.Version() != want.Metadata.Version {
+			rt.Fatalf("name, version %q %q, want %q %q", got.Name(), got.Version(), want.Metadata.Name, want.Metadata.Version)
 		}
-		if !bytes.Equal(r.GetBody().GetValue(), generic.GetBody().GetValue()) {
-			rt.Fatal("the body changed")
+		wantCreated := time.Time{}
+		if r.Metadata.CreateTime != nil {
+			wantCreated = r.Metadata.CreateTime.AsTime()
+		}
+		if created := (&Entry{Bytes: got.Bytes()}).CreateTime(); !created.Equal(wantCreated) {
+			rt.Fatalf("create time %v, want %v", created, wantCreated)
+		}
+		typeURL, value := got.Body()
+		if typeURL != want.GetBody().GetTypeUrl() || !bytes.Equal(value, want.GetBody().GetValue()) {
+			rt.Fatalf("body %q %x, want %q %x", typeURL, value, want.GetBody().GetTypeUrl(), want.GetBody().GetValue())
+		}
+	})
+}
+
+// TestEncodeMessageIsEncodeOfItsResource: EncodeMessage, which marshals the message in place,
+// gives the bytes and version that Encode gives for the same resource.
+func TestEncodeMessageIsEncodeOfItsResource(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		name := rapid.StringMatching(`[a-z|0-9.]{1,200}`).Draw(rt, "name")
+		msg := wrapperspb.String(rapid.StringN(0, 400, -1).Draw(rt, "value"))
+		typeURL := rapid.SampledFrom([]string{"", "type.googleapis.com/google.protobuf.StringValue"}).Draw(rt, "type")
+		got, err := EncodeMessage(name, typeURL, msg)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		value, err := deterministic.Marshal(msg)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want, err := Encode(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: &anypb.Any{TypeUrl: typeURL, Value: value}})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Version() != want.Version() || got.Name() != name {
+			rt.Fatalf("EncodeMessage %q %x\nEncode %q %x", got.Version(), got.Bytes(), want.Version(), want.Bytes())
 		}
 	})
 }

@@ -3,20 +3,15 @@ package store
 import (
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
-// ownedEntry is one owner's copy of a resource. Never mutated once inserted.
-type ownedEntry struct {
-	Collection string
-	Name       string
-	Owner      string
-	Version    string
-	Resource   *mcpapi.Resource
-	Bytes      []byte
-}
-
-// Entry is a resource as consumers see it. Entries are immutable: a change inserts a new Entry.
+// Entry is a resource as the store holds it and consumers see it. Entries are immutable: a
+// change inserts a new Entry. An entry is its encoding and a few fields to index it by; the
+// decoded resource is not kept (Decode makes one for a consumer that needs it), so that the
+// store holds each body once, however many protocols and streams send it.
 type Entry struct {
 	Collection string
 	// Name is metadata.name: "namespace/name", or "name" for cluster-scoped kinds.
@@ -25,21 +20,123 @@ type Entry struct {
 	Owner string
 	// Version is the producer's metadata.version, or a content hash when it gave none.
 	Version string
-	// Resource is the stored resource with Metadata.Version set. Callers must not modify it.
-	Resource *mcpapi.Resource
-	// Bytes is the deterministic protobuf encoding of Resource, made once per version so that
-	// no subscriber ever marshals it again.
+	// Bytes is the deterministic protobuf encoding of the istio.mcp.v1alpha1.Resource, with
+	// metadata.version set, made once per version so that no subscriber ever marshals it
+	// again. Never modified: Name and Version may be views into it.
 	Bytes []byte
 	// Revision is the store revision at which this entry (or its deletion) was written.
 	Revision uint64
 	// Deleted marks a tombstone: the name was removed at Revision. Tombstones let a reader at
 	// an older revision learn of deletions without diffing the collection. A tombstone keeps
-	// the last Resource and Bytes served under the name.
+	// the last Bytes served under the name.
 	Deleted   bool
 	DeletedAt time.Time
 	// Shadowed are the other owners that hold the name, whose copies are not served (see
 	// the conflict rule on Store); nil when one owner holds it.
 	Shadowed []string
+}
+
+// Body returns the type URL and the encoded value of the resource's body Any, as views into
+// Bytes (no copy); empty when the resource has no body.
+func (e *Entry) Body() (typeURL string, value []byte) {
+	return bodyOf(e.Bytes)
+}
+
+// CreateTime returns metadata.create_time, or the zero time when the resource has none.
+func (e *Entry) CreateTime() time.Time {
+	meta, _ := field(e.Bytes, 1)
+	ts, ok := field(meta, 2)
+	if !ok {
+		return time.Time{}
+	}
+	var seconds, nanos int64
+	for len(ts) > 0 {
+		n, typ, tagLen := protowire.ConsumeTag(ts)
+		if tagLen < 0 {
+			break
+		}
+		ts = ts[tagLen:]
+		if typ == protowire.VarintType {
+			v, l := protowire.ConsumeVarint(ts)
+			if l < 0 {
+				break
+			}
+			switch n {
+			case 1:
+				seconds = int64(v)
+			case 2:
+				nanos = int64(int32(v))
+			}
+		}
+		l := protowire.ConsumeFieldValue(n, typ, ts)
+		if l < 0 {
+			break
+		}
+		ts = ts[l:]
+	}
+	return time.Unix(seconds, nanos).UTC()
+}
+
+// Encoded is the entry's resource as an Encoded: the same bytes, for a producer that writes
+// again what it reads.
+func (e *Entry) Encoded() Encoded { return Encoded{name: e.Name, version: e.Version, bytes: e.Bytes} }
+
+// Decode returns the resource decoded from Bytes: a new message, the caller's to keep.
+func (e *Entry) Decode() (*mcpapi.Resource, error) {
+	r := &mcpapi.Resource{}
+	if err := proto.Unmarshal(e.Bytes, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// bodyOf finds the body Any (field 2 of istio.mcp.v1alpha1.Resource) in an encoding, and its
+// type URL (1) and value (2). The encodings are the store's own, so a malformed one is not
+// expected; it reads as no body.
+func bodyOf(b []byte) (typeURL string, value []byte) {
+	anyBytes, ok := field(b, 2)
+	if !ok {
+		return "", nil
+	}
+	if t, ok := field(anyBytes, 1); ok {
+		typeURL = view(t)
+	}
+	value, _ = field(anyBytes, 2)
+	return typeURL, value
+}
+
+// metaOf returns the name (1) and version (3) of the Metadata (field 1) of an encoding, as
+// views into it.
+func metaOf(b []byte) (name, version string) {
+	meta, ok := field(b, 1)
+	if !ok {
+		return "", ""
+	}
+	n, _ := field(meta, 1)
+	v, _ := field(meta, 3)
+	return view(n), view(v)
+}
+
+// field returns the last length-delimited field num of a message encoding (proto's rule for
+// a repeated singular field: the last one wins).
+func field(b []byte, num protowire.Number) (out []byte, found bool) {
+	for len(b) > 0 {
+		n, typ, tagLen := protowire.ConsumeTag(b)
+		if tagLen < 0 {
+			return out, found
+		}
+		b = b[tagLen:]
+		valLen := protowire.ConsumeFieldValue(n, typ, b)
+		if valLen < 0 {
+			return out, found
+		}
+		if n == num && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b)
+			out, found = v, true
+		}
+		b = b[valLen:]
+	}
+	return out, found
 }
 
 // CollectionInfo describes one collection as of a read.

@@ -59,7 +59,7 @@ func servedOf(v *View, coll string) map[string]string {
 	_, es := v.Snapshot(coll)
 	out := map[string]string{}
 	for _, e := range es {
-		out[e.Name] = e.Owner + "=" + e.Resource.Body.String()
+		out[e.Name] = e.Owner + "=" + bodyString(e)
 	}
 	return out
 }
@@ -82,10 +82,10 @@ func TestStoreAgainstModel(t *testing.T) {
 			served map[string]map[string]string
 		}
 		var views []taken
-		contents := map[string]string{} // the Body.String() of each content label
+		contents := map[string]string{} // the body of each content label, as bodyString writes it
 		body := func(content string) *mcpapi.Resource {
 			r := res("", content)
-			contents[content] = r.Body.String()
+			contents[content] = r.Body.TypeUrl + ":" + string(r.Body.Value)
 			return r
 		}
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
@@ -171,7 +171,7 @@ func TestStoreAgainstModel(t *testing.T) {
 						delete(brought, e.Name)
 					}
 					for _, e := range ch.Upserts {
-						brought[e.Name] = e.Owner + "=" + e.Resource.Body.String()
+						brought[e.Name] = e.Owner + "=" + bodyString(e)
 					}
 					if !maps.Equal(brought, cur[c]) {
 						rt.Fatalf("step %d, %s: view %d at revision %d brought up by ChangesSince = %v, want %v",
@@ -191,4 +191,10 @@ func cutLast(s string) (string, string, bool) {
 		}
 	}
 	return s, "", false
+}
+
+// bodyString is an entry's body as the model writes contents: type URL and value.
+func bodyString(e *Entry) string {
+	typeURL, value := e.Body()
+	return typeURL + ":" + string(value)
 }

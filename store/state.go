@@ -27,25 +27,27 @@ const btreeDegree = 32
 type state struct {
 	rev   uint64                 // the highest revision of any collection
 	colls map[string]*collection // never modified once published
-	// owners indexes every owned copy by (owner, collection, name): full-state replacement,
-	// ReplaceOwner, SetOwnerPresent and OwnedVersions read one owner's copies.
-	owners *btree.BTreeG[ownerItem]
 	// tombs indexes tombstones by (deletion time, collection, name), for compaction.
 	tombs *btree.BTreeG[tombItem]
 }
 
-// collection is one collection's part of a state.
+// collection is one collection's part of a state. Each live name has one Entry, shared by
+// the indexes: the owner's copy is the served entry when it wins (the common case of one
+// owner), so a resource costs one Entry and three index items.
 type collection struct {
 	info CollectionInfo
 	// served is what consumers see, by name, tombstones included.
-	served *btree.BTreeG[servedItem]
-	// byRev indexes served by (revision, name): ChangesSince walks it from a revision.
+	served *btree.BTreeG[nameItem]
+	// byRev indexes served by (revision, name): the collection's revision log, which
+	// ChangesSince walks from a revision.
 	byRev *btree.BTreeG[revItem]
-	// owned is every owner's copy, by (name, owner): the copies one name's conflict rule weighs.
-	owned *btree.BTreeG[ownedItem]
+	// owned is every owner's copies, by owner then name: the copies one name's conflict rule
+	// weighs (an owner per tree: a collection has a few owners, not one per resource), and
+	// what a full-state replacement of one owner compares with.
+	owned map[string]*btree.BTreeG[nameItem]
 }
 
-type servedItem struct {
+type nameItem struct {
 	name string
 	e    *Entry
 }
@@ -56,43 +58,16 @@ type revItem struct {
 	e    *Entry
 }
 
-type ownedItem struct {
-	name, owner string
-	e           *ownedEntry
-}
-
-type ownerItem struct {
-	owner, coll, name string
-	e                 *ownedEntry
-}
-
 type tombItem struct {
 	at         int64 // DeletedAt, Unix nanoseconds
 	coll, name string
 }
 
-func servedLess(a, b servedItem) bool { return a.name < b.name }
+func nameLess(a, b nameItem) bool { return a.name < b.name }
 
 func revLess(a, b revItem) bool {
 	if a.rev != b.rev {
 		return a.rev < b.rev
-	}
-	return a.name < b.name
-}
-
-func ownedLess(a, b ownedItem) bool {
-	if a.name != b.name {
-		return a.name < b.name
-	}
-	return a.owner < b.owner
-}
-
-func ownerLess(a, b ownerItem) bool {
-	if c := cmp.Compare(a.owner, b.owner); c != 0 {
-		return c < 0
-	}
-	if c := cmp.Compare(a.coll, b.coll); c != 0 {
-		return c < 0
 	}
 	return a.name < b.name
 }
@@ -108,25 +83,26 @@ func tombLess(a, b tombItem) bool {
 }
 
 func emptyState() *state {
-	return &state{
-		colls:  map[string]*collection{},
-		owners: btree.NewG(btreeDegree, ownerLess),
-		tombs:  btree.NewG(btreeDegree, tombLess),
-	}
+	return &state{colls: map[string]*collection{}, tombs: btree.NewG(btreeDegree, tombLess)}
 }
 
 func newCollection(name string) *collection {
 	return &collection{
 		info:   CollectionInfo{Name: name},
-		served: btree.NewG(btreeDegree, servedLess),
+		served: btree.NewG(btreeDegree, nameLess),
 		byRev:  btree.NewG(btreeDegree, revLess),
-		owned:  btree.NewG(btreeDegree, ownedLess),
+		owned:  map[string]*btree.BTreeG[nameItem]{},
 	}
 }
 
-// clone returns a copy of c that a write may change; c stays as it is.
+// clone returns a copy of c that a write may change; c stays as it is. The trees are cloned
+// lazily (copy on write), so this costs the number of owners, not of resources.
 func (c *collection) clone() *collection {
-	return &collection{info: c.info, served: c.served.Clone(), byRev: c.byRev.Clone(), owned: c.owned.Clone()}
+	owned := make(map[string]*btree.BTreeG[nameItem], len(c.owned))
+	for o, t := range c.owned {
+		owned[o] = t.Clone()
+	}
+	return &collection{info: c.info, served: c.served.Clone(), byRev: c.byRev.Clone(), owned: owned}
 }
 
 // entry returns the served entry of a name (live or tombstone), or nil.
@@ -134,23 +110,37 @@ func (c *collection) entry(name string) *Entry {
 	if c == nil {
 		return nil
 	}
-	it, ok := c.served.Get(servedItem{name: name})
+	it, ok := c.served.Get(nameItem{name: name})
 	if !ok {
 		return nil
 	}
 	return it.e
 }
 
-// ownersOf returns every owner's copy of one name, ordered by owner.
-func (c *collection) ownersOf(name string) []*ownedEntry {
-	var out []*ownedEntry
-	c.owned.AscendGreaterOrEqual(ownedItem{name: name}, func(it ownedItem) bool {
-		if it.name != name {
-			return false
+// ownedCopy returns one owner's copy of a name, or nil.
+func (c *collection) ownedCopy(owner, name string) *Entry {
+	if c == nil {
+		return nil
+	}
+	t := c.owned[owner]
+	if t == nil {
+		return nil
+	}
+	it, ok := t.Get(nameItem{name: name})
+	if !ok {
+		return nil
+	}
+	return it.e
+}
+
+// ownersOf returns every owner's copy of one name.
+func (c *collection) ownersOf(name string) []*Entry {
+	var out []*Entry
+	for _, t := range c.owned {
+		if it, ok := t.Get(nameItem{name: name}); ok {
+			out = append(out, it.e)
 		}
-		out = append(out, it.e)
-		return true
-	})
+	}
 	return out
 }
 
@@ -166,23 +156,42 @@ func (st *state) sortedCollections() []CollectionInfo {
 
 // ownerCopies calls f for each copy one owner holds, by collection then name; in one
 // collection when coll is not empty.
-func (st *state) ownerCopies(owner, coll string, f func(ownerItem) bool) {
-	st.owners.AscendGreaterOrEqual(ownerItem{owner: owner, coll: coll}, func(it ownerItem) bool {
-		if it.owner != owner || (coll != "" && it.coll != coll) {
-			return false
+func (st *state) ownerCopies(owner, coll string, f func(*Entry) bool) {
+	colls := []string{coll}
+	if coll == "" {
+		colls = st.ownerCollections(owner)
+	}
+	for _, name := range colls {
+		t := st.colls[name].ownedTree(owner)
+		if t == nil {
+			continue
 		}
-		return f(it)
-	})
+		stopped := false
+		t.Ascend(func(it nameItem) bool {
+			stopped = !f(it.e)
+			return !stopped
+		})
+		if stopped {
+			return
+		}
+	}
 }
 
-// ownerCollections lists the collections one owner holds copies in.
+func (c *collection) ownedTree(owner string) *btree.BTreeG[nameItem] {
+	if c == nil {
+		return nil
+	}
+	return c.owned[owner]
+}
+
+// ownerCollections lists the collections one owner holds copies in, sorted.
 func (st *state) ownerCollections(owner string) []string {
 	var out []string
-	st.ownerCopies(owner, "", func(it ownerItem) bool {
-		if n := len(out); n == 0 || out[n-1] != it.coll {
-			out = append(out, it.coll)
+	for name, c := range st.colls {
+		if t := c.owned[owner]; t != nil && t.Len() > 0 {
+			out = append(out, name)
 		}
-		return true
-	})
-	return slices.Compact(out)
+	}
+	slices.Sort(out)
+	return out
 }

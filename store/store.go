@@ -156,7 +156,7 @@ func (s *Store) Compact(before time.Time) int {
 	for _, it := range old {
 		c := w.coll(it.coll)
 		e := c.entry(it.name)
-		c.served.Delete(servedItem{name: it.name})
+		c.served.Delete(nameItem{name: it.name})
 		c.byRev.Delete(revItem{rev: e.Revision, name: it.name})
 		tombs.Delete(it)
 		c.info.Compacted = max(c.info.Compacted, e.Revision)

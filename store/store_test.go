@@ -77,9 +77,12 @@ func TestDeltaUpsertsAndRemoves(t *testing.T) {
 	if got, want := snapshotNames(s, collA), []string{"ns/a", "ns/c"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	e := s.View().Get(collA, "ns/a")
+	r, err := s.View().Get(collA, "ns/a").Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var body wrapperspb.StringValue
-	if err := e.Resource.Body.UnmarshalTo(&body); err != nil || body.Value != "2" {
+	if err := r.Body.UnmarshalTo(&body); err != nil || body.Value != "2" {
 		t.Fatalf("ns/a body = %v (%v), want 2", body.Value, err)
 	}
 }
@@ -97,8 +100,8 @@ func TestVersionIsProducersOrContentHash(t *testing.T) {
 	if h1.Version == "" || h1.Version == h3.Version {
 		t.Errorf("content hashes: h1=%q h3=%q, want non-empty and different", h1.Version, h3.Version)
 	}
-	if h1.Resource.Metadata.Version != h1.Version {
-		t.Errorf("stored resource carries version %q, entry %q", h1.Resource.Metadata.Version, h1.Version)
+	if stored, err := h1.Decode(); err != nil || stored.Metadata.Version != h1.Version {
+		t.Errorf("stored resource carries version %q (%v), entry %q", stored.GetMetadata().GetVersion(), err, h1.Version)
 	}
 	// Same content under the same name hashes the same: re-applying writes nothing.
 	r := mustApply(t, s, "p", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/h1", "same")}})

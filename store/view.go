@@ -43,7 +43,7 @@ func (v *View) Snapshot(collection string) (uint64, []*Entry) {
 		return 0, []*Entry{}
 	}
 	out := make([]*Entry, 0, c.info.Count)
-	c.served.Ascend(func(it servedItem) bool {
+	c.served.Ascend(func(it nameItem) bool {
 		if !it.e.Deleted {
 			out = append(out, it.e)
 		}
@@ -100,8 +100,8 @@ func (v *View) OwnedVersions(collection, owner string) map[string]string {
 	if collection == "" {
 		return out
 	}
-	v.st.ownerCopies(owner, collection, func(it ownerItem) bool {
-		out[it.name] = it.e.Version
+	v.st.ownerCopies(owner, collection, func(e *Entry) bool {
+		out[e.Name] = e.Version
 		return true
 	})
 	return out

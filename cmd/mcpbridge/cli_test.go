@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"net"
 	"os"
 	"path/filepath"
@@ -84,7 +85,7 @@ func waitHost(t *testing.T, b *bridgetest.Bridge, name, host string) {
 	for {
 		if e := b.Store().View().Get(seCollection, name); e != nil {
 			var se networking.ServiceEntry
-			if e.Resource.Body.UnmarshalTo(&se) == nil && len(se.Hosts) == 1 && se.Hosts[0] == host {
+			if _, body := e.Body(); proto.Unmarshal(body, &se) == nil && len(se.Hosts) == 1 && se.Hosts[0] == host {
 				return
 			}
 		}

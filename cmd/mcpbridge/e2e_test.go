@@ -169,7 +169,8 @@ func waitHosts(t *testing.T, st *store.Store, want map[string]string) {
 		got := map[string]string{}
 		for _, e := range es {
 			var se networking.ServiceEntry
-			e.Resource.Body.UnmarshalTo(&se)
+			_, body := e.Body()
+			proto.Unmarshal(body, &se)
 			got[e.Name] = se.Hosts[0]
 		}
 		if fmt.Sprint(got) == fmt.Sprint(want) {

@@ -276,7 +276,11 @@ func (p *pusher) push(name string) error {
 	rev, entries := p.files.store.View().Snapshot(canonical)
 	rs := make([]*mcpapi.Resource, len(entries))
 	for i, e := range entries {
-		rs[i] = e.Resource
+		r, err := e.Decode()
+		if err != nil {
+			return fmt.Errorf("push: %s %s: %w", canonical, e.Name, err) // not reached: the store's own encoding
+		}
+		rs[i] = r
 	}
 	p.nonce++
 	nonce := strconv.Itoa(p.nonce)

@@ -99,7 +99,11 @@ var dumpJSON = protojson.MarshalOptions{Resolver: protoregistry.GlobalTypes}
 
 func dump(e *store.Entry) ResourceDump {
 	r := ResourceDump{Name: e.Name, Version: e.Version, Owner: e.Owner, Revision: e.Revision, Shadowed: e.Shadowed}
-	js, err := dumpJSON.Marshal(e.Resource)
+	res, err := e.Decode()
+	var js []byte
+	if err == nil {
+		js, err = dumpJSON.Marshal(res)
+	}
 	if err != nil {
 		r.ResourceError = err.Error()
 		return r

@@ -157,8 +157,7 @@ func stringSize(field protowire.Number, s string) int {
 // anyParts returns the type URL and value of the Any that carries an entry in the given form.
 func anyParts(e *store.Entry, form Form) (string, []byte) {
 	if form == FormAnyBody {
-		body := e.Resource.GetBody()
-		return body.GetTypeUrl(), body.GetValue()
+		return e.Body()
 	}
 	return MCPResourceTypeURL, e.Bytes
 }

@@ -26,7 +26,17 @@ func entry(t *testing.T, name string, body proto.Message) *store.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &store.Entry{Name: name, Version: r.Metadata.Version, Resource: r, Bytes: b}
+	return &store.Entry{Name: name, Version: r.Metadata.Version, Bytes: b}
+}
+
+// decoded is an entry's resource, decoded from its bytes.
+func decoded(t *testing.T, e *store.Entry) *mcpapi.Resource {
+	t.Helper()
+	r, err := e.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // decode parses an encoded frame (body and tail) into msg.
@@ -54,14 +64,14 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 			Removed: "removed_resources", Nonce: "nonce", Incremental: "incremental"})
 		var got mcp.Resources
 		decode(t, l, &Message{Version: "7", Key: "coll", Resources: []*store.Entry{se}, Removed: []string{"ns/gone"}, Incremental: true}, FormMCPResource, "n1", &got)
-		diff(t, &got, &mcp.Resources{SystemVersionInfo: "7", Collection: "coll", Resources: []*mcpapi.Resource{se.Resource},
+		diff(t, &got, &mcp.Resources{SystemVersionInfo: "7", Collection: "coll", Resources: []*mcpapi.Resource{decoded(t, se)},
 			RemovedResources: []string{"ns/gone"}, Nonce: "n1", Incremental: true})
 	})
 	t.Run("xDS SotW, MCP over xDS", func(t *testing.T) {
 		l := NewLayout(&discovery.DiscoveryResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})
 		var got discovery.DiscoveryResponse
 		decode(t, l, &Message{Version: "3", Key: "networking.istio.io/v1alpha3/ServiceEntry", Resources: []*store.Entry{se}}, FormAnyMCPResource, "n2", &got)
-		wrapped, _ := anypb.New(se.Resource)
+		wrapped, _ := anypb.New(decoded(t, se))
 		diff(t, &got, &discovery.DiscoveryResponse{VersionInfo: "3", TypeUrl: "networking.istio.io/v1alpha3/ServiceEntry",
 			Resources: []*anypb.Any{wrapped}, Nonce: "n2"})
 	})
@@ -72,7 +82,7 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 		decode(t, l, &Message{Version: "9", Key: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Resources: []*store.Entry{cl},
 			Missing: []string{"nope"}, Removed: []string{"old"}}, FormAnyBody, "n3", &got)
 		diff(t, &got, &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "9", TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-			Resources:        []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: cl.Resource.Body}, {Name: "nope"}},
+			Resources:        []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: decoded(t, cl).Body}, {Name: "nope"}},
 			RemovedResources: []string{"old"}, Nonce: "n3"})
 	})
 	t.Run("empty response", func(t *testing.T) {

@@ -19,7 +19,7 @@ func BenchmarkTranslateFromScratch(b *testing.B) {
 	for b.Loop() {
 		tr := NewTranslator(TranslatorOptions{})
 		for coll, rs := range in {
-			tr.Update(coll, rs, nil)
+			feed(tr, coll, rs, nil)
 		}
 		delta, _ := tr.Translate()
 		outputs = len(delta.Upserts)
@@ -34,7 +34,7 @@ func BenchmarkTranslateOneVirtualServiceChange(b *testing.B) {
 	in := generatedMesh(1000)
 	tr := NewTranslator(TranslatorOptions{})
 	for coll, rs := range in {
-		tr.Update(coll, rs, nil)
+		feed(tr, coll, rs, nil)
 	}
 	tr.Translate()
 	coll := collectionOf(kindVirtualService)
@@ -42,7 +42,7 @@ func BenchmarkTranslateOneVirtualServiceChange(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
-		tr.Update(coll, []*mcpapi.Resource{changedVirtualService(n%1000, n)}, nil)
+		feed(tr, coll, []*mcpapi.Resource{changedVirtualService(n%1000, n)}, nil)
 		delta, st := tr.Translate()
 		touched += len(delta.Upserts)
 		for _, names := range delta.Removed {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/translate"
 )
@@ -16,7 +15,7 @@ import (
 // to the one held (version, creation time and spec) is skipped, so that reading a whole
 // collection again costs no translation. A resource whose body cannot be read is treated as
 // removed and reported as a fault.
-func (t *Translator) Update(collection string, upserts []*mcpapi.Resource, removed []string) {
+func (t *Translator) Update(collection string, upserts []Input, removed []string) {
 	kind, ok := translate.ByCollection(collection)
 	if !ok || !slices.Contains(inputKinds, kind.Kind) {
 		return
@@ -25,8 +24,8 @@ func (t *Translator) Update(collection string, upserts []*mcpapi.Resource, remov
 		t.clearInputFault(kind.Kind + "/" + name)
 		t.remove(kind.Kind, name)
 	}
-	for _, r := range upserts {
-		t.upsert(kind.Kind, r)
+	for _, in := range upserts {
+		t.upsert(kind.Kind, in)
 	}
 }
 
@@ -59,36 +58,36 @@ func (t *Translator) Names(collection string) []string {
 	return slices.Compact(out)
 }
 
-func (t *Translator) upsert(kind string, r *mcpapi.Resource) {
-	name := r.GetMetadata().GetName()
-	if held := t.held(kind, name); held != nil && held.same(r) {
+func (t *Translator) upsert(kind string, in Input) {
+	name := in.Name
+	if held := t.held(kind, name); held != nil && held.same(in) {
 		return
 	}
 	var err error
 	switch kind {
 	case kindServiceEntry:
 		var se *serviceEntry
-		if se, err = newServiceEntry(r); err == nil {
+		if se, err = newServiceEntry(in); err == nil {
 			t.setServiceEntry(name, se)
 		}
 	case kindVirtualService:
 		var vs *virtualService
-		if vs, err = newVirtualService(r, t.suffix); err == nil {
+		if vs, err = newVirtualService(in, t.suffix); err == nil {
 			t.setVirtualService(name, vs)
 		}
 	case kindDestinationRule:
 		var dr *destinationRule
-		if dr, err = newDestinationRule(r, t.suffix); err == nil {
+		if dr, err = newDestinationRule(in, t.suffix); err == nil {
 			t.setDestinationRule(name, dr)
 		}
 	case kindGateway:
 		var gw *gateway
-		if gw, err = newGateway(r); err == nil {
+		if gw, err = newGateway(in); err == nil {
 			t.setGateway(name, gw)
 		}
 	case kindWorkloadEntry:
 		var we *workloadEntry
-		if we, err = newWorkloadEntry(r); err == nil {
+		if we, err = newWorkloadEntry(in); err == nil {
 			t.setWorkloadEntry(name, we)
 		}
 	}

@@ -20,7 +20,11 @@ import (
 func Build(inputs map[string][]*mcpapi.Resource, opts TranslatorOptions) ([]Resource, []Fault) {
 	t := NewTranslator(opts)
 	for _, coll := range sortedKeys(inputs) {
-		t.Update(coll, inputs[coll], nil)
+		in := make([]Input, len(inputs[coll]))
+		for i, r := range inputs[coll] {
+			in[i] = InputOf(r)
+		}
+		t.Update(coll, in, nil)
 	}
 	t.Translate()
 	return t.Outputs(), t.Faults()
@@ -157,7 +161,7 @@ func (c *Controller) read(v *store.View, coll string) {
 	if from, ok := c.revs[coll]; ok {
 		ch, err := v.ChangesSince(coll, from)
 		if err == nil {
-			c.t.Update(coll, resourcesOf(ch.Upserts), namesOf(ch.Deleted))
+			c.t.Update(coll, inputsOf(ch.Upserts), namesOf(ch.Deleted))
 			c.revs[coll] = ch.Revision
 			return
 		}
@@ -169,14 +173,14 @@ func (c *Controller) read(v *store.View, coll string) {
 		live[e.Name] = true
 	}
 	gone := slices.DeleteFunc(c.t.Names(coll), func(n string) bool { return live[n] })
-	c.t.Update(coll, resourcesOf(entries), gone)
+	c.t.Update(coll, inputsOf(entries), gone)
 	c.revs[coll] = rev
 }
 
-func resourcesOf(es []*store.Entry) []*mcpapi.Resource {
-	out := make([]*mcpapi.Resource, len(es))
+func inputsOf(es []*store.Entry) []Input {
+	out := make([]Input, len(es))
 	for i, e := range es {
-		out[i] = e.Resource
+		out[i] = InputOfEntry(e)
 	}
 	return out
 }
@@ -195,12 +199,12 @@ func namesOf(es []*store.Entry) []string {
 func (c *Controller) write(delta Delta) (store.Result, error) {
 	var updates []store.Update
 	if !c.wroteFull {
-		byType := map[string][]*mcpapi.Resource{}
+		byType := map[string][]store.Encoded{}
 		for _, r := range c.t.Outputs() {
-			byType[r.TypeURL] = append(byType[r.TypeURL], r.mcp())
+			byType[r.TypeURL] = append(byType[r.TypeURL], r.Encoded)
 		}
 		for _, typ := range outputTypes {
-			updates = append(updates, store.Update{Collection: typ, Full: true, Resources: byType[typ]})
+			updates = append(updates, store.Update{Collection: typ, Full: true, Encoded: byType[typ]})
 		}
 	} else {
 		updates = deltaUpdates(delta)
@@ -223,20 +227,14 @@ func deltaUpdates(delta Delta) []store.Update {
 		u := store.Update{Collection: typ, Removed: delta.Removed[typ]}
 		for _, r := range delta.Upserts {
 			if r.TypeURL == typ {
-				u.Resources = append(u.Resources, r.mcp())
+				u.Encoded = append(u.Encoded, r.Encoded)
 			}
 		}
-		if len(u.Resources)+len(u.Removed) > 0 {
+		if len(u.Encoded)+len(u.Removed) > 0 {
 			updates = append(updates, u)
 		}
 	}
 	return updates
-}
-
-// mcp wraps an output as the store keeps it: named by the Envoy resource, the body its Any.
-// The version is left to the store, which hashes the content.
-func (r Resource) mcp() *mcpapi.Resource {
-	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: r.Name}, Body: r.Body}
 }
 
 // finish publishes a sync: faults (logging those that appeared or went), stats, and the

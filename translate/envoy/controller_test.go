@@ -87,7 +87,7 @@ func served(st *store.Store) []Resource {
 	for _, typ := range outputTypes {
 		_, es := v.Snapshot(typ)
 		for _, e := range es {
-			out = append(out, Resource{TypeURL: typ, Name: e.Name, Body: e.Resource.GetBody()})
+			out = append(out, Resource{TypeURL: typ, Name: e.Name, Encoded: e.Encoded()})
 		}
 	}
 	return out
@@ -140,7 +140,7 @@ func mustAny(t *testing.T, typeURL string) *anypb.Any {
 	outs, _ := Build(decodeYAML(t, serviceEntryYAML("gone", "gone.example.com", 1)), TranslatorOptions{})
 	for _, r := range outs {
 		if r.TypeURL == typeURL {
-			return r.Body
+			return r.Body()
 		}
 	}
 	t.Fatalf("no %s", typeURL)

@@ -571,7 +571,7 @@ func grpcReachable(t *testing.T, outs []Resource) map[string]keySet {
 	t.Helper()
 	byName := map[string]map[string]proto.Message{}
 	for _, r := range outs {
-		m, err := r.Body.UnmarshalNew()
+		m, err := r.Body().UnmarshalNew()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func FuzzBuild(f *testing.F) {
 		}
 		outs, faults := Build(in, TranslatorOptions{})
 		for _, r := range outs {
-			if err := validateDeep(r.Body); err != nil {
+			if err := validateDeep(r.Body()); err != nil {
 				t.Fatalf("%s %q is served but invalid: %v", typeName(r.TypeURL), r.Name, err)
 			}
 		}

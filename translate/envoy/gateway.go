@@ -7,7 +7,6 @@ import (
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -30,7 +29,7 @@ func (t *Translator) buildPort(p uint32) *unitState {
 		vhosts[i] = vh
 		usesFault = usesFault || faults
 	}
-	b.u.set(outKey{RouteType, name}, &anypb.Any{TypeUrl: RouteType, Value: encodeRouteConfiguration(name, vhosts)})
+	b.putRouteConfiguration(name, vhosts)
 	if l, err := outboundListener(p, usesFault); err != nil {
 		b.invalid("Listener", OutboundListenerName(p), err)
 	} else {
@@ -45,17 +44,21 @@ const (
 	routeConfigVirtualHostsField = 2
 )
 
-// encodeRouteConfiguration encodes a RouteConfiguration of a name and encoded virtual hosts
-// exactly as a deterministic proto.Marshal of the message would (fields in number order,
-// each virtual host a length-delimited field 2); TestPortRouteEncodingIsTheMarshalledMessage
-// holds it to that. Validation needs nothing more: a route configuration's own rules apply
-// to each virtual host alone, and each was validated when its host was built.
-func encodeRouteConfiguration(name string, vhosts [][]byte) []byte {
+// routeConfigurationSize is the size of appendRouteConfiguration's encoding.
+func routeConfigurationSize(name string, vhosts [][]byte) int {
 	size := protowire.SizeTag(routeConfigNameField) + protowire.SizeBytes(len(name))
 	for _, vh := range vhosts {
 		size += protowire.SizeTag(routeConfigVirtualHostsField) + protowire.SizeBytes(len(vh))
 	}
-	out := make([]byte, 0, size)
+	return size
+}
+
+// appendRouteConfiguration encodes a RouteConfiguration of a name and encoded virtual hosts
+// exactly as a deterministic proto.Marshal of the message would (fields in number order,
+// each virtual host a length-delimited field 2); TestPortRouteEncodingIsTheMarshalledMessage
+// holds it to that. Validation needs nothing more: a route configuration's own rules apply
+// to each virtual host alone, and each was validated when its host was built.
+func appendRouteConfiguration(out []byte, name string, vhosts [][]byte) []byte {
 	out = protowire.AppendTag(out, routeConfigNameField, protowire.BytesType)
 	out = protowire.AppendString(out, name)
 	for _, vh := range vhosts {

@@ -55,7 +55,7 @@ func TestGoldenOutputs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			outs, faults := Build(loadInputs(t, files...), TranslatorOptions{})
 			for _, r := range outs {
-				if err := validateDeep(r.Body); err != nil {
+				if err := validateDeep(r.Body()); err != nil {
 					t.Errorf("%s %q fails validation: %v", typeName(r.TypeURL), r.Name, err)
 				}
 			}
@@ -177,7 +177,7 @@ func render(t testing.TB, outs []Resource, faults []Fault) []byte {
 	}
 	section := map[string]string{ClusterType: "clusters", EndpointType: "endpoints", ListenerType: "listeners", RouteType: "routes"}
 	for _, r := range outs {
-		m, err := r.Body.UnmarshalNew()
+		m, err := r.Body().UnmarshalNew()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestOutputsMeetGRPCRequirements(t *testing.T) {
 	outs, _ := Build(loadInputs(t, files...), TranslatorOptions{})
 	byType := map[string]map[string]proto.Message{}
 	for _, r := range outs {
-		m, err := r.Body.UnmarshalNew()
+		m, err := r.Body().UnmarshalNew()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // validatable is an Envoy message with its generated validation.
@@ -58,12 +60,30 @@ func newBuild(t *Translator, kind, key string) *build {
 // put adds an output. One that fails Envoy's validation is left out with a fault: a client
 // would reject it, and with it every other resource of its response.
 func (b *build) put(typeURL, name string, m validatable) {
-	body, err := pack(m)
+	if err := m.ValidateAll(); err != nil {
+		b.invalid(typeName(typeURL), name, err)
+		return
+	}
+	enc, err := store.EncodeMessage(name, typeURL, m)
 	if err != nil {
 		b.invalid(typeName(typeURL), name, err)
 		return
 	}
-	b.u.set(outKey{typeURL, name}, body)
+	b.u.set(output{typeURL, enc})
+}
+
+// putRouteConfiguration adds a route configuration of a name and encoded virtual hosts (see
+// appendRouteConfiguration), and returns its index among the unit's outputs; -1 if it could
+// not be encoded.
+func (b *build) putRouteConfiguration(name string, vhosts [][]byte) int {
+	enc, err := store.EncodeBody(name, RouteType, routeConfigurationSize(name, vhosts), func(out []byte) ([]byte, error) {
+		return appendRouteConfiguration(out, name, vhosts), nil
+	})
+	if err != nil {
+		b.invalid("RouteConfiguration", name, err)
+		return -1
+	}
+	return b.u.set(output{RouteType, enc})
 }
 
 func (b *build) invalid(what, name string, err error) {
@@ -181,8 +201,10 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	// The host's own route configuration holds just this virtual host, validated and encoded
 	// above: assembled from those bytes, not validated and encoded again. Its encoding ends
 	// with the virtual host, which is where the port's route configuration reads it.
-	name := HostRouteName(b.host, p.number)
-	route := b.u.set(outKey{RouteType, name}, &anypb.Any{TypeUrl: RouteType, Value: encodeRouteConfiguration(name, [][]byte{encoded})})
+	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), [][]byte{encoded})
+	if route < 0 {
+		return
+	}
 	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, size: len(encoded), usesFault: rc.usesFault})
 	if l, err := apiListener(b.host, p.number, rc.usesFault); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)

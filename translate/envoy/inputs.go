@@ -10,6 +10,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -44,6 +45,32 @@ func collectionOf(kind string) string {
 	panic("envoy: kind " + kind + " is not in the naming table") // a constant of this package
 }
 
+// Input is one Istio resource as the translation reads it: its name ("namespace/name"), its
+// version and creation time, and its body, still encoded.
+type Input struct {
+	Name, Version string
+	Created       time.Time
+	TypeURL       string
+	Value         []byte // the body's encoding; kept, never modified
+}
+
+// InputOf is a resource as the translation reads it.
+func InputOf(r *mcpapi.Resource) Input {
+	md := r.GetMetadata()
+	in := Input{Name: md.GetName(), Version: md.GetVersion(), TypeURL: r.GetBody().GetTypeUrl(), Value: r.GetBody().GetValue()}
+	if t := md.GetCreateTime(); t != nil {
+		in.Created = t.AsTime()
+	}
+	return in
+}
+
+// InputOfEntry is a stored resource as the translation reads it: views into its encoding,
+// nothing decoded.
+func InputOfEntry(e *store.Entry) Input {
+	typeURL, value := e.Body()
+	return Input{Name: e.Name, Version: e.Version, Created: e.CreateTime(), TypeURL: typeURL, Value: value}
+}
+
 // meta is what the translation uses of a resource's metadata, and what tells that a
 // resource read again is the one already held.
 type meta struct {
@@ -54,17 +81,12 @@ type meta struct {
 	body      []byte // the encoded spec, as stored (immutable)
 }
 
-// same reports whether r is the resource this metadata was read from: same version, same
+// same reports whether in is the resource this metadata was read from: same version, same
 // creation time (which orders competing resources) and same spec. The version alone is not
 // enough: when two producers hold a name, the store may switch from one's copy to the other's,
 // and both may well call theirs version "1".
-func (m *meta) same(r *mcpapi.Resource) bool {
-	md := r.GetMetadata()
-	created := time.Time{}
-	if t := md.GetCreateTime(); t != nil {
-		created = t.AsTime()
-	}
-	return m.Version == md.GetVersion() && m.Created.Equal(created) && bytes.Equal(m.body, r.GetBody().GetValue())
+func (m *meta) same(in Input) bool {
+	return m.Version == in.Version && m.Created.Equal(in.Created) && bytes.Equal(m.body, in.Value)
 }
 
 // before orders resources that compete for the same host: the older first, as Istio does,
@@ -136,40 +158,34 @@ type workloadEntry struct {
 }
 
 // decodeBody unmarshals a stored resource's body into the kind's message.
-func decodeBody(kind string, r *mcpapi.Resource, into proto.Message) error {
+func decodeBody(kind string, in Input, into proto.Message) error {
 	k, _ := translate.ByCollection(collectionOf(kind))
-	body := r.GetBody()
-	if body == nil {
+	if in.TypeURL == "" && len(in.Value) == 0 {
 		return fmt.Errorf("body is missing")
 	}
-	if body.GetTypeUrl() != k.AMCSTypeURL {
-		return fmt.Errorf("body type %q is not %q", body.GetTypeUrl(), k.AMCSTypeURL)
+	if in.TypeURL != k.AMCSTypeURL {
+		return fmt.Errorf("body type %q is not %q", in.TypeURL, k.AMCSTypeURL)
 	}
-	if err := proto.Unmarshal(body.GetValue(), into); err != nil {
+	if err := proto.Unmarshal(in.Value, into); err != nil {
 		return fmt.Errorf("body does not decode as %s: %w", k.Message, err)
 	}
 	return nil
 }
 
-func metaOf(r *mcpapi.Resource) meta {
-	md := r.GetMetadata()
-	ns, _ := splitKey(md.GetName())
+func metaOf(in Input) meta {
+	ns, _ := splitKey(in.Name)
 	if ns == "" {
 		ns = "default" // a namespaced kind without a namespace: Kubernetes' default
 	}
-	m := meta{Key: md.GetName(), Namespace: ns, Version: md.GetVersion(), body: r.GetBody().GetValue()}
-	if t := md.GetCreateTime(); t != nil {
-		m.Created = t.AsTime()
-	}
-	return m
+	return meta{Key: in.Name, Namespace: ns, Version: in.Version, Created: in.Created, body: in.Value}
 }
 
-func newServiceEntry(r *mcpapi.Resource) (*serviceEntry, error) {
+func newServiceEntry(in Input) (*serviceEntry, error) {
 	spec := &networking.ServiceEntry{}
-	if err := decodeBody(kindServiceEntry, r, spec); err != nil {
+	if err := decodeBody(kindServiceEntry, in, spec); err != nil {
 		return nil, err
 	}
-	se := &serviceEntry{meta: metaOf(r), hosts: spec.GetHosts(), ports: spec.GetPorts(), resolution: spec.GetResolution(),
+	se := &serviceEntry{meta: metaOf(in), hosts: spec.GetHosts(), ports: spec.GetPorts(), resolution: spec.GetResolution(),
 		selector: spec.GetWorkloadSelector().GetLabels(), inline: len(spec.GetEndpoints())}
 	if se.inline > 0 {
 		se.read.Store(spec) // a ServiceEntry that loses its hosts to an older one keeps it
@@ -177,12 +193,12 @@ func newServiceEntry(r *mcpapi.Resource) (*serviceEntry, error) {
 	return se, nil
 }
 
-func newVirtualService(r *mcpapi.Resource, suffix string) (*virtualService, error) {
+func newVirtualService(in Input, suffix string) (*virtualService, error) {
 	spec := &networking.VirtualService{}
-	if err := decodeBody(kindVirtualService, r, spec); err != nil {
+	if err := decodeBody(kindVirtualService, in, spec); err != nil {
 		return nil, err
 	}
-	vs := &virtualService{meta: metaOf(r), spec: spec}
+	vs := &virtualService{meta: metaOf(in), spec: spec}
 	for _, h := range spec.GetHosts() {
 		vs.hosts = append(vs.hosts, fqdn(h, vs.Namespace, suffix))
 	}
@@ -218,30 +234,30 @@ func gatewayKey(name, namespace string) string {
 	return namespace + "/" + name
 }
 
-func newDestinationRule(r *mcpapi.Resource, suffix string) (*destinationRule, error) {
+func newDestinationRule(in Input, suffix string) (*destinationRule, error) {
 	spec := &networking.DestinationRule{}
-	if err := decodeBody(kindDestinationRule, r, spec); err != nil {
+	if err := decodeBody(kindDestinationRule, in, spec); err != nil {
 		return nil, err
 	}
-	dr := &destinationRule{meta: metaOf(r), spec: spec}
+	dr := &destinationRule{meta: metaOf(in), spec: spec}
 	dr.host = fqdn(spec.GetHost(), dr.Namespace, suffix)
 	return dr, nil
 }
 
-func newGateway(r *mcpapi.Resource) (*gateway, error) {
+func newGateway(in Input) (*gateway, error) {
 	spec := &networking.Gateway{}
-	if err := decodeBody(kindGateway, r, spec); err != nil {
+	if err := decodeBody(kindGateway, in, spec); err != nil {
 		return nil, err
 	}
-	return &gateway{meta: metaOf(r), spec: spec}, nil
+	return &gateway{meta: metaOf(in), spec: spec}, nil
 }
 
-func newWorkloadEntry(r *mcpapi.Resource) (*workloadEntry, error) {
+func newWorkloadEntry(in Input) (*workloadEntry, error) {
 	spec := &networking.WorkloadEntry{}
-	if err := decodeBody(kindWorkloadEntry, r, spec); err != nil {
+	if err := decodeBody(kindWorkloadEntry, in, spec); err != nil {
 		return nil, err
 	}
-	return &workloadEntry{meta: metaOf(r), spec: spec}, nil
+	return &workloadEntry{meta: metaOf(in), spec: spec}, nil
 }
 
 // selects reports whether every label of the selector is on the workload. An empty selector

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // Translator turns Istio config into Envoy resources, incrementally. It is the pure layer
@@ -100,13 +101,25 @@ type unitState struct {
 
 type outKey struct{ typeURL, name string }
 
+// output is one resource a unit built, encoded as the store keeps it (named by the Envoy
+// resource, its body the resource, versioned by a hash of its content): the store takes the
+// very bytes, and the unit keeps them to compare its next build with.
 type output struct {
-	key  outKey
-	body *anypb.Any
+	typeURL string
+	enc     store.Encoded
+}
+
+func (o output) key() outKey { return outKey{o.typeURL, o.enc.Name()} }
+
+// value is the Envoy resource's encoding.
+func (o output) value() []byte {
+	_, v := o.enc.Body()
+	return v
 }
 
 // portVhost locates a host's virtual host for one port: the last bytes of the encoding of the
-// host's route configuration for that port (outputs[route]), which holds that one virtual host.
+// host's route configuration for that port (outputs[route].value()), which holds that one
+// virtual host.
 type portVhost struct {
 	port      uint32
 	route     int
@@ -115,28 +128,28 @@ type portVhost struct {
 }
 
 // set adds an output, or replaces the one of the same key.
-func (u *unitState) set(k outKey, body *anypb.Any) int {
+func (u *unitState) set(o output) int {
 	for i := range u.outputs {
-		if u.outputs[i].key == k {
-			u.outputs[i].body = body
+		if u.outputs[i].key() == o.key() {
+			u.outputs[i] = o
 			return i
 		}
 	}
-	u.outputs = append(u.outputs, output{k, body})
+	u.outputs = append(u.outputs, o)
 	return len(u.outputs) - 1
 }
 
-// output returns the unit's output of a key, or nil.
-func (u *unitState) output(k outKey) *anypb.Any {
+// output returns the unit's output of a key.
+func (u *unitState) output(k outKey) (output, bool) {
 	if u == nil {
-		return nil
+		return output{}, false
 	}
 	for _, o := range u.outputs {
-		if o.key == k {
-			return o.body
+		if o.key() == k {
+			return o, true
 		}
 	}
-	return nil
+	return output{}, false
 }
 
 // vhost returns the host's encoded virtual host for a port and whether it injects faults.
@@ -146,7 +159,7 @@ func (u *unitState) vhost(p uint32) (vh []byte, usesFault, ok bool) {
 	}
 	for _, v := range u.vhosts {
 		if v.port == p {
-			value := u.outputs[v.route].body.GetValue()
+			value := u.outputs[v.route].value()
 			return value[len(value)-v.size:], v.usesFault, true
 		}
 	}
@@ -178,12 +191,18 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 	return t
 }
 
-// Resource is one derived Envoy resource: its type URL, its name and its body, encoded
-// deterministically so that an unchanged resource has the same bytes.
+// Resource is one derived Envoy resource: its type URL, its name, and the resource as the
+// store keeps it, encoded deterministically so that an unchanged resource has the same bytes.
 type Resource struct {
 	TypeURL string
 	Name    string
-	Body    *anypb.Any
+	Encoded store.Encoded
+}
+
+// Body returns the Envoy resource as an Any (its bytes not copied), for tools and tests.
+func (r Resource) Body() *anypb.Any {
+	typeURL, value := r.Encoded.Body()
+	return &anypb.Any{TypeUrl: typeURL, Value: value}
 }
 
 // Delta is what one Translate changed.
@@ -333,26 +352,26 @@ func (t *Translator) hostsOn(port string) []string {
 // diff adds to delta what a unit's new build changes in its outputs. No two units make an
 // output of the same name (names embed the host, the port or the gateway), so the unit's last
 // build is all there is to compare with. An output whose bytes did not change keeps the last
-// build's body, which is the one the store holds: the unit keeps no second copy.
+// build's encoding, which is the one the store holds: the unit keeps no second copy.
 func (t *Translator) diff(old, u *unitState, delta *Delta) {
 	for i, o := range u.outputs {
-		if prev := old.output(o.key); prev != nil && bytes.Equal(prev.GetValue(), o.body.GetValue()) {
-			u.outputs[i].body = prev
+		if prev, ok := old.output(o.key()); ok && bytes.Equal(prev.enc.Bytes(), o.enc.Bytes()) {
+			u.outputs[i] = prev
 			continue
 		}
-		delta.Upserts = append(delta.Upserts, Resource{TypeURL: o.key.typeURL, Name: o.key.name, Body: o.body})
+		delta.Upserts = append(delta.Upserts, Resource{TypeURL: o.typeURL, Name: o.enc.Name(), Encoded: o.enc})
 	}
 	if old == nil {
 		return
 	}
 	for _, o := range old.outputs {
-		if u.output(o.key) != nil {
+		if _, ok := u.output(o.key()); ok {
 			continue
 		}
 		if delta.Removed == nil {
 			delta.Removed = map[string][]string{}
 		}
-		delta.Removed[o.key.typeURL] = append(delta.Removed[o.key.typeURL], o.key.name)
+		delta.Removed[o.typeURL] = append(delta.Removed[o.typeURL], o.enc.Name())
 	}
 }
 
@@ -383,7 +402,7 @@ func (t *Translator) Outputs() []Resource {
 	var out []Resource
 	for _, u := range t.units {
 		for _, o := range u.outputs {
-			out = append(out, Resource{TypeURL: o.key.typeURL, Name: o.key.name, Body: o.body})
+			out = append(out, Resource{TypeURL: o.typeURL, Name: o.enc.Name(), Encoded: o.enc})
 		}
 	}
 	slices.SortFunc(out, func(a, b Resource) int {

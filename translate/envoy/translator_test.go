@@ -109,7 +109,7 @@ func diffOutputs(want, got []Resource) string {
 		switch o, ok := g[k]; {
 		case !ok:
 			fmt.Fprintf(&b, "missing %s\n", k)
-		case !bytes.Equal(o.Body.GetValue(), r.Body.GetValue()):
+		case !bytes.Equal(o.Body().GetValue(), r.Body().GetValue()):
 			fmt.Fprintf(&b, "differs %s\n", k)
 		}
 	}
@@ -140,7 +140,7 @@ func TestIncrementalTranslationEqualsFromScratch(t *testing.T) {
 	tr := NewTranslator(TranslatorOptions{})
 	for coll, byName := range cur {
 		for _, r := range byName {
-			tr.Update(coll, []*mcpapi.Resource{r}, nil)
+			feed(tr, coll, []*mcpapi.Resource{r}, nil)
 		}
 	}
 	tr.Translate()
@@ -156,16 +156,16 @@ func TestIncrementalTranslationEqualsFromScratch(t *testing.T) {
 		case !present:
 			r := withVersion(full[it.coll][it.name], version)
 			cur.put(it.coll, r)
-			tr.Update(it.coll, []*mcpapi.Resource{r}, nil)
+			feed(tr, it.coll, []*mcpapi.Resource{r}, nil)
 			what = "restore"
 		case rng.IntN(3) == 0:
 			delete(cur[it.coll], it.name)
-			tr.Update(it.coll, nil, []string{it.name})
+			feed(tr, it.coll, nil, []string{it.name})
 			what = "remove"
 		default:
 			r := mutate(t, it.coll, held, version, rng)
 			cur.put(it.coll, r)
-			tr.Update(it.coll, []*mcpapi.Resource{r}, nil)
+			feed(tr, it.coll, []*mcpapi.Resource{r}, nil)
 			what = "change"
 		}
 		tr.Translate()
@@ -182,7 +182,7 @@ func TestEverySingleChangeEqualsFromScratch(t *testing.T) {
 	cur := newMesh(full.inputs())
 	tr := NewTranslator(TranslatorOptions{})
 	for coll, rs := range cur.inputs() {
-		tr.Update(coll, rs, nil)
+		feed(tr, coll, rs, nil)
 	}
 	tr.Translate()
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -191,10 +191,10 @@ func TestEverySingleChangeEqualsFromScratch(t *testing.T) {
 		n++
 		if remove {
 			delete(cur[coll], r.GetMetadata().GetName())
-			tr.Update(coll, nil, []string{r.GetMetadata().GetName()})
+			feed(tr, coll, nil, []string{r.GetMetadata().GetName()})
 		} else {
 			cur.put(coll, r)
-			tr.Update(coll, []*mcpapi.Resource{r}, nil)
+			feed(tr, coll, []*mcpapi.Resource{r}, nil)
 		}
 		tr.Translate()
 		assertSameAsFromScratch(t, step, tr, cur)
@@ -272,7 +272,7 @@ func translated(t *testing.T) (*Translator, mesh) {
 	}
 	tr := NewTranslator(TranslatorOptions{})
 	for coll, rs := range m.inputs() {
-		tr.Update(coll, rs, nil)
+		feed(tr, coll, rs, nil)
 	}
 	tr.Translate()
 	return tr, m
@@ -292,7 +292,7 @@ func TestVirtualServiceChangeRebuildsOnlyItsHost(t *testing.T) {
 	vs := edit(t, m[coll]["bookinfo/reviews"], &networking.VirtualService{}, "v2", func(vs *networking.VirtualService) {
 		vs.Http[1].Route[0].Weight, vs.Http[1].Route[1].Weight = 50, 40
 	})
-	tr.Update(coll, []*mcpapi.Resource{vs}, nil)
+	feed(tr, coll, []*mcpapi.Resource{vs}, nil)
 	delta, st := tr.Translate()
 	if st.Hosts != 1 || st.Ports != 1 || st.Gateways != 0 {
 		t.Errorf("rebuilt %d hosts, %d ports, %d gateways; want 1, 1, 0", st.Hosts, st.Ports, st.Gateways)
@@ -311,7 +311,7 @@ func TestDestinationRuleChangeRebuildsWhatRoutesToItsHost(t *testing.T) {
 	dr := edit(t, m[coll]["bookinfo/productpage"], &networking.DestinationRule{}, "v2", func(dr *networking.DestinationRule) {
 		dr.Subsets = nil
 	})
-	tr.Update(coll, []*mcpapi.Resource{dr}, nil)
+	feed(tr, coll, []*mcpapi.Resource{dr}, nil)
 	delta, st := tr.Translate()
 	if st.Hosts != 1 || st.Gateways != 1 {
 		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 1", st.Hosts, st.Gateways)
@@ -331,7 +331,7 @@ func TestWorkloadEntryChangeRebuildsOnlySelectingHosts(t *testing.T) {
 	we := edit(t, m[coll]["bookinfo/reviews-v1"], &networking.WorkloadEntry{}, "v2", func(we *networking.WorkloadEntry) {
 		we.Address = "10.10.1.9"
 	})
-	tr.Update(coll, []*mcpapi.Resource{we}, nil)
+	feed(tr, coll, []*mcpapi.Resource{we}, nil)
 	delta, st := tr.Translate()
 	if st.Hosts != 1 || st.Gateways != 0 {
 		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 0", st.Hosts, st.Gateways)
@@ -351,7 +351,7 @@ func TestUnchangedContentChangesNothing(t *testing.T) {
 	tr, m := translated(t)
 	for coll, rs := range m.inputs() {
 		for _, r := range rs {
-			tr.Update(coll, []*mcpapi.Resource{withVersion(r, "touched")}, nil)
+			feed(tr, coll, []*mcpapi.Resource{withVersion(r, "touched")}, nil)
 		}
 	}
 	delta, st := tr.Translate()
@@ -363,7 +363,7 @@ func TestUnchangedContentChangesNothing(t *testing.T) {
 func TestSameVersionIsNotTranslatedAgain(t *testing.T) {
 	tr, m := translated(t)
 	for coll, rs := range m.inputs() {
-		tr.Update(coll, rs, nil)
+		feed(tr, coll, rs, nil)
 	}
 	if _, st := tr.Translate(); st.Hosts+st.Ports+st.Gateways != 0 {
 		t.Errorf("inputs at the versions held rebuilt %+v; want nothing", st)
@@ -372,7 +372,7 @@ func TestSameVersionIsNotTranslatedAgain(t *testing.T) {
 
 func TestRemovingServiceEntryRemovesItsOutputs(t *testing.T) {
 	tr, _ := translated(t)
-	tr.Update(collectionOf(kindServiceEntry), nil, []string{"bookinfo/ratings"})
+	feed(tr, collectionOf(kindServiceEntry), nil, []string{"bookinfo/ratings"})
 	delta, _ := tr.Translate()
 	for _, typ := range outputTypes {
 		for _, name := range delta.Removed[typ] {
@@ -401,7 +401,7 @@ func TestUnreadableBodyIsAFaultAndIgnored(t *testing.T) {
 	coll := collectionOf(kindServiceEntry)
 	bad := withVersion(m[coll]["bookinfo/details"], "broken")
 	bad.Body = &anypb.Any{TypeUrl: bad.Body.TypeUrl, Value: []byte{0xff, 0xff}}
-	tr.Update(coll, []*mcpapi.Resource{bad}, nil)
+	feed(tr, coll, []*mcpapi.Resource{bad}, nil)
 	delta, _ := tr.Translate()
 	if len(delta.Removed[ClusterType]) == 0 {
 		t.Errorf("the unreadable ServiceEntry's clusters are still served")
@@ -432,7 +432,7 @@ func TestPortRouteEncodingIsTheMarshalledMessage(t *testing.T) {
 		if r.TypeURL != RouteType || r.Name != "8080" {
 			continue
 		}
-		m, err := r.Body.UnmarshalNew()
+		m, err := r.Body().UnmarshalNew()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +440,7 @@ func TestPortRouteEncodingIsTheMarshalledMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(again, r.Body.GetValue()) {
+		if !bytes.Equal(again, r.Body().GetValue()) {
 			t.Fatalf("the assembled encoding of route configuration 8080 differs from proto.Marshal's")
 		}
 		if n := len(m.(*routepb.RouteConfiguration).GetVirtualHosts()); n != 50 {
@@ -464,7 +464,7 @@ func TestParallelBuildEqualsOneAtATime(t *testing.T) {
 	}
 	parallel := NewTranslator(TranslatorOptions{})
 	for coll, byName := range m {
-		parallel.Update(coll, slices.Collect(maps.Values(byName)), nil)
+		feed(parallel, coll, slices.Collect(maps.Values(byName)), nil)
 	}
 	if _, st := parallel.Translate(); st.Hosts < parallelBuildMin*2 {
 		t.Fatalf("built %d hosts at once, too few to be built in parallel", st.Hosts)
@@ -472,7 +472,7 @@ func TestParallelBuildEqualsOneAtATime(t *testing.T) {
 	single := NewTranslator(TranslatorOptions{})
 	for _, coll := range slices.Sorted(maps.Keys(m)) {
 		for _, name := range slices.Sorted(maps.Keys(m[coll])) {
-			single.Update(coll, []*mcpapi.Resource{m[coll][name]}, nil)
+			feed(single, coll, []*mcpapi.Resource{m[coll][name]}, nil)
 			if _, st := single.Translate(); st.Hosts >= parallelBuildMin {
 				t.Fatalf("%s %s: built %d hosts", coll, name, st.Hosts)
 			}
@@ -484,4 +484,13 @@ func TestParallelBuildEqualsOneAtATime(t *testing.T) {
 	if !slices.Equal(single.Faults(), parallel.Faults()) {
 		t.Fatalf("faults differ:\none at a time %v\nparallel      %v", single.Faults(), parallel.Faults())
 	}
+}
+
+// feed feeds a translator resources, as the controller feeds it stored entries.
+func feed(tr *Translator, coll string, rs []*mcpapi.Resource, removed []string) {
+	in := make([]Input, len(rs))
+	for i, r := range rs {
+		in[i] = InputOf(r)
+	}
+	tr.Update(coll, in, removed)
 }

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+)
+
+// Encoded is a resource versioned and encoded once, ready for the store (Update.Encoded): a
+// producer that builds or decodes its resources on every CPU encodes them there too, and the
+// store's write, which is serialised, only indexes them. Make one with Encode or
+// EncodeMessage; its bytes become the store's and must not be modified.
+type Encoded struct {
+	name, version string // views into bytes
+	bytes         []byte
+}
+
+// Name is the resource's metadata.name.
+func (e Encoded) Name() string { return e.name }
+
+// Version is the resource's metadata.version: the producer's, or a content hash.
+func (e Encoded) Version() string { return e.version }
+
+// Bytes is the deterministic encoding of the istio.mcp.v1alpha1.Resource. Not to be modified.
+func (e Encoded) Bytes() []byte { return e.bytes }
+
+// Body returns the type URL and encoded value of the body Any, as views into Bytes.
+func (e Encoded) Body() (typeURL string, value []byte) { return bodyOf(e.bytes) }
+
+func newEncoded(b []byte) Encoded {
+	name, version := metaOf(b)
+	return Encoded{name: name, version: version, bytes: b}
+}
+
+// view is a string over immutable bytes, without a copy: the store's encodings are never
+// modified once made, so the names and versions it indexes by can point into them.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// Encode versions and encodes a resource: its metadata.version, or a content hash of the
+// resource when it has none (the first 16 hex digits of the SHA-256 of its deterministic
+// encoding without a version), and its deterministic encoding with that version. r is not
+// modified and not kept.
+//
+// The encoding is written field by field (metadata = 1, body = 2; an Any's type_url = 1,
+// value = 2), which is what proto's deterministic marshalling gives for these messages; the
+// hash is fed the pieces, so no second copy of the body is made for it. A resource carrying
+// unknown fields is marshalled the generic way.
+func Encode(r *mcpapi.Resource) (Encoded, error) {
+	if r == nil || r.Metadata == nil {
+		return Encoded{}, errors.New("resource has no metadata")
+	}
+	body := r.GetBody()
+	if len(r.ProtoReflect().GetUnknown()) > 0 || body != nil && len(body.ProtoReflect().GetUnknown()) > 0 {
+		b, err := encodeGeneric(r)
+		if err != nil {
+			return Encoded{}, err
+		}
+		return newEncoded(b), nil
+	}
+	var anyLen int // proto3 leaves empty scalar fields out
+	if body != nil {
+		anyLen = stringSize(1, body.TypeUrl) + bytesSize(2, len(body.Value))
+	}
+	var metaBytes []byte
+	var err error
+	if r.Metadata.Version != "" {
+		if metaBytes, err = deterministic.Marshal(r.Metadata); err != nil {
+			return Encoded{}, err
+		}
+	} else {
+		unversioned, err := deterministic.Marshal(r.Metadata)
+		if err != nil {
+			return Encoded{}, err
+		}
+		h := sha256.New()
+		h.Write(appendField(nil, 1, len(unversioned)))
+		h.Write(unversioned)
+		if body != nil {
+			hashAny(h, anyLen, body.TypeUrl, body.Value)
+		}
+		metaBytes = withVersion(unversioned, hexSum(h))
+	}
+	size := fieldLen(1, len(metaBytes))
+	if body != nil {
+		size += fieldLen(2, anyLen)
+	}
+	b := make([]byte, 0, size)
+	b = append(appendField(b, 1, len(metaBytes)), metaBytes...)
+	if body != nil {
+		b = appendField(b, 2, anyLen)
+		b = appendString(b, 1, body.TypeUrl)
+		b = appendBytes(b, 2, body.Value)
+	}
+	return newEncoded(b), nil
+}
+
+// versionLen is the length of a content-hash version: 8 bytes of SHA-256 in hex.
+const versionLen = 16
+
+// EncodeMessage encodes msg as the body of a resource named name with the given Any type URL,
+// versioned by a content hash: the same bytes and version as Encode gives for
+// Resource{metadata: {name}, body: Any(msg)} with msg marshalled deterministically, made
+// with one allocation: the message is marshalled in place, after the resource's header.
+func EncodeMessage(name, typeURL string, msg proto.Message) (Encoded, error) {
+	opts := proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
+	return EncodeBody(name, typeURL, opts.Size(msg), func(b []byte) ([]byte, error) {
+		return opts.MarshalAppend(b, msg)
+	})
+}
+
+// EncodeBody is EncodeMessage for a body its producer encodes itself: appendValue appends
+// exactly valueLen bytes, the body's encoding, to the resource's header.
+func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]byte, error)) (Encoded, error) {
+	anyLen := stringSize(1, typeURL) + bytesSize(2, valueLen)
+	unversionedMeta := stringSize(1, name)
+	metaLen := unversionedMeta + fieldLen(3, versionLen)
+	b := make([]byte, 0, fieldLen(1, metaLen)+fieldLen(2, anyLen))
+	b = appendField(b, 1, metaLen)
+	b = appendString(b, 1, name)
+	b = appendField(b, 3, versionLen)
+	versionAt := len(b)
+	b = append(b, "0000000000000000"...)
+	b = appendField(b, 2, anyLen)
+	b = appendString(b, 1, typeURL)
+	if valueLen > 0 {
+		b = appendField(b, 2, valueLen)
+	}
+	valueAt := len(b)
+	b, err := appendValue(b)
+	if err != nil {
+		return Encoded{}, fmt.Errorf("encoding %s: %w", name, err)
+	}
+	if len(b)-valueAt != valueLen {
+		return Encoded{}, fmt.Errorf("encoding %s: %d bytes, sized %d", name, len(b)-valueAt, valueLen)
+	}
+	h := sha256.New()
+	h.Write(appendField(nil, 1, unversionedMeta))
+	h.Write(appendString(nil, 1, name))
+	hashAny(h, anyLen, typeURL, b[valueAt:])
+	hex.Encode(b[versionAt:versionAt+versionLen], h.Sum(nil)[:versionLen/2])
+	return newEncoded(b), nil
+}
+
+// hashAny feeds a hash the body field (2) of a resource: an Any of anyLen bytes.
+func hashAny(h hash.Hash, anyLen int, typeURL string, value []byte) {
+	h.Write(appendField(nil, 2, anyLen))
+	if typeURL != "" {
+		h.Write(appendField(nil, 1, len(typeURL)))
+		h.Write([]byte(typeURL))
+	}
+	if len(value) > 0 {
+		h.Write(appendField(nil, 2, len(value)))
+		h.Write(value)
+	}
+}
+
+// withVersion inserts metadata.version (field 3) into a deterministic encoding of Metadata
+// without one: after the fields numbered below it, as deterministic marshalling orders them.
+func withVersion(meta []byte, version string) []byte {
+	at := len(meta)
+	for rest := meta; len(rest) > 0; {
+		n, typ, tagLen := protowire.ConsumeTag(rest)
+		if tagLen < 0 || n > 3 {
+			at = len(meta) - len(rest)
+			break
+		}
+		valLen := protowire.ConsumeFieldValue(n, typ, rest[tagLen:])
+		if valLen < 0 {
+			break
+		}
+		rest = rest[tagLen+valLen:]
+	}
+	out := make([]byte, 0, len(meta)+stringSize(3, version))
+	out = append(out, meta[:at]...)
+	out = appendString(out, 3, version)
+	return append(out, meta[at:]...)
+}
+
+func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)[:versionLen/2]) }
+
+func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
+	if r.Metadata.Version != "" {
+		return deterministic.Marshal(r)
+	}
+	unversioned, err := deterministic.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(unversioned)
+	c := proto.Clone(r).(*mcpapi.Resource)
+	c.Metadata.Version = hex.EncodeToString(sum[:versionLen/2])
+	return deterministic.Marshal(c)
+}
+
+// appendField appends the tag and length of a length-delimited field.
+func appendField(b []byte, num protowire.Number, n int) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return append(appendField(b, num, len(s)), s...)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	return append(appendField(b, num, len(v)), v...)
+}
+
+// fieldLen is the encoded size of a length-delimited field holding n bytes.
+func fieldLen(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+func stringSize(num protowire.Number, s string) int { return bytesSize(num, len(s)) }
+
+// bytesSize is the size of a length-delimited field of n bytes that proto3 leaves out when empty.
+func bytesSize(num protowire.Number, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return fieldLen(num, n)
+}

@@ -1,13 +1,13 @@
 package store
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	mcpapi "istio.io/api/mcp/v1alpha1"
@@ -51,8 +51,10 @@ func view(b []byte) string {
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // Encode versions and encodes a resource: its metadata.version, or a content hash of the
-// resource when it has none (the first 16 hex digits of the SHA-256 of its deterministic
-// encoding without a version), and its deterministic encoding with that version. r is not
+// resource when it has none (the 64-bit xxHash of its deterministic encoding without a
+// version, in 16 hex digits), and its deterministic encoding with that version. The hash
+// only has to change with the content, not resist an adversary: whoever can write a
+// resource can write any content under any version anyway. r is not
 // modified and not kept.
 //
 // The encoding is written field by field (metadata = 1, body = 2; an Any's type_url = 1,
@@ -86,7 +88,7 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		if err != nil {
 			return Encoded{}, err
 		}
-		h := sha256.New()
+		h := xxhash.New()
 		h.Write(appendField(nil, 1, len(unversioned)))
 		h.Write(unversioned)
 		if body != nil {
@@ -108,7 +110,7 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 	return newEncoded(b), nil
 }
 
-// versionLen is the length of a content-hash version: 8 bytes of SHA-256 in hex.
+// versionLen is the length of a content-hash version: 64 bits in hex.
 const versionLen = 16
 
 // EncodeMessage encodes msg as the body of a resource named name with the given Any type URL,
@@ -147,11 +149,11 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 	if len(b)-valueAt != valueLen {
 		return Encoded{}, fmt.Errorf("encoding %s: %d bytes, sized %d", name, len(b)-valueAt, valueLen)
 	}
-	h := sha256.New()
+	h := xxhash.New()
 	h.Write(appendField(nil, 1, unversionedMeta))
 	h.Write(appendString(nil, 1, name))
 	hashAny(h, anyLen, typeURL, b[valueAt:])
-	hex.Encode(b[versionAt:versionAt+versionLen], h.Sum(nil)[:versionLen/2])
+	hex.Encode(b[versionAt:versionAt+versionLen], h.Sum(nil))
 	return newEncoded(b), nil
 }
 
@@ -190,7 +192,7 @@ func withVersion(meta []byte, version string) []byte {
 	return append(out, meta[at:]...)
 }
 
-func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)[:versionLen/2]) }
+func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
 func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
 	if r.Metadata.Version != "" {
@@ -200,9 +202,8 @@ func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(unversioned)
 	c := proto.Clone(r).(*mcpapi.Resource)
-	c.Metadata.Version = hex.EncodeToString(sum[:versionLen/2])
+	c.Metadata.Version = fmt.Sprintf("%016x", xxhash.Sum64(unversioned))
 	return deterministic.Marshal(c)
 }
 

@@ -35,7 +35,7 @@ func BenchmarkScaleInProcess(b *testing.B) {
 		started := time.Now()
 		opts := []bridgetest.Option{bridgetest.WithFiles(dir), bridgetest.WithWaitTimeout(5 * time.Minute)}
 		if *showLog {
-			opts = append(opts, bridgetest.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+			opts = append(opts, bridgetest.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		}
 		br := bridgetest.Start(b, opts...)
 		ready := time.Since(started)

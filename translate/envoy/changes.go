@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -24,8 +24,8 @@ func (t *Translator) Update(collection string, upserts []Input, removed []string
 		t.clearInputFault(kind.Kind + "/" + name)
 		t.remove(kind.Kind, name)
 	}
-	for _, in := range upserts {
-		t.upsert(kind.Kind, in)
+	for i, d := range t.decodeAll(kind.Kind, upserts) {
+		t.upsert(kind.Kind, upserts[i].Name, d)
 	}
 }
 
@@ -58,47 +58,68 @@ func (t *Translator) Names(collection string) []string {
 	return slices.Compact(out)
 }
 
-func (t *Translator) upsert(kind string, in Input) {
-	name := in.Name
-	if held := t.held(kind, name); held != nil && held.same(in) {
+// decoded is an upsert read into the translation's form: one of the kinds' records, or
+// the fault that kept it from being read; unchanged when it is the resource already held.
+type decoded struct {
+	rec       any
+	err       error
+	unchanged bool
+}
+
+// decodeAll reads upserts on every CPU: decoding bodies is most of reading a large
+// collection, each resource's own, and it reads the translator's maps without changing them.
+func (t *Translator) decodeAll(kind string, upserts []Input) []decoded {
+	out := make([]decoded, len(upserts))
+	parallel.For(len(upserts), parallelDecodeMin, func(i int) {
+		in := upserts[i]
+		if held := t.held(kind, in.Name); held != nil && held.same(in) {
+			out[i].unchanged = true
+			return
+		}
+		switch kind {
+		case kindServiceEntry:
+			out[i].rec, out[i].err = newServiceEntry(in)
+		case kindVirtualService:
+			out[i].rec, out[i].err = newVirtualService(in, t.suffix)
+		case kindDestinationRule:
+			out[i].rec, out[i].err = newDestinationRule(in, t.suffix)
+		case kindGateway:
+			out[i].rec, out[i].err = newGateway(in)
+		case kindWorkloadEntry:
+			out[i].rec, out[i].err = newWorkloadEntry(in)
+		}
+	})
+	return out
+}
+
+// parallelDecodeMin is the number of upserts per goroutine from which they are decoded on
+// every CPU.
+const parallelDecodeMin = 256
+
+func (t *Translator) upsert(kind, name string, d decoded) {
+	if d.unchanged {
 		return
 	}
-	var err error
-	switch kind {
-	case kindServiceEntry:
-		var se *serviceEntry
-		if se, err = newServiceEntry(in); err == nil {
-			t.setServiceEntry(name, se)
-		}
-	case kindVirtualService:
-		var vs *virtualService
-		if vs, err = newVirtualService(in, t.suffix); err == nil {
-			t.setVirtualService(name, vs)
-		}
-	case kindDestinationRule:
-		var dr *destinationRule
-		if dr, err = newDestinationRule(in, t.suffix); err == nil {
-			t.setDestinationRule(name, dr)
-		}
-	case kindGateway:
-		var gw *gateway
-		if gw, err = newGateway(in); err == nil {
-			t.setGateway(name, gw)
-		}
-	case kindWorkloadEntry:
-		var we *workloadEntry
-		if we, err = newWorkloadEntry(in); err == nil {
-			t.setWorkloadEntry(name, we)
-		}
-	}
 	key := kind + "/" + name
-	if err != nil {
+	if d.err != nil {
 		// The store validates bodies, so this is a resource written around it; what it said
 		// before is no longer believed either.
 		t.remove(kind, name)
-		t.inputFaults[key] = Fault{Kind: kind, Name: name, Message: fmt.Sprintf("%v; the resource is ignored", err)}
+		t.inputFaults[key] = Fault{Kind: kind, Name: name, Message: fmt.Sprintf("%v; the resource is ignored", d.err)}
 		t.faultsDirty = true
 		return
+	}
+	switch rec := d.rec.(type) {
+	case *serviceEntry:
+		t.setServiceEntry(name, rec)
+	case *virtualService:
+		t.setVirtualService(name, rec)
+	case *destinationRule:
+		t.setDestinationRule(name, rec)
+	case *gateway:
+		t.setGateway(name, rec)
+	case *workloadEntry:
+		t.setWorkloadEntry(name, rec)
 	}
 	t.clearInputFault(key)
 }
@@ -158,10 +179,10 @@ func (t *Translator) remove(kind, name string) {
 func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	if old := t.ses[key]; old != nil {
 		for _, h := range old.hosts {
-			delFrom(t.seByHost, h, key)
+			delKey(t.seByHost, h, key)
 			t.markHost(h, true)
 		}
-		delFrom(t.selectorsByNS, old.Namespace, key)
+		delKey(t.selectorsByNS, old.Namespace, key)
 		delete(t.ses, key)
 	}
 	if se == nil {
@@ -169,11 +190,11 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	}
 	t.ses[key] = se
 	for _, h := range se.hosts {
-		addTo(t.seByHost, h, key)
+		addKey(t.seByHost, h, key)
 		t.markHost(h, true)
 	}
 	if len(se.selector) > 0 {
-		addTo(t.selectorsByNS, se.Namespace, key)
+		addKey(t.selectorsByNS, se.Namespace, key)
 	}
 }
 
@@ -181,10 +202,10 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	if old := t.vss[key]; old != nil {
 		t.markVirtualService(old)
 		for _, h := range old.hosts {
-			delFrom(t.vsByHost, h, key)
+			delKey(t.vsByHost, h, key)
 		}
 		for _, g := range old.gateways {
-			delFrom(t.vsByGateway, g, key)
+			delKey(t.vsByGateway, g, key)
 		}
 		delete(t.vsWildcard, key)
 		delete(t.vss, key)
@@ -195,13 +216,13 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	}
 	t.vss[key] = vs
 	for _, h := range vs.hosts {
-		addTo(t.vsByHost, h, key)
+		addKey(t.vsByHost, h, key)
 		if isWildcard(h) {
 			t.vsWildcard[key] = struct{}{}
 		}
 	}
 	for _, g := range vs.gateways {
-		addTo(t.vsByGateway, g, key)
+		addKey(t.vsByGateway, g, key)
 	}
 	t.markVirtualService(vs)
 }
@@ -220,7 +241,7 @@ func (t *Translator) markVirtualService(vs *virtualService) {
 
 func (t *Translator) setDestinationRule(key string, dr *destinationRule) {
 	if old := t.drs[key]; old != nil {
-		delFrom(t.drByHost, old.host, key)
+		delKey(t.drByHost, old.host, key)
 		delete(t.drWildcard, key)
 		delete(t.drs, key)
 		t.markHosts(old.host, true)
@@ -229,7 +250,7 @@ func (t *Translator) setDestinationRule(key string, dr *destinationRule) {
 		return
 	}
 	t.drs[key] = dr
-	addTo(t.drByHost, dr.host, key)
+	addKey(t.drByHost, dr.host, key)
 	if isWildcard(dr.host) {
 		t.drWildcard[key] = struct{}{}
 	}
@@ -262,7 +283,7 @@ func (t *Translator) setWorkloadEntry(key string, we *workloadEntry) {
 // markSelecting marks the hosts of the ServiceEntries that select a workload. Endpoints
 // appear only in their own host's outputs, so nothing that routes to those hosts is marked.
 func (t *Translator) markSelecting(we *workloadEntry) {
-	for key := range t.selectorsByNS[we.Namespace] {
+	for _, key := range t.selectorsByNS[we.Namespace] {
 		se := t.ses[key]
 		if selects(se.selector, we.spec.GetLabels()) {
 			for _, h := range se.hosts {

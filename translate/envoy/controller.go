@@ -199,10 +199,7 @@ func namesOf(es []*store.Entry) []string {
 func (c *Controller) write(delta Delta) (store.Result, error) {
 	var updates []store.Update
 	if !c.wroteFull {
-		byType := map[string][]store.Encoded{}
-		for _, r := range c.t.Outputs() {
-			byType[r.TypeURL] = append(byType[r.TypeURL], r.Encoded)
-		}
+		byType := c.t.EncodedOutputs()
 		for _, typ := range outputTypes {
 			updates = append(updates, store.Update{Collection: typ, Full: true, Encoded: byType[typ]})
 		}
@@ -222,14 +219,20 @@ func (c *Controller) write(delta Delta) (store.Result, error) {
 }
 
 func deltaUpdates(delta Delta) []store.Update {
+	byType := make(map[string][]store.Encoded, len(outputTypes))
+	counts := make(map[string]int, len(outputTypes))
+	for _, r := range delta.Upserts {
+		counts[r.TypeURL]++
+	}
+	for _, r := range delta.Upserts {
+		if byType[r.TypeURL] == nil {
+			byType[r.TypeURL] = make([]store.Encoded, 0, counts[r.TypeURL])
+		}
+		byType[r.TypeURL] = append(byType[r.TypeURL], r.Encoded)
+	}
 	var updates []store.Update
 	for _, typ := range outputTypes {
-		u := store.Update{Collection: typ, Removed: delta.Removed[typ]}
-		for _, r := range delta.Upserts {
-			if r.TypeURL == typ {
-				u.Encoded = append(u.Encoded, r.Encoded)
-			}
-		}
+		u := store.Update{Collection: typ, Encoded: byType[typ], Removed: delta.Removed[typ]}
 		if len(u.Encoded)+len(u.Removed) > 0 {
 			updates = append(updates, u)
 		}

@@ -17,19 +17,11 @@ import (
 // others' bytes, not their translation, validation and encoding again.
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
-	hosts := t.hostsOn(portKey(p))
-	if len(hosts) == 0 {
+	vhosts, usesFault := t.gathered(p)
+	if len(vhosts) == 0 {
 		return b.u
 	}
-	name := OutboundRouteName(p)
-	vhosts := make([][]byte, len(hosts))
-	usesFault := false
-	for i, h := range hosts {
-		vh, faults, _ := t.units[unitKey{unitHost, h}].vhost(p)
-		vhosts[i] = vh
-		usesFault = usesFault || faults
-	}
-	b.putRouteConfiguration(name, vhosts)
+	b.putRouteConfiguration(OutboundRouteName(p), vhosts)
 	if l, err := outboundListener(p, usesFault); err != nil {
 		b.invalid("Listener", OutboundListenerName(p), err)
 	} else {
@@ -125,7 +117,7 @@ func serversByPort(gw *gateway, fs *faults) []portServers {
 
 func (t *Translator) boundVirtualServices(gateway string) []*virtualService {
 	var out []*virtualService
-	for key := range t.vsByGateway[gateway] {
+	for _, key := range t.vsByGateway[gateway] {
 		out = append(out, t.vss[key])
 	}
 	slices.SortFunc(out, byAge)

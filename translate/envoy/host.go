@@ -50,6 +50,9 @@ type build struct {
 	fs *faults
 	// owner names the resource whose outputs these are, for a fault about an invalid output.
 	ownerKind, ownerKey string
+	// self is what the unit is, as others depend on it (a host's ServiceEntry and
+	// DestinationRule): a change to it rebuilds the unit anyway, so reading it is not recorded.
+	self depKey
 }
 
 func newBuild(t *Translator, kind, key string) *build {
@@ -104,7 +107,7 @@ func typeName(typeURL string) string {
 
 func (b *build) dependOn(kind depKind, name string) {
 	d := depKey{kind, name}
-	if !slices.Contains(b.u.deps, d) {
+	if d != b.self && !slices.Contains(b.u.deps, d) {
 		b.u.deps = append(b.u.deps, d)
 	}
 }
@@ -129,6 +132,7 @@ func (t *Translator) buildHost(host string) *unitState {
 		return b.u
 	}
 	b.build = newBuild(t, kindServiceEntry, se.Key)
+	b.self = depKey{depHost, host}
 	for _, o := range shadowed {
 		b.fs.add(kindServiceEntry, o.Key, "host %s is also defined by ServiceEntry %s, which is older (or first by name); this definition of it is ignored", host, se.Key)
 	}
@@ -136,7 +140,6 @@ func (t *Translator) buildHost(host string) *unitState {
 		b.fs.add(kindServiceEntry, se.Key, "hosts: %q is not a valid host name; it is left out", host)
 		return b.u
 	}
-	b.dependOn(depHost, host) // its own routes read its ServiceEntry and DestinationRule
 	var drShadowed []*destinationRule
 	b.dr, drShadowed = t.destinationRuleFor(host)
 	for _, o := range drShadowed {
@@ -151,6 +154,7 @@ func (t *Translator) buildHost(host string) *unitState {
 
 func (b *hostBuild) buildPorts() {
 	ports := servicePorts(b.se, b.fs)
+	b.u.outputs = make([]output, 0, 4*len(ports)) // a cluster, its endpoints, a route, a listener
 	res := b.se.resolution
 	switch {
 	case res == networking.ServiceEntry_DYNAMIC_DNS:
@@ -221,12 +225,12 @@ func domains(host string, port uint32) []string {
 
 // orphans reports the rules that name a host no ServiceEntry defines: they have no effect.
 func (b *hostBuild) orphans() {
-	for key := range b.t.drByHost[b.host] {
+	for _, key := range b.t.drByHost[b.host] {
 		if !isWildcard(b.host) {
 			b.fs.add(kindDestinationRule, key, "host %s is not defined by any ServiceEntry; the rule has no effect", b.host)
 		}
 	}
-	for key := range b.t.vsByHost[b.host] {
+	for _, key := range b.t.vsByHost[b.host] {
 		if b.t.vss[key].mesh && !isWildcard(b.host) {
 			b.fs.add(kindVirtualService, key, "host %s is not defined by any ServiceEntry; the mesh has no routes for it", b.host)
 		}

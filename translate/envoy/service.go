@@ -226,10 +226,10 @@ func (t *Translator) destinationRuleFor(host string) (*destinationRule, []*desti
 // shadowed others: those listing exactly that host first (oldest wins), else the one with
 // the most specific wildcard host that covers it.
 func (t *Translator) meshVirtualServiceFor(host string) (*virtualService, []*virtualService) {
-	mesh := keySet{}
-	for key := range t.vsByHost[host] {
+	var mesh keyList
+	for _, key := range t.vsByHost[host] {
 		if t.vss[key].mesh {
-			mesh[key] = struct{}{}
+			mesh = append(mesh, key)
 		}
 	}
 	if win, others := first(mesh, t.vss); win != nil {
@@ -260,13 +260,16 @@ type record interface{ metaOf() *meta }
 func (m *meta) metaOf() *meta { return m }
 
 // first returns the oldest of a set of inputs (ties by key) and the rest in order.
-func first[R record](keys keySet, all map[string]R) (R, []R) {
+func first[R record](keys keyList, all map[string]R) (R, []R) {
 	var zero R
-	if len(keys) == 0 {
+	switch len(keys) {
+	case 0:
 		return zero, nil
+	case 1:
+		return all[keys[0]], nil
 	}
 	rs := make([]R, 0, len(keys))
-	for k := range keys {
+	for _, k := range keys {
 		rs = append(rs, all[k])
 	}
 	slices.SortFunc(rs, byAge)

@@ -278,11 +278,13 @@ func translated(t *testing.T) (*Translator, mesh) {
 	return tr, m
 }
 
+// upsertNames are the names a delta upserts, sorted (Upserts are in build order).
 func upsertNames(d Delta) []string {
 	var out []string
 	for _, r := range d.Upserts {
 		out = append(out, r.Name)
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -342,10 +342,13 @@ func (s *subscription) nextPart(v *store.View) *pending {
 	return nil // not reached: the last part is always returned
 }
 
-// resourceSize bounds what one resource takes in a delta response: its body (at most its
-// stored encoding, which also holds the name and version) and the name and version of the
-// wrapping Resource.
-func resourceSize(e *store.Entry) int { return len(e.Bytes) + len(e.Name) + len(e.Version) + 16 }
+// resourceSize bounds what one resource takes in a delta response: the wrapping Resource's
+// name and version, and its body, which is at most the stored encoding in an Any: an Envoy
+// resource's own Any is inside the encoding; an MCP resource's Any adds the Resource's type
+// URL. Tags and lengths take at most 5 bytes each (messages are under 4 GiB), 8 of them.
+func resourceSize(e *store.Entry) int {
+	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + len(e.Bytes) + 8*5
+}
 
 func partOf(k *frameKey, part int) *frameKey {
 	if k == nil {

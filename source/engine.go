@@ -173,32 +173,54 @@ var errStopping = status.Error(codes.Unavailable, "mcpbridge is shutting down")
 // Serve runs one stream until the client ends it (nil), it fails, or the engine stops
 // (Unavailable). protocol names the protocol for logs and debugging; peer is the client's
 // address.
+//
+// An idle stream holds two goroutines: the handler's, which runs the stream's loop and is the
+// one that can end the stream, and a receiver. Both wait in small frames, so that the runtime
+// can shrink their stacks to a few KiB: at 10,000 streams, stacks are most of the memory.
 func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s := e.open(a, protocol, peer)
+	defer s.close()
+	return s.end(s.loop(ctx))
+}
+
+// open registers a new stream.
+//
+//go:noinline
+func (e *Engine) open(a Adapter, protocol, peer string) *stream {
 	s := &stream{
 		engine: e, adapter: a, protocol: protocol, peer: peer, id: e.nextID.Add(1),
 		m: newMachine(protocol), watch: e.store.Watch(placeholderCollection), connected: time.Now(),
-		log: e.log.With("protocol", protocol, "peer", peer), reset: make(chan struct{}),
-		metrics: e.metrics.Stream(metrics.RoleSource, protocol),
+		sent: make(chan error, 1), metrics: e.metrics.Stream(metrics.RoleSource, protocol),
 	}
-	defer s.metrics.Close()
-	defer s.watch.Close()
+	s.log = e.log.With("protocol", protocol, "peer", peer)
 	e.streams.Store(s.id, s)
-	defer e.streams.Delete(s.id)
-
-	done := make(chan error, 1)
-	go func() { done <- s.loop(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-s.reset:
-		// The loop is blocked in a send to a stuck client. Returning ends the stream, which
-		// unblocks the send and lets the loop go.
-		s.log.Warn("stream reset: a send took longer than the send timeout", "send_timeout", e.timeout, "node", s.nodeID())
-		return status.Errorf(codes.DeadlineExceeded, "send to this client took longer than %s", e.timeout)
-	}
+	return s
 }
+
+// close unregisters an ended stream.
+func (s *stream) close() {
+	s.engine.streams.Delete(s.id)
+	s.watch.Close()
+	s.metrics.Close()
+}
+
+// end is the error a stream ends with.
+//
+//go:noinline
+func (s *stream) end(err error) error {
+	if errors.Is(err, errSendTimeout) {
+		// The send is still blocked on the stuck client: returning ends the stream, which
+		// unblocks it.
+		s.log.Warn("stream reset: a send took longer than the send timeout", "send_timeout", s.engine.timeout, "node", s.nodeID())
+		return status.Errorf(codes.DeadlineExceeded, "send to this client took longer than %s", s.engine.timeout)
+	}
+	return err
+}
+
+// errSendTimeout ends a stream whose send took longer than Options.SendTimeout.
+var errSendTimeout = errors.New("send timed out")
 
 // placeholderCollection starts a stream's watch with no real collection; subscriptions add
 // theirs. (A Watch with no collection would watch everything.)
@@ -215,8 +237,10 @@ type stream struct {
 	log       *slog.Logger
 	watch     *store.Watch
 	connected time.Time
-	reset     chan struct{}
-	metrics   *metrics.Stream // nil without metrics
+	// sent receives the result of the send in flight (transmit); buffered, so that a send
+	// that ends after its stream gave up on it does not block.
+	sent    chan error
+	metrics *metrics.Stream // nil without metrics
 
 	mu sync.Mutex
 	m  *machine
@@ -229,65 +253,111 @@ type received struct {
 
 func (s *stream) loop(ctx context.Context) error {
 	requests := make(chan received)
-	go func() {
-		for {
-			req, err := s.adapter.Recv()
-			if err != nil && !cleanEnd(err) {
-				// Counted here, not where the loop sees it: a failed receive may also cancel
-				// the stream, and the loop may see that first.
-				s.metrics.RecvFailed(err)
-			}
-			select {
-			case requests <- received{req, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go s.receive(ctx, requests)
 	// Store changes are paced (see pacing); responses are computed from its view.
-	pc := pacing{pacer: pacer{interval: s.engine.pushInterval}, view: s.engine.store.View()}
+	pc := &pacing{pacer: pacer{interval: s.engine.pushInterval}, view: s.engine.store.View()}
 	defer pc.stop()
 	for {
-		select {
-		case r := <-requests:
-			if r.err != nil {
-				if cleanEnd(r.err) {
-					return nil
-				}
-				return r.err
+		ev, r := s.wait(ctx, requests, pc)
+		if err := s.step(ctx, ev, r, pc); err != nil {
+			if err == errClientEnded {
+				return nil
 			}
-			if r.req != nil && s.handle(r.req) {
-				// A collection newly watched: what was written to it before the watch
-				// began signals nothing, so it is read from the store as it is now.
-				pc.view = s.engine.store.View()
-			}
-		case <-s.watch.C():
-			pc.take(s, s.watch.Changed())
-		case <-pc.C:
-			pc.C = nil
-			s.watch.Unmute()
-			pc.take(s, s.watch.Changed())
-		case <-s.engine.stop:
-			return errStopping
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case <-s.engine.stop: // a timer may fire as the engine stops: send nothing more
-			return errStopping
-		default:
-		}
-		v := pc.view
-		if s.engine.pushInterval <= 0 {
-			v = s.engine.store.View()
-		}
-		if err := s.flush(v); err != nil {
 			return err
 		}
 	}
+}
+
+// errClientEnded is how step says the client closed its stream: the loop returns nil.
+var errClientEnded = errors.New("the client ended the stream")
+
+// receive hands the client's requests to the loop until the stream ends.
+func (s *stream) receive(ctx context.Context, requests chan<- received) {
+	for {
+		req, err := s.adapter.Recv()
+		if err != nil && !cleanEnd(err) {
+			// Counted here, not where the loop sees it: a failed receive may also cancel the
+			// stream, and the loop may see that first.
+			s.metrics.RecvFailed(err)
+		}
+		select {
+		case requests <- received{req, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// event is what woke a stream's loop.
+type event uint8
+
+const (
+	eventRequest event = iota
+	eventChange        // the store changed collections the stream watches
+	eventPaced         // held changes fell due
+	eventStop          // the engine stops
+	eventDone          // the stream's context ended
+)
+
+// wait is where an idle stream waits: a leaf with a small frame (see Serve).
+//
+//go:noinline
+func (s *stream) wait(ctx context.Context, requests <-chan received, pc *pacing) (event, received) {
+	select {
+	case r := <-requests:
+		return eventRequest, r
+	case <-s.watch.C():
+		return eventChange, received{}
+	case <-pc.C:
+		return eventPaced, received{}
+	case <-s.engine.stop:
+		return eventStop, received{}
+	case <-ctx.Done():
+		return eventDone, received{}
+	}
+}
+
+// step handles one event, then sends what is due.
+//
+//go:noinline
+func (s *stream) step(ctx context.Context, ev event, r received, pc *pacing) error {
+	switch ev {
+	case eventRequest:
+		if r.err != nil {
+			if cleanEnd(r.err) {
+				return errClientEnded
+			}
+			return r.err
+		}
+		if r.req != nil && s.handle(r.req) {
+			// A collection newly watched: what was written to it before the watch began
+			// signals nothing, so it is read from the store as it is now.
+			pc.view = s.engine.store.View()
+		}
+	case eventChange:
+		pc.take(s, s.watch.Changed())
+	case eventPaced:
+		pc.C = nil
+		s.watch.Unmute()
+		pc.take(s, s.watch.Changed())
+	case eventStop:
+		return errStopping
+	case eventDone:
+		return ctx.Err()
+	}
+	select {
+	case <-s.engine.stop: // a timer may fire as the engine stops: send nothing more
+		return errStopping
+	default:
+	}
+	v := pc.view
+	if s.engine.pushInterval <= 0 {
+		v = s.engine.store.View()
+	}
+	return s.flush(v)
 }
 
 // cleanEnd tells a client that closed its stream from a failure.
@@ -400,15 +470,8 @@ func (s *stream) send(r response) error {
 		s.log.Warn("response is larger than the client's likely receive limit",
 			"type", sub.key, "version", p.msg.Version, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", resources)
 	}
-	timer := time.AfterFunc(s.engine.timeout, func() { close(s.reset) })
-	err := s.adapter.Send(frame)
-	if !timer.Stop() {
-		s.metrics.SendFailed(status.Error(codes.DeadlineExceeded, "send timed out"))
-		return errors.New("send timed out")
-	}
-	if err != nil {
-		s.metrics.SendFailed(err)
-		return err
+	if err := s.transmit(frame); err != nil {
+		return err // counted by transmit
 	}
 	s.engine.stats.responses.Add(1)
 	s.engine.stats.resources.Add(uint64(resources))
@@ -421,6 +484,28 @@ func (s *stream) send(r response) error {
 			"resources", resources, "removed", len(p.msg.Removed), "bytes", frame.Size())
 	}
 	return nil
+}
+
+// transmit sends a frame, and gives up on a client that does not take it within the send
+// timeout. A gRPC send blocked on a client that stopped reading ends only when the stream
+// does, which takes the handler's return: so the send runs on a goroutine of its own, started
+// for it, while the stream's goroutine (the handler's) waits for it or for the timeout. An
+// idle stream then holds two goroutines, its handler and its receiver, not three.
+func (s *stream) transmit(frame *wire.Frame) error {
+	done := s.sent
+	go func() { done <- s.adapter.Send(frame) }()
+	timer := time.NewTimer(s.engine.timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.metrics.SendFailed(err)
+		}
+		return err
+	case <-timer.C:
+		s.metrics.SendFailed(status.Error(codes.DeadlineExceeded, "send timed out"))
+		return errSendTimeout
+	}
 }
 
 func (s *stream) nodeID() string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
@@ -62,6 +63,13 @@ func Handler(opts Options) *http.ServeMux {
 		mux.HandleFunc("GET /debug/producers", d.producers)
 		mux.Handle("GET /{$}", newStatusPage(d))
 	}
+	// Go's profiles (heap, CPU, goroutines): how an operator or a benchmark sees where a
+	// running bridge spends its memory and time, as istiod offers at the same path.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

@@ -47,3 +47,22 @@ func TestReadyzWaitsForEveryCondition(t *testing.T) {
 		t.Fatalf("/readyz = %d once everything is done, want 200", code)
 	}
 }
+
+// TestProfilesAreServed: Go's profiles are on /debug/pprof/, for an operator's go tool pprof.
+func TestProfilesAreServed(t *testing.T) {
+	srv := httptest.NewServer(Handler(Options{Ready: NewReadiness()}))
+	defer srv.Close()
+	if code, body := get(t, srv, "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/ = %d, want the index of profiles", code)
+	}
+	resp, err := http.Get(srv.URL + "/debug/pprof/heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	// A profile is gzipped protobuf: gzip's magic number first.
+	if resp.StatusCode != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+		t.Fatalf("/debug/pprof/heap = %d, %d bytes, want a gzipped profile", resp.StatusCode, len(body))
+	}
+}

@@ -135,7 +135,7 @@ func startDeltaFleet(b *testing.B, addr string, n int) *deltaFleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &deltaFleet{cancel: cancel}
 	for range 20 {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), withLeanCodec())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -172,6 +172,55 @@ func (p *bridgeProcess) waitReady(b *testing.B, timeout time.Duration) time.Dura
 	return 0
 }
 
+// saveProfiles saves the bridge's profiles (/debug/pprof/NAME) as DIR/NAME.pb.gz.
+func (p *bridgeProcess) saveProfiles(b *testing.B, dir string, names ...string) {
+	b.Helper()
+	for _, name := range names {
+		resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/" + name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// collectGarbage makes the bridge run a garbage collection (a heap profile with gc=1 runs one
+// first), as an idle process does every two minutes.
+func (p *bridgeProcess) collectGarbage(b *testing.B) {
+	b.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+// saveMetrics saves the bridge's /metrics as DIR/metrics.txt (the Go runtime's memory
+// figures are there: stacks, heap, GC).
+func (p *bridgeProcess) saveMetrics(b *testing.B, dir string) {
+	b.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "metrics.txt"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func (p *bridgeProcess) stop(b *testing.B) {
 	p.cmd.Process.Signal(os.Interrupt)
 	select {
@@ -218,7 +267,7 @@ func dialClient(b *testing.B, addr string) *client {
 	// every few milliseconds, not after gRPC's default backoff (1 s at first), which would be
 	// the client's time, not the bridge's.
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)), withLeanCodec(),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.2, MaxDelay: 20 * time.Millisecond}}))
 	if err != nil {
 		b.Fatal(err)

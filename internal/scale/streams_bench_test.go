@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-var idleStreams = flag.Int("scale.streams", 10000, "idle streams in BenchmarkIdleStreams")
+var (
+	idleStreams  = flag.Int("scale.streams", 10000, "idle streams in BenchmarkIdleStreams")
+	profilesInto = flag.String("scale.profiles", "", "save the bridge's heap and goroutine profiles into this directory once the streams are idle")
+)
 
 // BenchmarkIdleStreams holds many idle delta ADS streams, each subscribed by wildcard to 1,000
 // ServiceEntries and holding them, on a real mcpbridge process, and reports its resident memory
@@ -31,9 +34,19 @@ func BenchmarkIdleStreams(b *testing.B) {
 		}
 		fleet := startDeltaFleet(b, p.grpcAddr, n)
 		time.Sleep(2 * time.Second) // ACKs processed; idle
+		// At rest the runtime collects at least every two minutes, shrinking stacks and
+		// freeing the load's garbage; two collections now stand for that wait, so that the
+		// figure is what idle streams hold, not what setting them up left behind.
+		p.collectGarbage(b)
+		p.collectGarbage(b)
+		time.Sleep(time.Second)
 		rss, err := RSS(p.cmd.Process.Pid)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if *profilesInto != "" {
+			p.saveProfiles(b, *profilesInto, "heap", "goroutine")
+			p.saveMetrics(b, *profilesInto)
 		}
 		b.ReportMetric(float64(rss-base)/float64(n)/1024, "KiB/stream")
 		b.ReportMetric(float64(rss)/(1<<20), "MiB-RSS")

@@ -50,6 +50,8 @@ type Kind struct {
 	Message protoreflect.FullName
 	// New returns an empty body message.
 	New func() proto.Message
+	// desc describes the body message.
+	desc protoreflect.MessageDescriptor
 
 	plural  string   // lower-case plural, the last segment of the collection
 	aliases []string // versions other than Version under which Istio serves the kind
@@ -97,6 +99,7 @@ func newKind(group, version, kind, plural string, prototype proto.Message, alias
 		AMCSTypeURL: anyPrefix + string(name),
 		Message:     name,
 		New:         func() proto.Message { return mt.New().Interface() },
+		desc:        mt.Descriptor(),
 		plural:      plural,
 		aliases:     aliases,
 	}

@@ -27,8 +27,11 @@ func ValidateResource(collection string, r *mcpapi.Resource) error {
 		return fmt.Errorf("body type %q does not match the collection's kind %s: want %q",
 			body.GetTypeUrl(), k.Kind, k.AMCSTypeURL)
 	}
-	if err := proto.Unmarshal(body.GetValue(), k.New()); err != nil {
-		return fmt.Errorf("body does not unmarshal as %s: %w", k.Message, err)
+	if checkWire(body.GetValue(), k.desc) != nil {
+		// Unmarshalled only now, for the error it names.
+		if err := proto.Unmarshal(body.GetValue(), k.New()); err != nil {
+			return fmt.Errorf("body does not unmarshal as %s: %w", k.Message, err)
+		}
 	}
 	return nil
 }

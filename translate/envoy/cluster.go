@@ -107,9 +107,20 @@ func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) 
 	default: // STATIC and NONE
 		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS}
 		c.EdsClusterConfig = &clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name}
-		b.put(EndpointType, name, loadAssignment(name, eps))
+		b.putLoadAssignment(name, eps)
 	}
 	b.put(ClusterType, name, c)
+}
+
+// putLoadAssignment adds the load assignment of an EDS cluster, encoded directly (see
+// encodeLoadAssignment), or built and validated when the direct encoding does not vouch for
+// its endpoints.
+func (b *build) putLoadAssignment(name string, eps []endpoint) {
+	if enc, ok := encodeLoadAssignment(name, eps); ok {
+		b.u.set(output{EndpointType, enc})
+		return
+	}
+	b.put(EndpointType, name, loadAssignment(name, eps))
 }
 
 // dnsAssignment is the inline load assignment of a DNS cluster: the endpoints' addresses

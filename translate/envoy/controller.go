@@ -259,6 +259,11 @@ func (c *Controller) finish(rev uint64, stats Stats, written int) {
 	c.stats.Revision = rev
 	c.stats.Last = stats
 	c.stats.LastWritten = written
+	select { // before the waiters: whoever a sync wakes finds the controller ready
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
 	waiters := c.waiters[:0]
 	for _, w := range c.waiters {
 		if w.rev <= covered {
@@ -269,11 +274,6 @@ func (c *Controller) finish(rev uint64, stats Stats, written int) {
 	}
 	c.waiters = waiters
 	c.mu.Unlock()
-	select {
-	case <-c.ready:
-	default:
-		close(c.ready)
-	}
 	if stats.FaultsChanged {
 		c.logFaults(old, newFaults)
 	}

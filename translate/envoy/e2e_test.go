@@ -248,7 +248,11 @@ func TestGRPCClientCallsAServiceWithoutVirtualService(t *testing.T) {
 	b := startBridge(t)
 	bs := startBackends(t, "v1-a", "v1-b")
 	b.setConfig(echoService(bs["v1-a"], bs["v1-b"]))
-	got := answers(t, b.client(e2eTarget), 40)
+	c := b.client(e2eTarget)
+	// Round robin spreads calls over the endpoints whose connections are up: once both answer.
+	seen := map[string]bool{}
+	eventually(t, c, "both endpoints answer", func(id string) bool { seen[id] = true; return seen["v1-a"] && seen["v1-b"] })
+	got := answers(t, c, 40)
 	if got["v1-a"] == 0 || got["v1-b"] == 0 {
 		t.Errorf("answers %v; want both endpoints of the default route's cluster", got)
 	}
@@ -277,8 +281,12 @@ func TestGRPCClientReachesOnlyTheRoutedSubset(t *testing.T) {
 	b.setConfig(echoService(bs["v1-a"], bs["v2-a"], bs["v2-b"]) + echoRoutes(`  - route:
     - destination: {host: echo, subset: v2}
 `))
-	got := answers(t, b.client(e2eTarget), 60)
-	if got["v1-a"] != 0 || got["v2-a"] == 0 || got["v2-b"] == 0 {
+	c := b.client(e2eTarget)
+	// Round robin spreads calls over the endpoints whose connections are up: once both answer.
+	seen := map[string]bool{}
+	eventually(t, c, "both v2 endpoints answer", func(id string) bool { seen[id] = true; return seen["v2-a"] && seen["v2-b"] })
+	got := answers(t, c, 60)
+	if seen["v1-a"] || got["v1-a"] != 0 || got["v2-a"] == 0 || got["v2-b"] == 0 {
 		t.Errorf("answers %v; want both v2 endpoints and never v1", got)
 	}
 }

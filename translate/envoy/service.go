@@ -89,8 +89,9 @@ func servicePorts(se *serviceEntry, fs *faults) []port {
 // workload is one endpoint of a service: a ServiceEntry's inline endpoint or a
 // WorkloadEntry it selects.
 type workload struct {
-	kind, key, field string // where it comes from, for faults
-	address          string
+	kind, key string // where it comes from, for faults
+	index     int    // of a ServiceEntry's inline endpoint; -1 for a WorkloadEntry
+	address   string
 	ports            map[string]uint32
 	labels           map[string]string
 	network          string
@@ -103,7 +104,7 @@ type workload struct {
 func (t *Translator) workloads(se *serviceEntry) []workload {
 	var out []workload
 	for i, ep := range se.endpoints() {
-		out = append(out, workloadOf(kindServiceEntry, se.Key, fmt.Sprintf("endpoints[%d]", i), ep))
+		out = append(out, workloadOf(kindServiceEntry, se.Key, i, ep))
 	}
 	sel := se.selector
 	if len(sel) == 0 {
@@ -112,18 +113,27 @@ func (t *Translator) workloads(se *serviceEntry) []workload {
 	for _, key := range slices.Sorted(maps.Keys(t.weByNamespace[se.Namespace])) {
 		we := t.wes[key]
 		if selects(sel, we.spec.GetLabels()) {
-			out = append(out, workloadOf(kindWorkloadEntry, key, "spec", we.spec))
+			out = append(out, workloadOf(kindWorkloadEntry, key, -1, we.spec))
 		}
 	}
 	return out
 }
 
-func workloadOf(kind, key, field string, we *networking.WorkloadEntry) workload {
+func workloadOf(kind, key string, index int, we *networking.WorkloadEntry) workload {
 	return workload{
-		kind: kind, key: key, field: field,
+		kind: kind, key: key, index: index,
 		address: we.GetAddress(), ports: we.GetPorts(), labels: we.GetLabels(),
 		network: we.GetNetwork(), locality: we.GetLocality(), weight: we.GetWeight(),
 	}
+}
+
+// field is where the workload is in its resource, for faults: made only when one is
+// reported, not for every endpoint of every build.
+func (w *workload) field() string {
+	if w.index < 0 {
+		return "spec"
+	}
+	return fmt.Sprintf("endpoints[%d]", w.index)
 }
 
 // endpointPort maps a service port to a workload's port as Istio does: the workload's port of
@@ -155,23 +165,23 @@ func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
 	for i := range ws {
 		w := &ws[i]
 		if w.address == "" {
-			fs.add(w.kind, w.key, "%s.address is empty; the endpoint is left out", w.field)
+			fs.add(w.kind, w.key, "%s.address is empty; the endpoint is left out", w.field())
 			continue
 		}
 		if ips {
 			if _, err := netip.ParseAddr(w.address); err != nil {
-				fs.add(w.kind, w.key, "%s.address: %q is not an IP address, which resolution STATIC needs; the endpoint is left out", w.field, w.address)
+				fs.add(w.kind, w.key, "%s.address: %q is not an IP address, which resolution STATIC needs; the endpoint is left out", w.field(), w.address)
 				continue
 			}
 		}
 		ep := endpoint{workload: w, port: w.endpointPort(p)}
 		addr := ep.address + ":" + strconv.FormatUint(uint64(ep.port), 10)
 		if seen[addr] {
-			fs.add(w.kind, w.key, "%s: endpoint %s of port %d is listed twice; it is used once", w.field, addr, p.number)
+			fs.add(w.kind, w.key, "%s: endpoint %s of port %d is listed twice; it is used once", w.field(), addr, p.number)
 			continue
 		}
 		if total += uint64(max(w.weight, 1)); total > math.MaxUint32 {
-			fs.add(w.kind, w.key, "%s.weight: the endpoints' weights add up past %d; the endpoint is left out", w.field, uint64(math.MaxUint32))
+			fs.add(w.kind, w.key, "%s.weight: the endpoints' weights add up past %d; the endpoint is left out", w.field(), uint64(math.MaxUint32))
 			total -= uint64(max(w.weight, 1))
 			continue
 		}

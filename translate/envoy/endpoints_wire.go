@@ -1,0 +1,294 @@
+package envoy
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// A load assignment is the translation's most frequent output (every endpoint change makes
+// one) and its largest by count: at 100,000 hosts, building its messages, sizing and
+// marshalling them (sorting each endpoint's label maps on the way) was a third of the
+// translation's CPU. encodeLoadAssignment writes the very bytes deterministic marshalling
+// gives for the message loadAssignment builds, field by field, without building it;
+// TestLoadAssignmentEncodingIsTheMarshalledMessage holds it to that on random endpoints.
+//
+// Field numbers, as envoy.config.endpoint.v3 and envoy.config.core.v3 define them (checked
+// against the descriptors by TestLoadAssignmentFieldNumbers). Fields go in protobuf-go's
+// order: by number, except that the members of a oneof come after the other fields.
+const (
+	claClusterName = 1 // ClusterLoadAssignment
+	claEndpoints   = 2
+	lleLocality    = 1 // LocalityLbEndpoints
+	lleLbEndpoints = 2
+	lleWeight      = 3
+	localityRegion = 1 // Locality
+	localityZone   = 2
+	localitySub    = 3
+	lbeEndpoint    = 1 // LbEndpoint
+	lbeMetadata    = 3
+	lbeWeight      = 4
+	endpointAddr   = 1 // Endpoint
+	addressSocket  = 1 // Address
+	socketAddr     = 2 // SocketAddress
+	socketPort     = 3
+	metadataFilter = 1 // Metadata.filter_metadata
+	structFields   = 1 // google.protobuf.Struct
+	valueString    = 3 // google.protobuf.Value.string_value
+	wrapperValue   = 1 // google.protobuf.UInt32Value
+	mapKey         = 1 // a map entry
+	mapValue       = 2
+)
+
+// encodeLoadAssignment encodes loadAssignment(name, eps). It reports false, encoding nothing,
+// for endpoints it does not vouch for: a string that is not UTF-8 (marshalling fails), an
+// empty name or address or a port over 65535 (validation fails); the caller then builds and
+// validates the message, which reports what is wrong.
+func encodeLoadAssignment(name string, eps []endpoint) (store.Encoded, bool) {
+	if name == "" || !utf8.ValidString(name) {
+		return store.Encoded{}, false
+	}
+	lbs := make([]wireEndpoint, len(eps))
+	for i, ep := range eps {
+		if !encodable(ep) {
+			return store.Encoded{}, false
+		}
+		lbs[i] = newWireEndpoint(ep)
+	}
+	groups := localityGroups(lbs)
+	size := stringField(claClusterName, name)
+	for i := range groups {
+		size += messageField(claEndpoints, groups[i].size)
+	}
+	enc, err := store.EncodeBody(name, EndpointType, size, func(b []byte) ([]byte, error) {
+		b = appendStringField(b, claClusterName, name)
+		for i := range groups {
+			b = groups[i].append(appendTagLen(b, claEndpoints, groups[i].size))
+		}
+		return b, nil
+	})
+	return enc, err == nil
+}
+
+// encodable reports whether the direct encoding vouches for an endpoint (see
+// encodeLoadAssignment).
+func encodable(ep endpoint) bool {
+	if ep.address == "" || ep.port > 65535 || !utf8.ValidString(ep.address) ||
+		!utf8.ValidString(ep.locality) || !utf8.ValidString(ep.network) {
+		return false
+	}
+	for k, v := range ep.labels {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// wireEndpoint is one endpoint with what its encoding needs computed once: its labels in key
+// order and the sizes of its parts.
+type wireEndpoint struct {
+	endpoint
+	labels       []string // keys, sorted
+	labelsSize   int      // of the envoy.lb Struct
+	metadataSize int      // -1: no metadata
+	size         int
+}
+
+func newWireEndpoint(ep endpoint) wireEndpoint {
+	l := wireEndpoint{endpoint: ep, metadataSize: -1}
+	if len(ep.labels) > 0 || ep.network != "" {
+		l.labels = sortedKeys(ep.labels)
+		for _, k := range l.labels {
+			l.labelsSize += fieldEntrySize(k, ep.labels[k])
+		}
+		l.metadataSize = 0
+		if len(l.labels) > 0 {
+			l.metadataSize += messageField(metadataFilter, filterEntrySize("envoy.lb", l.labelsSize))
+		}
+		if ep.network != "" {
+			l.metadataSize += messageField(metadataFilter, filterEntrySize("istio", fieldEntrySize("network", ep.network)))
+		}
+	}
+	l.size = messageField(lbeEndpoint, endpointSize(ep)) + messageField(lbeWeight, uint32Size(max(ep.weight, 1)))
+	if l.metadataSize >= 0 {
+		l.size += messageField(lbeMetadata, l.metadataSize)
+	}
+	return l
+}
+
+// localityGroup is one LocalityLbEndpoints: loadAssignment groups endpoints by locality,
+// localities in order, endpoints in the order given.
+type localityGroup struct {
+	locality string
+	eps      []wireEndpoint
+	weight   uint32
+	size     int
+}
+
+func localityGroups(eps []wireEndpoint) []localityGroup {
+	var groups []localityGroup
+	for _, ep := range eps {
+		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == ep.locality })
+		if i < 0 {
+			groups = append(groups, localityGroup{locality: ep.locality})
+			i = len(groups) - 1
+		}
+		groups[i].eps = append(groups[i].eps, ep)
+		groups[i].weight += max(ep.weight, 1)
+	}
+	slices.SortFunc(groups, func(a, b localityGroup) int { return strings.Compare(a.locality, b.locality) })
+	for i := range groups {
+		g := &groups[i]
+		g.size = messageField(lleLocality, localitySize(g.locality)) + messageField(lleWeight, uint32Size(g.weight))
+		for _, ep := range g.eps {
+			g.size += messageField(lleLbEndpoints, ep.size)
+		}
+	}
+	return groups
+}
+
+func (g *localityGroup) append(b []byte) []byte {
+	b = appendLocality(appendTagLen(b, lleLocality, localitySize(g.locality)), g.locality)
+	for i := range g.eps {
+		b = g.eps[i].append(appendTagLen(b, lleLbEndpoints, g.eps[i].size))
+	}
+	return appendUint32(appendTagLen(b, lleWeight, uint32Size(g.weight)), g.weight)
+}
+
+// localityParts reads Istio's "region/zone/subzone", as parseLocality does.
+func localityParts(s string) (region, zone, sub string) {
+	region, rest, _ := strings.Cut(s, "/")
+	zone, sub, _ = strings.Cut(rest, "/")
+	return region, zone, sub
+}
+
+func localitySize(s string) int {
+	r, z, sz := localityParts(s)
+	return stringField(localityRegion, r) + stringField(localityZone, z) + stringField(localitySub, sz)
+}
+
+func appendLocality(b []byte, s string) []byte {
+	r, z, sz := localityParts(s)
+	b = appendStringField(b, localityRegion, r)
+	b = appendStringField(b, localityZone, z)
+	return appendStringField(b, localitySub, sz)
+}
+
+// append writes the fields in the order protobuf-go marshals them: by number, but the
+// members of a oneof (the endpoint, in host_identifier) after the other fields.
+func (l *wireEndpoint) append(b []byte) []byte {
+	if l.metadataSize >= 0 {
+		b = l.appendMetadata(appendTagLen(b, lbeMetadata, l.metadataSize))
+	}
+	w := max(l.weight, 1)
+	b = appendUint32(appendTagLen(b, lbeWeight, uint32Size(w)), w)
+	return appendEndpoint(appendTagLen(b, lbeEndpoint, endpointSize(l.endpoint)), l.endpoint)
+}
+
+// appendMetadata writes endpointMetadata: its filter_metadata map has "envoy.lb" (the
+// labels) and "istio" (the network), in key order.
+func (l *wireEndpoint) appendMetadata(b []byte) []byte {
+	if len(l.labels) > 0 {
+		b = appendTagLen(b, metadataFilter, filterEntrySize("envoy.lb", l.labelsSize))
+		b = appendStringField(b, mapKey, "envoy.lb")
+		b = appendTagLen(b, mapValue, l.labelsSize)
+		for _, k := range l.labels {
+			b = appendFieldEntry(b, k, l.endpoint.labels[k])
+		}
+	}
+	if l.network != "" {
+		s := fieldEntrySize("network", l.network)
+		b = appendTagLen(b, metadataFilter, filterEntrySize("istio", s))
+		b = appendStringField(b, mapKey, "istio")
+		b = appendTagLen(b, mapValue, s)
+		b = appendFieldEntry(b, "network", l.network)
+	}
+	return b
+}
+
+// socketSize is the size of the SocketAddress: the address and the port, which is in a oneof
+// and so written even when 0.
+func socketSize(ep endpoint) int {
+	return stringField(socketAddr, ep.address) + protowire.SizeTag(socketPort) + protowire.SizeVarint(uint64(ep.port))
+}
+
+func endpointSize(ep endpoint) int {
+	return messageField(endpointAddr, messageField(addressSocket, socketSize(ep)))
+}
+
+func appendEndpoint(b []byte, ep endpoint) []byte {
+	s := socketSize(ep)
+	b = appendTagLen(b, endpointAddr, messageField(addressSocket, s))
+	b = appendTagLen(b, addressSocket, s)
+	b = appendStringField(b, socketAddr, ep.address)
+	b = protowire.AppendTag(b, socketPort, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(ep.port))
+}
+
+// filterEntrySize is the size of a filter_metadata entry: its key, and a Struct of
+// structSize bytes (map keys and values are written even when empty).
+func filterEntrySize(key string, structSize int) int {
+	return mapStringField(mapKey, key) + messageField(mapValue, structSize)
+}
+
+// fieldEntrySize is the size of one Struct.fields entry whose Value is a string (in a oneof,
+// so written even when empty).
+func fieldEntrySize(k, v string) int {
+	return messageField(structFields, mapStringField(mapKey, k)+messageField(mapValue, mapStringField(valueString, v)))
+}
+
+func appendFieldEntry(b []byte, k, v string) []byte {
+	value := mapStringField(valueString, v)
+	b = appendTagLen(b, structFields, mapStringField(mapKey, k)+messageField(mapValue, value))
+	b = protowire.AppendString(protowire.AppendTag(b, mapKey, protowire.BytesType), k)
+	b = appendTagLen(b, mapValue, value)
+	return protowire.AppendString(protowire.AppendTag(b, valueString, protowire.BytesType), v)
+}
+
+func uint32Size(v uint32) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(wrapperValue) + protowire.SizeVarint(uint64(v))
+}
+
+func appendUint32(b []byte, v uint32) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendVarint(protowire.AppendTag(b, wrapperValue, protowire.VarintType), uint64(v))
+}
+
+// stringField is the size of a string field that proto3 leaves out when empty.
+func stringField(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return mapStringField(num, s)
+}
+
+// mapStringField is the size of a string written even when empty (map keys, oneof members).
+func mapStringField(num protowire.Number, s string) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+// messageField is the size of a message field of n bytes (written even when empty: set).
+func messageField(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+func appendTagLen(b []byte, num protowire.Number, n int) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
+}
+
+func appendStringField(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+}

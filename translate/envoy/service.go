@@ -92,11 +92,11 @@ type workload struct {
 	kind, key string // where it comes from, for faults
 	index     int    // of a ServiceEntry's inline endpoint; -1 for a WorkloadEntry
 	address   string
-	ports            map[string]uint32
-	labels           map[string]string
-	network          string
-	locality         string
-	weight           uint32
+	ports     map[string]uint32
+	labels    map[string]string
+	network   string
+	locality  string
+	weight    uint32
 }
 
 // workloads lists a ServiceEntry's endpoints: its inline endpoints in order, then the

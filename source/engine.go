@@ -116,7 +116,9 @@ type Options struct {
 	// means 4 MiB.
 	MaxResponseSize int
 	// FrameCacheBytes bounds the encoded responses kept for sharing between streams. Zero
-	// means 64 MiB.
+	// means 16 MiB: four parts of the largest response, enough for the streams that take a
+	// change together (a frame is shared in the moments after a change, not replayed later),
+	// and little held at rest.
 	FrameCacheBytes int
 	// Metrics, if set, counts streams, requests, ACKs, NACKs, failures, response sizes and
 	// push latency. Nil: no metrics.
@@ -158,7 +160,7 @@ func New(opts Options) *Engine {
 	}
 	frameBytes := opts.FrameCacheBytes
 	if frameBytes <= 0 {
-		frameBytes = 64 << 20
+		frameBytes = 16 << 20
 	}
 	e.frames.init(256, frameBytes)
 	return e

@@ -84,13 +84,14 @@ func Decode(data []byte, file string) ([]Object, []error) {
 		// first document of each (collection, name), to report a name defined twice
 		seen = map[[2]string]int{}
 		doc  = 0
+		fast = &fastYAML{} // reused by every document
 	)
 	for _, d := range splitDocuments(data) {
 		if isBlank(d.text) {
 			continue
 		}
 		doc++
-		dd := &docDecoder{file: file, doc: doc, line: d.line}
+		dd := &docDecoder{file: file, doc: doc, line: d.line, yaml: fast}
 		obj, err := dd.decode(d.text)
 		if err != nil {
 			errs = append(errs, err)
@@ -166,6 +167,7 @@ type docDecoder struct {
 	file       string
 	doc, line  int
 	kind, name string
+	yaml       *fastYAML // the fast parser, shared by the documents of a file
 }
 
 func (d *docDecoder) fail(field string, err error) *DecodeError {
@@ -176,10 +178,33 @@ func (d *docDecoder) fail(field string, err error) *DecodeError {
 // the output of kubectl get -o yaml can be served as it is.
 var topLevelFields = []string{"apiVersion", "kind", "metadata", "spec", "status"}
 
-// decode returns the document's object, or nil for a document that is YAML null.
+// decode returns the document's object, or nil for a document that is YAML null. The fast path
+// (fastYAML, fastDecode) takes the plain documents; whatever it refuses, and every fault, goes to
+// the general path.
 func (d *docDecoder) decode(text []byte) (*Object, *DecodeError) {
-	js, fast := fastYAMLToJSON(text)
-	if !fast {
+	if d.yaml == nil {
+		d.yaml = &fastYAML{}
+	}
+	p := d.yaml
+	if !p.parse(text) {
+		return d.decodeGeneral(text, nil)
+	}
+	if p.null() {
+		return nil, nil
+	}
+	if obj, ok := d.fastDecode(p); ok {
+		return obj, nil
+	}
+	if p.extended {
+		return d.decodeGeneral(text, nil)
+	}
+	return d.decodeGeneral(text, p.json())
+}
+
+// decodeGeneral decodes a document from its JSON: js, the fast parser's reading of text, or if
+// nil, the YAML decoder's.
+func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, *DecodeError) {
+	if js == nil {
 		var err error
 		if js, err = yaml.YAMLToJSONStrict(text); err != nil {
 			return nil, d.fail("", d.yamlError(err))

@@ -74,8 +74,8 @@ func TestDecodeServiceEntry(t *testing.T) {
 	}
 }
 
-func TestDecodeMetadata(t *testing.T) {
-	const doc = `apiVersion: security.istio.io/v1
+// strictPA is a PeerAuthentication with the metadata fields an API server sets.
+const strictPA = `apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata:
   name: strict
@@ -88,6 +88,9 @@ spec:
     mode: STRICT
 status: {}
 `
+
+func TestDecodeMetadata(t *testing.T) {
+	doc := strictPA
 	objs, errs := Decode([]byte(doc), "pa.yaml")
 	if len(errs) != 0 || len(objs) != 1 {
 		t.Fatalf("Decode = %d objects, errors %v", len(objs), errs)
@@ -178,132 +181,134 @@ func TestDecodeDeterministicBody(t *testing.T) {
 	}
 }
 
+// decodeErrorTests are faulty documents and the faults Decode must report.
+var decodeErrorTests = []struct {
+	name string
+	data string
+	// want are the fields the error must have, and mentions what its text must contain.
+	want     DecodeError
+	mentions []string
+}{
+	{
+		name:     "unknown spec field",
+		data:     reviewsSE + "  colour: blue\n",
+		want:     DecodeError{Doc: 1, Line: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.colour"},
+		mentions: []string{"unknown field", "colour"},
+	},
+	{
+		name:     "bad value in a list",
+		data:     strings.Replace(reviewsSE, "number: 9080", "number: ninety", 1),
+		want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.ports[0].number"},
+		mentions: []string{"ninety"},
+	},
+	{
+		name:     "bad enum",
+		data:     strings.Replace(reviewsSE, "resolution: STATIC", "resolution: STATIK", 1),
+		want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.resolution"},
+		mentions: []string{"STATIK"},
+	},
+	{
+		name:     "bad nested field in second document",
+		data:     "---\n" + reviewsSE + "---\n" + strings.Replace(reviewsSE, "address: 10.0.0.1", "address: 10.0.0.1\n    portz: {}", 1),
+		want:     DecodeError{Doc: 2, Line: 22, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.endpoints[0].portz"},
+		mentions: []string{"unknown field"},
+	},
+	{
+		name:     "unknown kind",
+		data:     "apiVersion: networking.istio.io/v1\nkind: ServiceEntryy\nmetadata: {name: x}\nspec: {}\n",
+		want:     DecodeError{Doc: 1, Kind: "ServiceEntryy"},
+		mentions: []string{"networking.istio.io/v1", "ServiceEntryy", "unknown kind"},
+	},
+	{
+		name:     "unknown apiVersion",
+		data:     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {}\n",
+		want:     DecodeError{Doc: 1, Kind: "ConfigMap"},
+		mentions: []string{`"v1"`, `"ConfigMap"`, "unknown kind"},
+	},
+	{
+		name:     "kind of another group",
+		data:     "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {}\n",
+		want:     DecodeError{Doc: 1, Kind: "Deployment"},
+		mentions: []string{`"apps/v1"`, `"Deployment"`},
+	},
+	{
+		name:     "EnvoyFilter has no v1",
+		data:     "apiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: x}\nspec: {}\n",
+		want:     DecodeError{Doc: 1, Kind: "EnvoyFilter"},
+		mentions: []string{"unknown kind"},
+	},
+	{
+		name: "missing apiVersion",
+		data: "kind: ServiceEntry\nmetadata: {name: x}\nspec: {}\n",
+		want: DecodeError{Doc: 1, Field: "apiVersion"}, mentions: []string{"missing"},
+	},
+	{
+		name: "missing name",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {namespace: a}\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"missing"},
+	},
+	{
+		name: "name with a slash",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a/b}\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"a/b"},
+	},
+	{
+		name: "missing spec",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "spec"}, mentions: []string{"missing"},
+	},
+	{
+		name: "label that is a number",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  labels:\n    version: 1\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.labels.version"}, mentions: []string{"must be a string"},
+	},
+	{
+		name: "annotation key with dots",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  annotations:\n    example.com/x: true\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: `metadata.annotations["example.com/x"]`},
+	},
+	{
+		name: "unknown metadata field",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  lables: {a: b}\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.lables"}, mentions: []string{"unknown field"},
+	},
+	{
+		name: "bad creationTimestamp",
+		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  creationTimestamp: yesterday\nspec: {}\n",
+		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.creationTimestamp"}, mentions: []string{"RFC 3339"},
+	},
+	{
+		name:     "YAML syntax, line in the file",
+		data:     reviewsSE + "---\n# c\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n   bad: indent\n",
+		want:     DecodeError{Doc: 2, Line: 21},
+		mentions: []string{"line 26"},
+	},
+	{
+		name:     "duplicate YAML key",
+		data:     "apiVersion: networking.istio.io/v1\nkind: Gateway\nkind: Gateway\n",
+		want:     DecodeError{Doc: 1},
+		mentions: []string{`"kind" already set`},
+	},
+	{
+		name: "not a mapping",
+		data: "- a\n- b\n",
+		want: DecodeError{Doc: 1}, mentions: []string{"mapping"},
+	},
+	{
+		name:     "same name twice",
+		data:     reviewsSE + "---\n" + reviewsSE,
+		want:     DecodeError{Doc: 2, Line: 21, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "metadata.name"},
+		mentions: []string{"already defined in document 1"},
+	},
+	{
+		name: "wrong type for a duration",
+		data: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs}\nspec:\n  http:\n  - timeout: soon\n",
+		want: DecodeError{Doc: 1, Kind: "VirtualService", Name: "default/vs", Field: "spec.http[0].timeout"},
+	},
+}
+
 func TestDecodeErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		data string
-		// want are the fields the error must have, and mentions what its text must contain.
-		want     DecodeError
-		mentions []string
-	}{
-		{
-			name:     "unknown spec field",
-			data:     reviewsSE + "  colour: blue\n",
-			want:     DecodeError{Doc: 1, Line: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.colour"},
-			mentions: []string{"unknown field", "colour"},
-		},
-		{
-			name:     "bad value in a list",
-			data:     strings.Replace(reviewsSE, "number: 9080", "number: ninety", 1),
-			want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.ports[0].number"},
-			mentions: []string{"ninety"},
-		},
-		{
-			name:     "bad enum",
-			data:     strings.Replace(reviewsSE, "resolution: STATIC", "resolution: STATIK", 1),
-			want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.resolution"},
-			mentions: []string{"STATIK"},
-		},
-		{
-			name:     "bad nested field in second document",
-			data:     "---\n" + reviewsSE + "---\n" + strings.Replace(reviewsSE, "address: 10.0.0.1", "address: 10.0.0.1\n    portz: {}", 1),
-			want:     DecodeError{Doc: 2, Line: 22, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.endpoints[0].portz"},
-			mentions: []string{"unknown field"},
-		},
-		{
-			name:     "unknown kind",
-			data:     "apiVersion: networking.istio.io/v1\nkind: ServiceEntryy\nmetadata: {name: x}\nspec: {}\n",
-			want:     DecodeError{Doc: 1, Kind: "ServiceEntryy"},
-			mentions: []string{"networking.istio.io/v1", "ServiceEntryy", "unknown kind"},
-		},
-		{
-			name:     "unknown apiVersion",
-			data:     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {}\n",
-			want:     DecodeError{Doc: 1, Kind: "ConfigMap"},
-			mentions: []string{`"v1"`, `"ConfigMap"`, "unknown kind"},
-		},
-		{
-			name:     "kind of another group",
-			data:     "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {}\n",
-			want:     DecodeError{Doc: 1, Kind: "Deployment"},
-			mentions: []string{`"apps/v1"`, `"Deployment"`},
-		},
-		{
-			name:     "EnvoyFilter has no v1",
-			data:     "apiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: x}\nspec: {}\n",
-			want:     DecodeError{Doc: 1, Kind: "EnvoyFilter"},
-			mentions: []string{"unknown kind"},
-		},
-		{
-			name: "missing apiVersion",
-			data: "kind: ServiceEntry\nmetadata: {name: x}\nspec: {}\n",
-			want: DecodeError{Doc: 1, Field: "apiVersion"}, mentions: []string{"missing"},
-		},
-		{
-			name: "missing name",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {namespace: a}\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"missing"},
-		},
-		{
-			name: "name with a slash",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a/b}\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"a/b"},
-		},
-		{
-			name: "missing spec",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "spec"}, mentions: []string{"missing"},
-		},
-		{
-			name: "label that is a number",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  labels:\n    version: 1\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.labels.version"}, mentions: []string{"must be a string"},
-		},
-		{
-			name: "annotation key with dots",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  annotations:\n    example.com/x: true\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: `metadata.annotations["example.com/x"]`},
-		},
-		{
-			name: "unknown metadata field",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  lables: {a: b}\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.lables"}, mentions: []string{"unknown field"},
-		},
-		{
-			name: "bad creationTimestamp",
-			data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  creationTimestamp: yesterday\nspec: {}\n",
-			want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.creationTimestamp"}, mentions: []string{"RFC 3339"},
-		},
-		{
-			name:     "YAML syntax, line in the file",
-			data:     reviewsSE + "---\n# c\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n   bad: indent\n",
-			want:     DecodeError{Doc: 2, Line: 21},
-			mentions: []string{"line 26"},
-		},
-		{
-			name:     "duplicate YAML key",
-			data:     "apiVersion: networking.istio.io/v1\nkind: Gateway\nkind: Gateway\n",
-			want:     DecodeError{Doc: 1},
-			mentions: []string{`"kind" already set`},
-		},
-		{
-			name: "not a mapping",
-			data: "- a\n- b\n",
-			want: DecodeError{Doc: 1}, mentions: []string{"mapping"},
-		},
-		{
-			name:     "same name twice",
-			data:     reviewsSE + "---\n" + reviewsSE,
-			want:     DecodeError{Doc: 2, Line: 21, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "metadata.name"},
-			mentions: []string{"already defined in document 1"},
-		},
-		{
-			name: "wrong type for a duration",
-			data: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs}\nspec:\n  http:\n  - timeout: soon\n",
-			want: DecodeError{Doc: 1, Kind: "VirtualService", Name: "default/vs", Field: "spec.http[0].timeout"},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range decodeErrorTests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs, errs := Decode([]byte(tt.data), "dir/file.yaml")
 			var de *DecodeError
@@ -443,8 +448,8 @@ spec:
 
 // Istio reads durations with the older jsonpb, which takes Go's form; its documentation
 // writes "interval: 5m". Such files decode here too, and mean the same.
-func TestDurationsInGoFormDecodeAsIstioReadsThem(t *testing.T) {
-	doc := `apiVersion: networking.istio.io/v1
+// durationsDR is a DestinationRule with durations in both forms.
+const durationsDR = `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: reviews, namespace: bookinfo}
 spec:
@@ -459,6 +464,9 @@ spec:
     trafficPolicy:
       outlierDetection: {interval: 1h30m}
 `
+
+func TestDurationsInGoFormDecodeAsIstioReadsThem(t *testing.T) {
+	doc := durationsDR
 	objs, errs := Decode([]byte(doc), "dr.yaml")
 	if len(errs) != 0 {
 		t.Fatalf("faults: %v", errs)

@@ -88,12 +88,22 @@ func rewriteValue(v any, md protoreflect.MessageDescriptor) (any, bool) {
 	if !ok {
 		return v, false
 	}
+	if r, ok := protojsonDuration(s); ok {
+		return r, true
+	}
+	return v, false
+}
+
+// protojsonDuration converts a duration in Go's form ("5m") to protojson's ("300s"); it reports
+// false for a string already in protojson's form ("1.5s") or in neither, which is left as it
+// is. The fast decoder reads durations through it too, so that both paths agree on each one.
+func protojsonDuration(s string) (string, bool) {
 	if _, err := strconv.ParseFloat(s[:max(len(s)-1, 0)], 64); err == nil && len(s) > 1 && s[len(s)-1] == 's' {
-		return v, false // already protojson's form ("1.5s")
+		return s, false // already protojson's form
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return v, false
+		return s, false
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s", true
 }

@@ -3,6 +3,7 @@ package filesource
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -36,6 +37,10 @@ func FuzzFastYAMLAgreesWithYAML(f *testing.F) {
 	f.Add([]byte("key: value # comment\n"))
 	f.Add([]byte("- - a\n  - b\n- c\n"))
 	f.Add([]byte("a: 0777\nb: 1e3\nc: .5\nd: ~\ne: 2001-12-14\n"))
+	f.Add([]byte("a: true\nb: False\nc: TRUE\nd:\n- false\n- 'true'\n- yes\ne: tRue\n"))
+	f.Add([]byte("a: 10s\nb: 1h30m\nc: 250ms\nd: 5xx,reset\ne: 0x1F\nf: 0_x1F\ng: 1_000\nh: 2001-12-14t21:59:43.10-05:00\n"))
+	f.Add([]byte("a: 1.5s\nb: 0b101\nc: 0o17\nd: 12e\ne: 1:20\nf: 7c9d2e0b-1111\ng: 1f\nh: 3 4\n5x: y\n"))
+	f.Add([]byte("hosts:\n- ./*\n- ./x.y\n- .5\n- .inf\n- ./\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, ok := fastYAMLToJSON(data)
 		if !ok {
@@ -94,5 +99,23 @@ func TestFastYAMLTakesPlainServiceEntries(t *testing.T) {
 	doc := strings.TrimPrefix(reviewsSE, "---\n")
 	if _, ok := fastYAMLToJSON([]byte(doc)); !ok {
 		t.Fatalf("fast path refused:\n%s", doc)
+	}
+}
+
+// TestFastYAMLLongKeys: YAML bounds an implicit key to 1024 characters; the fast path refuses
+// a longer one, which the general decoder then reports.
+func TestFastYAMLLongKeys(t *testing.T) {
+	for _, n := range []int{1024, 1025} {
+		for _, doc := range []string{"%s: v\n", "a:\n  %s: v\n", "- %s: v\n"} {
+			doc = fmt.Sprintf(doc, strings.Repeat("k", n))
+			_, fast := fastYAMLToJSON([]byte(doc))
+			_, err := yaml.YAMLToJSONStrict([]byte(doc))
+			if fast && err != nil {
+				t.Errorf("key of %d: the fast path took what the decoder rejects (%v)", n, err)
+			}
+			if n == 1024 && !fast {
+				t.Errorf("key of %d: the fast path refused", n)
+			}
+		}
 	}
 }

@@ -98,6 +98,20 @@ func (s *Store) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) 
 	return s.write(owner, prepared, true)
 }
 
+// ReplaceOwnerEncoded is ReplaceOwner for resources their producer encoded (see
+// Update.Encoded).
+func (s *Store) ReplaceOwnerEncoded(owner string, state map[string][]Encoded) (Result, error) {
+	updates := make([]Update, 0, len(state))
+	for coll, es := range state {
+		updates = append(updates, Update{Collection: coll, Full: true, Encoded: es})
+	}
+	prepared, err := s.prepare(updates)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.write(owner, prepared, true)
+}
+
 // SetOwnerPresent says whether an owner is present (a producer with an open stream) or
 // absent (all its streams ended; its resources stay until it comes back or expires). An
 // absent owner's copies lose every conflict to a present owner's, so what is served may

@@ -5,36 +5,57 @@ import (
 	"fmt"
 	"slices"
 
-	mcpapi "istio.io/api/mcp/v1alpha1"
-
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // objKey names a resource of the owner's state.
 type objKey struct{ collection, name string }
 
-func keyOf(o Object) objKey { return objKey{o.Kind.Collection, o.Name()} }
+// stored is what the source keeps of a decoded object: the resource encoded as the store
+// keeps it (made in the worker that decoded the file: the store takes these very bytes) and
+// where it came from, for faults. The decoded resource is not kept: at 100,000 resources it
+// was a second copy of every body, with its objects.
+type stored struct {
+	kind      *translate.Kind
+	enc       store.Encoded
+	doc, line int
+}
+
+func (o stored) key() objKey { return objKey{o.kind.Collection, o.enc.Name()} }
+
+// storedOf encodes a file's decoded objects.
+func storedOf(objs []Object) ([]stored, error) {
+	out := make([]stored, len(objs))
+	for i, o := range objs {
+		enc, err := store.Encode(o.Resource)
+		if err != nil {
+			// Not expected: the decoder made the resource from a typed message.
+			return nil, fmt.Errorf("document %d: %s %s: encoding: %w", o.Doc, o.Kind.Kind, o.Name(), err)
+		}
+		out[i] = stored{kind: o.Kind, enc: enc, doc: o.Doc, line: o.Line}
+	}
+	return out, nil
+}
 
 // index is the owner's state as the files make it, kept up to date file by file: which files
 // define each name (a name defined in two files is taken from the file whose path sorts
-// first, and is a fault of the other), and what the store was last given. A reload touches
-// the names of the files that changed, so its work and its write are in proportion to the
-// change, not to everything the files hold.
+// first, and is a fault of the other). A reload touches the names of the files that changed,
+// so its work and its write are in proportion to the change, not to everything the files hold.
 type index struct {
 	providers map[objKey][]string // the files defining a name, sorted
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
-	written   map[objKey]*mcpapi.Resource
 }
 
 func newIndex() *index {
-	return &index{providers: map[objKey][]string{}, dups: map[objKey]struct{}{}, touched: map[objKey]struct{}{}, written: map[objKey]*mcpapi.Resource{}}
+	return &index{providers: map[objKey][]string{}, dups: map[objKey]struct{}{}, touched: map[objKey]struct{}{}}
 }
 
 // replaced records that a file's objects went from before to after.
-func (ix *index) replaced(file string, before, after []Object) {
+func (ix *index) replaced(file string, before, after []stored) {
 	for _, o := range before {
-		k := keyOf(o)
+		k := o.key()
 		ps := ix.providers[k]
 		if i, found := slices.BinarySearch(ps, file); found {
 			ps = slices.Delete(ps, i, i+1)
@@ -42,7 +63,7 @@ func (ix *index) replaced(file string, before, after []Object) {
 		ix.set(k, ps)
 	}
 	for _, o := range after {
-		k := keyOf(o)
+		k := o.key()
 		ps := ix.providers[k]
 		if i, found := slices.BinarySearch(ps, file); !found {
 			ps = slices.Insert(ps, i, file)
@@ -67,72 +88,54 @@ func (ix *index) set(k objKey, ps []string) {
 }
 
 // winner is the resource served under a name: the first defining file's.
-func (ix *index) winner(k objKey, files map[string]*fileState) *mcpapi.Resource {
+func (ix *index) winner(k objKey, files map[string]*fileState) (store.Encoded, bool) {
 	ps := ix.providers[k]
 	if len(ps) == 0 {
-		return nil
+		return store.Encoded{}, false
 	}
 	o, _ := files[ps[0]].object(k)
-	return o.Resource
+	return o.enc, true
 }
 
 // state is the owner's whole state, for a full write.
-func (ix *index) state(files map[string]*fileState) map[string][]*mcpapi.Resource {
-	out := map[string][]*mcpapi.Resource{}
+func (ix *index) state(files map[string]*fileState) map[string][]store.Encoded {
+	out := map[string][]store.Encoded{}
 	for k := range ix.providers {
-		out[k.collection] = append(out[k.collection], ix.winner(k, files))
+		enc, _ := ix.winner(k, files)
+		out[k.collection] = append(out[k.collection], enc)
 	}
 	return out
 }
 
-// updates are the increments that bring the store from what it was given to the state:
-// the touched names whose resource is not the very one written, and those that went.
+// updates are the increments that bring the store from what it was given to the state: the
+// winners of the touched names, and those that went. The store writes nothing for a resource
+// it already holds, so a name whose file changed elsewhere costs it one comparison.
 func (ix *index) updates(files map[string]*fileState) []store.Update {
 	byColl := map[string]*store.Update{}
 	for k := range ix.touched {
-		r := ix.winner(k, files)
-		if r == ix.written[k] {
-			continue
-		}
 		u := byColl[k.collection]
 		if u == nil {
 			u = &store.Update{Collection: k.collection}
 			byColl[k.collection] = u
 		}
-		if r == nil {
-			u.Removed = append(u.Removed, k.name)
+		if enc, ok := ix.winner(k, files); ok {
+			u.Encoded = append(u.Encoded, enc)
 		} else {
-			u.Resources = append(u.Resources, r)
+			u.Removed = append(u.Removed, k.name)
 		}
 	}
 	out := make([]store.Update, 0, len(byColl))
 	for _, coll := range sortedKeys(byColl) {
 		u := *byColl[coll]
 		slices.Sort(u.Removed)
-		slices.SortFunc(u.Resources, func(a, b *mcpapi.Resource) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+		slices.SortFunc(u.Encoded, func(a, b store.Encoded) int { return cmp.Compare(a.Name(), b.Name()) })
 		out = append(out, u)
 	}
 	return out
 }
 
-// wrote records that the store now holds the state: whole (full) or the touched names.
-func (ix *index) wrote(files map[string]*fileState, full bool) {
-	if full {
-		ix.written = make(map[objKey]*mcpapi.Resource, len(ix.providers))
-		for k := range ix.providers {
-			ix.written[k] = ix.winner(k, files)
-		}
-	} else {
-		for k := range ix.touched {
-			if r := ix.winner(k, files); r != nil {
-				ix.written[k] = r
-			} else {
-				delete(ix.written, k)
-			}
-		}
-	}
-	clear(ix.touched)
-}
+// wrote records that the store now holds the state.
+func (ix *index) wrote() { clear(ix.touched) }
 
 // dupFaults reports every definition of a name after the first, by file and document.
 func (ix *index) dupFaults(files map[string]*fileState) []error {
@@ -143,8 +146,8 @@ func (ix *index) dupFaults(files map[string]*fileState) []error {
 		for _, p := range ps[1:] {
 			o, _ := files[p].object(k)
 			faults = append(faults, &DecodeError{
-				File: o.File, Doc: o.Doc, Line: o.Line, Kind: o.Kind.Kind, Name: o.Name(),
-				Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", first.File, first.Doc),
+				File: p, Doc: o.doc, Line: o.line, Kind: o.kind.Kind, Name: k.name,
+				Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", ps[0], first.doc),
 			})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	"pgregory.net/rapid"
 
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -24,10 +25,10 @@ func TestIndexAgainstMerge(t *testing.T) {
 		names := []string{"ns/n0", "ns/n1", "ns/n2", "ns/n3"}
 		ix := newIndex()
 		files := map[string]*fileState{}
-		stored := map[string]*mcpapi.Resource{}
+		held := map[string]string{} // what the store was given: name → version
 		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
 			p := rapid.SampledFrom(paths).Draw(rt, "file")
-			var before []Object
+			var before []stored
 			if st := files[p]; st != nil {
 				before = st.objects
 			}
@@ -38,9 +39,12 @@ func TestIndexAgainstMerge(t *testing.T) {
 				st := &fileState{byKey: map[objKey]int{}}
 				for _, n := range names {
 					if rapid.Bool().Draw(rt, "defines") {
-						o := Object{Kind: kind, File: p, Doc: len(st.objects) + 1,
-							Resource: &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: n, Version: fmt.Sprint(step)}}}
-						st.byKey[keyOf(o)] = len(st.objects)
+						enc, err := store.Encode(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: n, Version: fmt.Sprint(p, step)}})
+						if err != nil {
+							rt.Fatal(err)
+						}
+						o := stored{kind: kind, enc: enc, doc: len(st.objects) + 1}
+						st.byKey[o.key()] = len(st.objects)
 						st.objects = append(st.objects, o)
 					}
 				}
@@ -49,27 +53,27 @@ func TestIndexAgainstMerge(t *testing.T) {
 			}
 			for _, u := range ix.updates(files) {
 				for _, n := range u.Removed {
-					delete(stored, n)
+					delete(held, n)
 				}
-				for _, r := range u.Resources {
-					stored[r.Metadata.Name] = r
+				for _, e := range u.Encoded {
+					held[e.Name()] = e.Version()
 				}
 			}
-			ix.wrote(files, false)
+			ix.wrote()
 
-			want := map[string]*mcpapi.Resource{}
+			want := map[string]string{}
 			dups := 0
 			for _, path := range slices.Sorted(maps.Keys(files)) {
 				for _, o := range files[path].objects {
-					if _, seen := want[o.Name()]; seen {
+					if _, seen := want[o.enc.Name()]; seen {
 						dups++
 						continue
 					}
-					want[o.Name()] = o.Resource
+					want[o.enc.Name()] = o.enc.Version()
 				}
 			}
-			if !maps.Equal(stored, want) {
-				rt.Fatalf("step %d: the store holds %v, merging the files gives %v", step, stored, want)
+			if !maps.Equal(held, want) {
+				rt.Fatalf("step %d: the store holds %v, merging the files gives %v", step, held, want)
 			}
 			if got := len(ix.dupFaults(files)); got != dups {
 				rt.Fatalf("step %d: %d duplicate faults, want %d", step, got, dups)

@@ -18,7 +18,6 @@ package filesource
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,16 +29,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/fsnotify/fsnotify"
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/store"
-	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
 // Applier is the part of the store the file source writes to: the first state whole, then
 // each reload's difference.
 type Applier interface {
-	ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error)
+	ReplaceOwnerEncoded(owner string, state map[string][]store.Encoded) (store.Result, error)
 	Apply(owner string, updates ...store.Update) (store.Result, error)
 }
 
@@ -202,25 +201,23 @@ func (s *Source) reload(l *loader) {
 
 // write gives the store the files' state: whole the first time (and after a refusal), else
 // only the names the changed files touched, so that an edit of one file costs the store that
-// file's resources, not everything the files hold. Unchanged files keep their decoded
-// resources, so a resource that did not change is the very one written before.
+// file's resources, not everything the files hold.
 func (s *Source) write(l *loader) (store.Result, error) {
 	var res store.Result
 	var err error
-	full := !l.applied
-	if full {
-		res, err = s.opts.Store.ReplaceOwner(s.opts.Owner, l.index.state(l.files))
+	if !l.applied {
+		res, err = s.opts.Store.ReplaceOwnerEncoded(s.opts.Owner, l.index.state(l.files))
 	} else {
 		updates := l.index.updates(l.files)
 		if len(updates) == 0 {
-			l.index.wrote(l.files, false)
+			l.index.wrote()
 			return store.Result{}, nil
 		}
 		res, err = s.opts.Store.Apply(s.opts.Owner, updates...)
 	}
 	l.applied = err == nil
 	if l.applied {
-		l.index.wrote(l.files, full)
+		l.index.wrote()
 	}
 	return res, err
 }
@@ -318,18 +315,18 @@ type loadResult struct {
 // fileState is what is known of one file.
 type fileState struct {
 	root    string         // the configured path it was found under
-	sum     [32]byte       // of the content last read, to skip decoding an unchanged file
+	sum     uint64         // xxHash of the content last read, to skip decoding an unchanged file
 	read    bool           // sum is set
-	objects []Object       // of the last content that decoded without fault
+	objects []stored       // of the last content that decoded without fault
 	byKey   map[objKey]int // objects by collection and name
 	faults  []error        // of the content last read; empty when it decoded well
 }
 
 // object returns the file's object of a name.
-func (f *fileState) object(k objKey) (Object, bool) {
+func (f *fileState) object(k objKey) (stored, bool) {
 	i, ok := f.byKey[k]
 	if !ok {
-		return Object{}, false
+		return stored{}, false
 	}
 	return f.objects[i], true
 }
@@ -377,7 +374,7 @@ func (l *loader) load() loadResult {
 			states[i] = &fileState{root: paths[p].path}
 		}
 	}
-	before := make([][]Object, len(order))
+	before := make([][]stored, len(order))
 	for i, st := range states {
 		before[i] = st.objects
 	}
@@ -514,20 +511,26 @@ func (f *fileState) refresh(path string) (gone, decoded bool) {
 		f.faults = []error{&DecodeError{File: path, Err: fmt.Errorf("reading: %w", unwrapPathError(err))}}
 		return false, false
 	}
-	sum := sha256.Sum256(data)
+	sum := xxhash.Sum64(data)
 	if f.read && sum == f.sum {
 		return false, false
 	}
 	f.sum, f.read = sum, true
-	objs, errs := Decode(data, path)
+	decodedObjs, errs := Decode(data, path)
 	f.faults = errs
 	if len(errs) > 0 {
+		return false, false
+	}
+	objs, err := storedOf(decodedObjs)
+	if err != nil {
+		f.read = false
+		f.faults = []error{&DecodeError{File: path, Err: err}}
 		return false, false
 	}
 	f.objects = objs
 	f.byKey = make(map[objKey]int, len(objs))
 	for i, o := range objs {
-		f.byKey[keyOf(o)] = i // Decode keeps one object per name
+		f.byKey[o.key()] = i // Decode keeps one object per name
 	}
 	return false, true
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
-	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -422,9 +421,9 @@ type countingApplier struct {
 	calls atomic.Int64
 }
 
-func (c *countingApplier) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error) {
+func (c *countingApplier) ReplaceOwnerEncoded(owner string, state map[string][]store.Encoded) (store.Result, error) {
 	c.calls.Add(1)
-	return c.next.ReplaceOwner(owner, state)
+	return c.next.ReplaceOwnerEncoded(owner, state)
 }
 
 func (c *countingApplier) Apply(owner string, updates ...store.Update) (store.Result, error) {
@@ -439,11 +438,11 @@ type refusingApplier struct {
 	refused atomic.Bool
 }
 
-func (r *refusingApplier) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error) {
+func (r *refusingApplier) ReplaceOwnerEncoded(owner string, state map[string][]store.Encoded) (store.Result, error) {
 	if r.refused.CompareAndSwap(false, true) {
 		return store.Result{}, &store.ValidationError{Collection: seColl, Resource: "bookinfo/reviews", Err: errors.New("refused")}
 	}
-	return r.next.ReplaceOwner(owner, state)
+	return r.next.ReplaceOwnerEncoded(owner, state)
 }
 
 func (r *refusingApplier) Apply(owner string, updates ...store.Update) (store.Result, error) {

@@ -27,9 +27,15 @@ func ValidateResource(collection string, r *mcpapi.Resource) error {
 		return fmt.Errorf("body type %q does not match the collection's kind %s: want %q",
 			body.GetTypeUrl(), k.Kind, k.AMCSTypeURL)
 	}
-	if checkWire(body.GetValue(), k.desc) != nil {
+	return k.CheckBody(body.GetValue())
+}
+
+// CheckBody reports whether value is a valid encoding of the kind's message: whether
+// proto.Unmarshal accepts it, found without building the message (see checkWire).
+func (k *Kind) CheckBody(value []byte) error {
+	if checkWire(value, k.desc) != nil {
 		// Unmarshalled only now, for the error it names.
-		if err := proto.Unmarshal(body.GetValue(), k.New()); err != nil {
+		if err := proto.Unmarshal(value, k.New()); err != nil {
 			return fmt.Errorf("body does not unmarshal as %s: %w", k.Message, err)
 		}
 	}

@@ -3,7 +3,6 @@ package envoy
 import (
 	"bytes"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -98,30 +97,23 @@ func (m *meta) before(o *meta) bool {
 	return m.Key < o.Key
 }
 
-// serviceEntry keeps what the translation reads of a ServiceEntry between builds; the
-// endpoints, most of its size, are decoded again from the stored body by the build that needs
-// them (endpoints), so that the translator holds no second decoded copy of the mesh (at
-// 100,000 ServiceEntries that copy was 190 MB).
+// serviceEntry keeps what the translation indexes of a ServiceEntry (see scan.go); the
+// endpoints, most of its size, are decoded from the stored body by the build that needs them
+// (endpoints), so that the translator holds no second decoded copy of the mesh.
 type serviceEntry struct {
 	meta
 	hosts      []string // as written: a ServiceEntry's hosts are not completed (Istio takes them as FQDNs)
-	ports      []*networking.ServicePort
+	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
-	// read is the spec as decoded when the ServiceEntry was read, until the first build
-	// takes it: a full load then decodes each ServiceEntry once, not twice.
-	read atomic.Pointer[networking.ServiceEntry]
 }
 
-// endpoints decodes the ServiceEntry's inline endpoints from its stored body, which decoded
-// without fault when the ServiceEntry was read.
+// endpoints decodes the ServiceEntry's inline endpoints from its stored body, which was
+// checked when the ServiceEntry was read.
 func (se *serviceEntry) endpoints() []*networking.WorkloadEntry {
 	if se.inline == 0 {
 		return nil
-	}
-	if spec := se.read.Swap(nil); spec != nil {
-		return spec.GetEndpoints()
 	}
 	spec := &networking.ServiceEntry{}
 	if err := proto.Unmarshal(se.body, spec); err != nil {
@@ -157,6 +149,18 @@ type workloadEntry struct {
 	spec *networking.WorkloadEntry
 }
 
+// checkBody checks that a resource's body is of the kind and valid, without decoding it.
+func checkBody(kind string, in Input) error {
+	k, _ := translate.ByCollection(collectionOf(kind))
+	if in.TypeURL == "" && len(in.Value) == 0 {
+		return fmt.Errorf("body is missing")
+	}
+	if in.TypeURL != k.AMCSTypeURL {
+		return fmt.Errorf("body type %q is not %q", in.TypeURL, k.AMCSTypeURL)
+	}
+	return k.CheckBody(in.Value)
+}
+
 // decodeBody unmarshals a stored resource's body into the kind's message.
 func decodeBody(kind string, in Input, into proto.Message) error {
 	k, _ := translate.ByCollection(collectionOf(kind))
@@ -181,16 +185,12 @@ func metaOf(in Input) meta {
 }
 
 func newServiceEntry(in Input) (*serviceEntry, error) {
-	spec := &networking.ServiceEntry{}
-	if err := decodeBody(kindServiceEntry, in, spec); err != nil {
+	if err := checkBody(kindServiceEntry, in); err != nil {
 		return nil, err
 	}
-	se := &serviceEntry{meta: metaOf(in), hosts: spec.GetHosts(), ports: spec.GetPorts(), resolution: spec.GetResolution(),
-		selector: spec.GetWorkloadSelector().GetLabels(), inline: len(spec.GetEndpoints())}
-	if se.inline > 0 {
-		se.read.Store(spec) // a ServiceEntry that loses its hosts to an older one keeps it
-	}
-	return se, nil
+	sc := scanServiceEntry(in.Value)
+	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, ports: sc.ports, resolution: sc.resolution,
+		selector: sc.selector, inline: sc.endpoints}, nil
 }
 
 func newVirtualService(in Input, suffix string) (*virtualService, error) {

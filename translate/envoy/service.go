@@ -67,21 +67,19 @@ func servicePorts(se *serviceEntry, fs *faults) []port {
 	var out []port
 	seen := map[uint32]bool{}
 	for i, p := range se.ports {
-		field := fmt.Sprintf("ports[%d]", i)
 		switch {
-		case p.GetNumber() == 0 || p.GetNumber() > 65535:
-			fs.add(kindServiceEntry, se.Key, "%s.number: %d is not a port number; the port is left out", field, p.GetNumber())
+		case p.number == 0 || p.number > 65535:
+			fs.add(kindServiceEntry, se.Key, "ports[%d].number: %d is not a port number; the port is left out", i, p.number)
 			continue
-		case seen[p.GetNumber()]:
-			fs.add(kindServiceEntry, se.Key, "%s.number: port %d is listed twice; the first is used", field, p.GetNumber())
+		case seen[p.number]:
+			fs.add(kindServiceEntry, se.Key, "ports[%d].number: port %d is listed twice; the first is used", i, p.number)
 			continue
-		case p.GetTargetPort() > 65535:
-			fs.add(kindServiceEntry, se.Key, "%s.targetPort: %d is not a port number; the port is left out", field, p.GetTargetPort())
+		case p.target > 65535:
+			fs.add(kindServiceEntry, se.Key, "ports[%d].targetPort: %d is not a port number; the port is left out", i, p.target)
 			continue
 		}
-		seen[p.GetNumber()] = true
-		out = append(out, port{number: p.GetNumber(), target: p.GetTargetPort(), name: p.GetName(),
-			protocol: parseProtocol(p.GetProtocol(), p.GetName())})
+		seen[p.number] = true
+		out = append(out, port{number: p.number, target: p.target, name: p.name, protocol: parseProtocol(p.protocol, p.name)})
 	}
 	return out
 }

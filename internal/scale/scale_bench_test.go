@@ -53,6 +53,10 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		held := time.Since(p.started)
 		rss, _ := PeakRSS(p.cmd.Process.Pid)
 		cpu, _ := CPU(p.cmd.Process.Pid)
+		if *profilesInto != "" {
+			p.saveProfiles(b, *profilesInto, "heap", "goroutine")
+			p.saveMetrics(b, *profilesInto)
+		}
 		b.ReportMetric(ready.Seconds(), "s-to-ready")
 		b.ReportMetric(held.Seconds(), "s-to-held")
 		b.ReportMetric(float64(rss)/(1<<20), "MiB-peak-RSS")

@@ -22,7 +22,7 @@ func BenchmarkTranslateFromScratch(b *testing.B) {
 			feed(tr, coll, rs, nil)
 		}
 		delta, _ := tr.Translate()
-		outputs = len(delta.Upserts)
+		outputs = len(delta.Resources())
 	}
 	b.ReportMetric(float64(outputs), "outputs")
 }
@@ -44,7 +44,7 @@ func BenchmarkTranslateOneVirtualServiceChange(b *testing.B) {
 		n++
 		feed(tr, coll, []*mcpapi.Resource{changedVirtualService(n%1000, n)}, nil)
 		delta, st := tr.Translate()
-		touched += len(delta.Upserts)
+		touched += len(delta.Resources())
 		for _, names := range delta.Removed {
 			touched += len(names)
 		}

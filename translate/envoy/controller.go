@@ -219,20 +219,9 @@ func (c *Controller) write(delta Delta) (store.Result, error) {
 }
 
 func deltaUpdates(delta Delta) []store.Update {
-	byType := make(map[string][]store.Encoded, len(outputTypes))
-	counts := make(map[string]int, len(outputTypes))
-	for _, r := range delta.Upserts {
-		counts[r.TypeURL]++
-	}
-	for _, r := range delta.Upserts {
-		if byType[r.TypeURL] == nil {
-			byType[r.TypeURL] = make([]store.Encoded, 0, counts[r.TypeURL])
-		}
-		byType[r.TypeURL] = append(byType[r.TypeURL], r.Encoded)
-	}
 	var updates []store.Update
 	for _, typ := range outputTypes {
-		u := store.Update{Collection: typ, Encoded: byType[typ], Removed: delta.Removed[typ]}
+		u := store.Update{Collection: typ, Encoded: delta.Upserts[typ], Removed: delta.Removed[typ]}
 		if len(u.Encoded)+len(u.Removed) > 0 {
 			updates = append(updates, u)
 		}

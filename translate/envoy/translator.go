@@ -228,16 +228,29 @@ func (r Resource) Body() *anypb.Any {
 
 // Delta is what one Translate changed.
 type Delta struct {
-	// Upserts are the outputs that are new or whose encoding changed, in the order the units
-	// were built (deterministic: hosts, gateways, VirtualServices, ports, each by name; not
-	// sorted, which at 100,000 hosts cost a third of a second for nobody).
-	Upserts []Resource
+	// Upserts are the outputs that are new or whose encoding changed, by type URL, each in the
+	// order the units were built (deterministic: hosts, gateways, VirtualServices, ports, each
+	// by name; not sorted, which at 100,000 hosts cost a third of a second for nobody). They
+	// are what the store writes, as they are: a full load's 400,000 outputs are not copied
+	// into other lists on the way.
+	Upserts map[string][]store.Encoded
 	// Removed are the names of outputs no longer produced, by type URL, sorted.
 	Removed map[string][]string
 }
 
 // Empty reports whether the delta changes nothing.
 func (d Delta) Empty() bool { return len(d.Upserts) == 0 && len(d.Removed) == 0 }
+
+// Resources lists the upserts as Resources, for tools and tests.
+func (d Delta) Resources() []Resource {
+	var out []Resource
+	for _, typ := range outputTypes {
+		for _, enc := range d.Upserts[typ] {
+			out = append(out, Resource{TypeURL: typ, Name: enc.Name(), Encoded: enc})
+		}
+	}
+	return out
+}
 
 // Stats tell how much one Translate recomputed, for tests, benchmarks and logs.
 type Stats struct {
@@ -257,11 +270,18 @@ func (t *Translator) Translate() (Delta, Stats) {
 	hosts := t.dirtyOf(unitHost)
 	built := make([]*unitState, len(hosts))
 	parallel.For(len(hosts), parallelBuildMin, func(i int) { built[i] = t.buildHost(hosts[i].name) })
-	outputs := 0
-	for _, u := range built {
-		outputs += len(u.outputs)
+	delta.Upserts = make(map[string][]store.Encoded, len(outputTypes))
+	if len(built) >= parallelBuildMin { // a full load's hosts change every output: room for them
+		counts := map[string]int{}
+		for _, u := range built {
+			for _, o := range u.outputs {
+				counts[o.typeURL]++
+			}
+		}
+		for typ, n := range counts {
+			delta.Upserts[typ] = make([]store.Encoded, 0, n+1)
+		}
 	}
-	delta.Upserts = make([]Resource, 0, outputs+8) // a full load's hosts change every output
 	for i, key := range hosts {
 		delete(t.dirty, key)
 		t.record(key, built[i], &delta)
@@ -282,7 +302,12 @@ func (t *Translator) Translate() (Delta, Stats) {
 	for _, names := range delta.Removed {
 		slices.Sort(names)
 	}
-	st.Upserts = len(delta.Upserts)
+	for typ, es := range delta.Upserts {
+		st.Upserts += len(es)
+		if len(es) == 0 {
+			delete(delta.Upserts, typ)
+		}
+	}
 	for _, names := range delta.Removed {
 		st.Removals += len(names)
 	}
@@ -423,7 +448,7 @@ func (t *Translator) diff(old, u *unitState, delta *Delta) {
 			u.outputs[i] = prev
 			continue
 		}
-		delta.Upserts = append(delta.Upserts, Resource{TypeURL: o.typeURL, Name: o.enc.Name(), Encoded: o.enc})
+		delta.Upserts[o.typeURL] = append(delta.Upserts[o.typeURL], o.enc)
 	}
 	if old == nil {
 		return
@@ -477,7 +502,16 @@ func (t *Translator) Outputs() []Resource {
 // EncodedOutputs returns every current output by type, in no order: the full state, for a
 // writer that must replace what it wrote before.
 func (t *Translator) EncodedOutputs() map[string][]store.Encoded {
+	counts := make(map[string]int, len(outputTypes))
+	for _, u := range t.units {
+		for _, o := range u.outputs {
+			counts[o.typeURL]++
+		}
+	}
 	out := make(map[string][]store.Encoded, len(outputTypes))
+	for typ, n := range counts {
+		out[typ] = make([]store.Encoded, 0, n)
+	}
 	for _, u := range t.units {
 		for _, o := range u.outputs {
 			out[o.typeURL] = append(out[o.typeURL], o.enc)

@@ -281,7 +281,7 @@ func translated(t *testing.T) (*Translator, mesh) {
 // upsertNames are the names a delta upserts, sorted (Upserts are in build order).
 func upsertNames(d Delta) []string {
 	var out []string
-	for _, r := range d.Upserts {
+	for _, r := range d.Resources() {
 		out = append(out, r.Name)
 	}
 	slices.Sort(out)
@@ -322,7 +322,7 @@ func TestDestinationRuleChangeRebuildsWhatRoutesToItsHost(t *testing.T) {
 		ClusterType:  {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
 		EndpointType: {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
 	}
-	if !mapsEqual(delta.Removed, wantRemoved) || len(delta.Upserts) != 0 {
+	if !mapsEqual(delta.Removed, wantRemoved) || len(delta.Resources()) != 0 {
 		t.Errorf("upserts %v, removed %v; want none and %v", upsertNames(delta), delta.Removed, wantRemoved)
 	}
 }
@@ -342,7 +342,7 @@ func TestWorkloadEntryChangeRebuildsOnlySelectingHosts(t *testing.T) {
 	if got := upsertNames(delta); !slices.Equal(got, want) {
 		t.Errorf("changed %v; want only the load assignments %v", got, want)
 	}
-	for _, r := range delta.Upserts {
+	for _, r := range delta.Resources() {
 		if r.TypeURL != EndpointType {
 			t.Errorf("changed %s %s; only load assignments should change", r.TypeURL, r.Name)
 		}

@@ -515,7 +515,7 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 		if _, ok := live[name]; !ok {
 			p.msg.Removed = append(p.msg.Removed, name)
 			// Owed again if the client refuses this response; revision 0: never held back.
-			p.removed = append(p.removed, &store.Entry{Collection: s.collection, Name: name, Deleted: true})
+			p.removed = append(p.removed, &store.Entry{Name: name, Deleted: true})
 		}
 	}
 	slices.Sort(p.msg.Removed)
@@ -720,7 +720,7 @@ func (s *subscription) answered(nonce string, detail string, nack bool, now time
 			if _, asked := s.names[name]; asked {
 				s.addFresh(name) // told again that it does not exist
 			} else if s.wants(name) { // asked by the wildcard meanwhile: a removal then
-				s.held = mergeEntries(s.held, []*store.Entry{{Collection: s.collection, Name: name, Deleted: true}})
+				s.held = mergeEntries(s.held, []*store.Entry{{Name: name, Deleted: true}})
 			}
 		}
 		s.lastNack = rec

@@ -132,8 +132,8 @@ func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
 		s.absent[owner] = true
 	}
 	w := s.newWriter(owner)
-	w.next.ownerCopies(owner, "", func(e *Entry) bool {
-		w.touch(e.Collection, e.Name, nil)
+	w.next.ownerCopies(owner, "", func(coll string, e *Entry) bool {
+		w.touch(coll, e.Name, nil)
 		return true
 	})
 	return s.commit(w, owner), nil
@@ -191,10 +191,11 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 		}
 	}
 	for i, e := range u.Encoded {
-		if err := checkName(e.name, len(u.Resources)+i); err != nil {
+		name, version := metaOf(e.bytes)
+		if err := checkName(name, len(u.Resources)+i); err != nil {
 			return p, err
 		}
-		p.entries[len(u.Resources)+i] = &Entry{Collection: u.Collection, Name: e.name, Version: e.version, Bytes: e.bytes}
+		p.entries[len(u.Resources)+i] = &Entry{Name: name, Version: version, Bytes: e.bytes}
 	}
 	// Validating and encoding are most of a large write, and each resource's own: done on
 	// every CPU. The first fault in resource order is reported, as it would be one by one.
@@ -212,7 +213,8 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 			errs[i] = fmt.Errorf("marshal: %w", err)
 			return
 		}
-		p.entries[i] = &Entry{Collection: u.Collection, Name: enc.name, Version: enc.version, Bytes: enc.bytes}
+		name, version := metaOf(enc.bytes)
+		p.entries[i] = &Entry{Name: name, Version: version, Bytes: enc.bytes}
 	})
 	for i, err := range errs {
 		if err != nil {
@@ -377,7 +379,7 @@ func (w *writer) putOwned(c *collection, e *Entry) {
 	}
 	e.Owner, e.Revision = w.owner, w.rev
 	t.ReplaceOrInsert(nameItem{name: e.Name, e: e})
-	w.touch(e.Collection, e.Name, e)
+	w.touch(c.info.Name, e.Name, e)
 }
 
 func (w *writer) deleteOwned(c *collection, name string) {
@@ -410,7 +412,7 @@ func (w *writer) applyUpdate(u preparedUpdate) {
 			keep[e.Name] = true
 		}
 		var gone []string
-		w.next.ownerCopies(w.owner, u.Collection, func(e *Entry) bool {
+		w.next.ownerCopies(w.owner, u.Collection, func(_ string, e *Entry) bool {
 			if !keep[e.Name] {
 				gone = append(gone, e.Name)
 			}
@@ -494,12 +496,12 @@ func (w *writer) putServed(c *collection, e *Entry, r *collResult) *Entry {
 		old = prev.e
 		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
 		if old.Deleted {
-			r.tombsGone = append(r.tombsGone, tombItem{at: old.DeletedAt.UnixNano(), coll: c.info.Name, name: old.Name})
+			r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt, coll: c.info.Name, name: old.Name})
 		}
 	}
 	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
 	if e.Deleted {
-		r.tombsNew = append(r.tombsNew, tombItem{at: e.DeletedAt.UnixNano(), coll: c.info.Name, name: e.Name})
+		r.tombsNew = append(r.tombsNew, tombItem{at: e.deletedAt, coll: c.info.Name, name: e.Name})
 	}
 	return old
 }
@@ -531,9 +533,8 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 		}
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
-		w.putServed(c, &Entry{
-			Collection: c.info.Name, Name: name, Owner: served.Owner, Version: served.Version,
-			Bytes: served.Bytes, Revision: w.rev, Deleted: true, DeletedAt: w.now,
+		w.putServed(c, &Entry{Name: name, Owner: served.Owner, Version: served.Version,
+			Bytes: served.Bytes, Revision: w.rev, Deleted: true, deletedAt: w.now.UnixNano(),
 		}, r)
 		info.Count--
 		info.Shadowed -= b2i(wasShadowed)
@@ -567,7 +568,7 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 	e := win
 	if win != t.fresh {
 		// An owned copy an earlier write published, now served: copied, not modified.
-		e = &Entry{Collection: c.info.Name, Name: name, Owner: win.Owner, Version: win.Version, Bytes: win.Bytes}
+		e = &Entry{Name: name, Owner: win.Owner, Version: win.Version, Bytes: win.Bytes}
 	}
 	e.Revision, e.Shadowed = w.rev, shadowed
 	w.putServed(c, e, r)

@@ -17,16 +17,24 @@ import (
 // producer that builds or decodes its resources on every CPU encodes them there too, and the
 // store's write, which is serialised, only indexes them. Make one with Encode or
 // EncodeMessage; its bytes become the store's and must not be modified.
+//
+// It is its bytes alone (producers hold hundreds of thousands of them): the name and version
+// are read from the bytes when asked, as views, without a copy.
 type Encoded struct {
-	name, version string // views into bytes
-	bytes         []byte
+	bytes []byte
 }
 
 // Name is the resource's metadata.name.
-func (e Encoded) Name() string { return e.name }
+func (e Encoded) Name() string {
+	name, _ := metaOf(e.bytes)
+	return name
+}
 
 // Version is the resource's metadata.version: the producer's, or a content hash.
-func (e Encoded) Version() string { return e.version }
+func (e Encoded) Version() string {
+	_, version := metaOf(e.bytes)
+	return version
+}
 
 // Bytes is the deterministic encoding of the istio.mcp.v1alpha1.Resource. Not to be modified.
 func (e Encoded) Bytes() []byte { return e.bytes }
@@ -34,10 +42,7 @@ func (e Encoded) Bytes() []byte { return e.bytes }
 // Body returns the type URL and encoded value of the body Any, as views into Bytes.
 func (e Encoded) Body() (typeURL string, value []byte) { return bodyOf(e.bytes) }
 
-func newEncoded(b []byte) Encoded {
-	name, version := metaOf(b)
-	return Encoded{name: name, version: version, bytes: b}
-}
+func newEncoded(b []byte) Encoded { return Encoded{bytes: b} }
 
 // view is a string over immutable bytes, without a copy: the store's encodings are never
 // modified once made, so the names and versions it indexes by can point into them.

@@ -13,7 +13,6 @@ import (
 // decoded resource is not kept (Decode makes one for a consumer that needs it), so that the
 // store holds each body once, however many protocols and streams send it.
 type Entry struct {
-	Collection string
 	// Name is metadata.name: "namespace/name", or "name" for cluster-scoped kinds.
 	Name string
 	// Owner is the producer whose copy is served (see the conflict rule on Store).
@@ -29,8 +28,10 @@ type Entry struct {
 	// Deleted marks a tombstone: the name was removed at Revision. Tombstones let a reader at
 	// an older revision learn of deletions without diffing the collection. A tombstone keeps
 	// the last Bytes served under the name.
-	Deleted   bool
-	DeletedAt time.Time
+	Deleted bool
+	// deletedAt is when a tombstone was written, Unix nanoseconds: compaction removes it after
+	// the retention.
+	deletedAt int64
 	// Shadowed are the other owners that hold the name, whose copies are not served (see
 	// the conflict rule on Store); nil when one owner holds it.
 	Shadowed []string
@@ -79,7 +80,7 @@ func (e *Entry) CreateTime() time.Time {
 
 // Encoded is the entry's resource as an Encoded: the same bytes, for a producer that writes
 // again what it reads.
-func (e *Entry) Encoded() Encoded { return Encoded{name: e.Name, version: e.Version, bytes: e.Bytes} }
+func (e *Entry) Encoded() Encoded { return Encoded{bytes: e.Bytes} }
 
 // Decode returns the resource decoded from Bytes: a new message, the caller's to keep.
 func (e *Entry) Decode() (*mcpapi.Resource, error) {

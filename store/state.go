@@ -59,7 +59,7 @@ type revItem struct {
 }
 
 type tombItem struct {
-	at         int64 // DeletedAt, Unix nanoseconds
+	at         int64 // Entry.deletedAt
 	coll, name string
 }
 
@@ -154,9 +154,9 @@ func (st *state) sortedCollections() []CollectionInfo {
 	return out
 }
 
-// ownerCopies calls f for each copy one owner holds, by collection then name; in one
-// collection when coll is not empty.
-func (st *state) ownerCopies(owner, coll string, f func(*Entry) bool) {
+// ownerCopies calls f for each copy one owner holds, with its collection, by collection then
+// name; in one collection when coll is not empty.
+func (st *state) ownerCopies(owner, coll string, f func(coll string, e *Entry) bool) {
 	colls := []string{coll}
 	if coll == "" {
 		colls = st.ownerCollections(owner)
@@ -168,7 +168,7 @@ func (st *state) ownerCopies(owner, coll string, f func(*Entry) bool) {
 		}
 		stopped := false
 		t.Ascend(func(it nameItem) bool {
-			stopped = !f(it.e)
+			stopped = !f(name, it.e)
 			return !stopped
 		})
 		if stopped {

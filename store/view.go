@@ -100,7 +100,7 @@ func (v *View) OwnedVersions(collection, owner string) map[string]string {
 	if collection == "" {
 		return out
 	}
-	v.st.ownerCopies(owner, collection, func(e *Entry) bool {
+	v.st.ownerCopies(owner, collection, func(_ string, e *Entry) bool {
 		out[e.Name] = e.Version
 		return true
 	})

@@ -177,6 +177,14 @@ func (t *Translator) remove(kind, name string) {
 // what the old and the new version touch.
 
 func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
+	if old := t.ses[key]; old != nil && se != nil && old.sameShape(se) {
+		// Only what it lists as endpoints may have changed: its hosts' load assignments.
+		t.ses[key] = se
+		for _, h := range se.hosts {
+			t.markEndpoints(h)
+		}
+		return
+	}
 	if old := t.ses[key]; old != nil {
 		for _, h := range old.hosts {
 			delKey(t.seByHost, h, key)
@@ -287,7 +295,7 @@ func (t *Translator) markSelecting(we *workloadEntry) {
 		se := t.ses[key]
 		if selects(se.selector, we.spec.GetLabels()) {
 			for _, h := range se.hosts {
-				t.markHost(h, false)
+				t.markEndpoints(h)
 			}
 		}
 	}
@@ -306,12 +314,22 @@ func (t *Translator) markHosts(host string, withDependents bool) {
 	}
 }
 
-// markHost marks a host's unit and, when what others read of it changed (its ServiceEntry or
+// markHost marks a host's units and, when what others read of it changed (its ServiceEntry or
 // DestinationRule), every unit that read it.
 func (t *Translator) markHost(host string, withDependents bool) {
 	t.dirty[unitKey{unitHost, host}] = struct{}{}
+	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
 	if withDependents {
 		t.markDependents(depKey{depHost, host})
+	}
+}
+
+// markEndpoints marks a host whose endpoints changed: its load assignments, and the rest of
+// the host too when its clusters hold their endpoints (DNS resolution).
+func (t *Translator) markEndpoints(host string) {
+	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
+	if se, _ := t.serviceEntryFor(host); se != nil && !eds(se.resolution) {
+		t.dirty[unitKey{unitHost, host}] = struct{}{}
 	}
 }
 

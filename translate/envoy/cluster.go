@@ -24,8 +24,9 @@ func adsSource() *corepb.ConfigSource {
 	}
 }
 
-// buildClusters adds a host's clusters (and, for EDS, their load assignments) for one
-// port: the service as a whole, then one per subset of its DestinationRule.
+// buildClusters adds a host's clusters for one port: the service as a whole, then one per
+// subset of its DestinationRule. eps are the port's endpoints for DNS clusters, which hold
+// them; EDS clusters' are their load assignments (buildEndpoints).
 func (b *hostBuild) buildClusters(p port, eps []endpoint) {
 	b.addCluster(ClusterName(p.number, "", b.host), p, effectivePolicy(b.dr, nil, p.number), eps)
 	for i, ss := range b.dr.subsets() {
@@ -107,9 +108,43 @@ func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) 
 	default: // STATIC and NONE
 		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS}
 		c.EdsClusterConfig = &clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name}
-		b.putLoadAssignment(name, eps)
 	}
 	b.put(ClusterType, name, c)
+}
+
+// buildEndpoints builds a host's load assignments, for EDS clusters (STATIC and NONE
+// resolution): per port, the service's and one per subset of its DestinationRule, each named
+// as its cluster. A unit of its own, so that a change of endpoints (a ServiceEntry's, or a
+// WorkloadEntry's) rebuilds only these. What is wrong with the ServiceEntry, its ports or the
+// subsets' names is reported by the host's build, not twice; what is wrong with an endpoint,
+// here.
+func (t *Translator) buildEndpoints(host string) *unitState {
+	se, _ := t.serviceEntryFor(host)
+	if se == nil || !validHost(host) || !eds(se.resolution) {
+		return &unitState{}
+	}
+	b := newBuild(t, kindServiceEntry, se.Key)
+	dr, _ := t.destinationRuleFor(host)
+	ports := servicePorts(se, &faults{})
+	subsets := dr.subsets()
+	b.u.outputs = make([]output, 0, len(ports)*(1+len(subsets)))
+	ws := t.workloads(se)
+	for _, p := range ports {
+		eps := portEndpoints(ws, p, true, b.fs)
+		b.putLoadAssignment(ClusterName(p.number, "", host), eps)
+		for i, ss := range subsets {
+			if ss == nil {
+				continue
+			}
+			subsetEps := subsetEndpoints(eps, ss.GetLabels())
+			if len(subsetEps) == 0 && len(eps) > 0 {
+				b.fs.add(kindDestinationRule, dr.Key, "subsets[%d] (%s): labels %s select no endpoint of %s; its clusters are empty",
+					i, ss.GetName(), formatLabels(ss.GetLabels()), host)
+			}
+			b.putLoadAssignment(ClusterName(p.number, ss.GetName(), host), subsetEps)
+		}
+	}
+	return b.u
 }
 
 // putLoadAssignment adds the load assignment of an EDS cluster, encoded directly (see

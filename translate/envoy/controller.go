@@ -145,8 +145,8 @@ func (c *Controller) sync() error {
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once
 	}
-	if res.Changed > 0 || stats.Hosts+stats.Gateways > 0 || level == slog.LevelInfo {
-		c.log.Log(context.Background(), level, "translated", "revision", rev, "hosts", stats.Hosts, "ports", stats.Ports,
+	if res.Changed > 0 || stats.Hosts+stats.Endpoints+stats.Gateways > 0 || level == slog.LevelInfo {
+		c.log.Log(context.Background(), level, "translated", "revision", rev, "hosts", stats.Hosts, "endpoints", stats.Endpoints, "ports", stats.Ports,
 			"gateways", stats.Gateways, "upserts", stats.Upserts, "removals", stats.Removals, "written", res.Changed,
 			"faults", len(c.t.Faults()), "took", time.Since(start))
 	}

@@ -154,7 +154,7 @@ func (t *Translator) buildHost(host string) *unitState {
 
 func (b *hostBuild) buildPorts() {
 	ports := servicePorts(b.se, b.fs)
-	b.u.outputs = make([]output, 0, 4*len(ports)) // a cluster, its endpoints, a route, a listener
+	b.u.outputs = make([]output, 0, 3*len(ports)) // a cluster, a route, a listener
 	res := b.se.resolution
 	switch {
 	case res == networking.ServiceEntry_DYNAMIC_DNS:
@@ -164,14 +164,22 @@ func (b *hostBuild) buildPorts() {
 		b.fs.add(kindServiceEntry, b.se.Key, "host %s: a wildcard host cannot be resolved by DNS; it has no clusters", b.host)
 		return
 	}
-	ws := b.t.workloads(b.se)
-	ips := res == networking.ServiceEntry_STATIC || res == networking.ServiceEntry_NONE
+	// DNS clusters hold their endpoints; an EDS cluster's are its load assignment, built
+	// apart (buildEndpoints), so that a change of endpoints rebuilds only those.
+	var ws []workload
+	if !eds(res) {
+		ws = b.t.workloads(b.se)
+	}
 	vs, vsShadowed := b.t.meshVirtualServiceFor(b.host)
 	for _, o := range vsShadowed {
 		b.fs.add(kindVirtualService, o.Key, "host %s is also routed by VirtualService %s, which is older (or first by name); this VirtualService's routes for it are ignored", b.host, vs.Key)
 	}
 	for _, p := range ports {
-		b.buildClusters(p, portEndpoints(ws, p, ips, b.fs))
+		var eps []endpoint
+		if !eds(res) {
+			eps = portEndpoints(ws, p, false, b.fs)
+		}
+		b.buildClusters(p, eps)
 		if p.protocol.routed() {
 			b.buildRoutes(p, vs)
 		}

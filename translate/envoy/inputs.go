@@ -2,6 +2,8 @@ package envoy
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"fmt"
 	"time"
 
@@ -107,6 +109,20 @@ type serviceEntry struct {
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
+}
+
+// sameShape reports whether o differs from se at most in its endpoints: what else the
+// translation reads of it (hosts, ports, resolution, workload selector, and the creation time
+// that orders competing ServiceEntries) is the same.
+func (se *serviceEntry) sameShape(o *serviceEntry) bool {
+	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution &&
+		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
+}
+
+// eds reports whether a resolution gives EDS clusters, whose endpoints are load assignments
+// of their own; DNS clusters hold theirs.
+func eds(r networking.ServiceEntry_Resolution) bool {
+	return r == networking.ServiceEntry_STATIC || r == networking.ServiceEntry_NONE
 }
 
 // endpoints decodes the ServiceEntry's inline endpoints from its stored body, which was

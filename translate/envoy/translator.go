@@ -84,7 +84,8 @@ func delKey(m map[string]keyList, k, v string) {
 type unitKind uint8
 
 const (
-	unitHost           unitKind = iota // one host of the mesh
+	unitHost           unitKind = iota // one host of the mesh: its clusters, routes and listeners
+	unitEndpoints                      // one host's load assignments (EDS), apart: most changes are endpoints
 	unitPort                           // the outbound listener and route configuration of a port
 	unitGateway                        // one Gateway
 	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
@@ -254,7 +255,7 @@ func (d Delta) Resources() []Resource {
 
 // Stats tell how much one Translate recomputed, for tests, benchmarks and logs.
 type Stats struct {
-	Hosts, Ports, Gateways int // units rebuilt
+	Hosts, Endpoints, Ports, Gateways int // units rebuilt
 	Upserts, Removals      int
 	// FaultsChanged tells whether the faults differ from those before the call.
 	FaultsChanged bool
@@ -265,11 +266,17 @@ type Stats struct {
 func (t *Translator) Translate() (Delta, Stats) {
 	st := Stats{FaultsChanged: t.faultsDirty}
 	var delta Delta
-	// Hosts first: ports gather the hosts' virtual hosts. Hosts are built in parallel (a
-	// build only reads the inputs) and their results recorded in order.
-	hosts := t.dirtyOf(unitHost)
+	// Hosts first: ports gather the hosts' virtual hosts. Hosts and their endpoints are built
+	// in parallel (a build only reads the inputs) and their results recorded in order.
+	hosts := append(t.dirtyOf(unitHost), t.dirtyOf(unitEndpoints)...)
 	built := make([]*unitState, len(hosts))
-	parallel.For(len(hosts), parallelBuildMin, func(i int) { built[i] = t.buildHost(hosts[i].name) })
+	parallel.For(len(hosts), parallelBuildMin, func(i int) {
+		if hosts[i].kind == unitEndpoints {
+			built[i] = t.buildEndpoints(hosts[i].name)
+		} else {
+			built[i] = t.buildHost(hosts[i].name)
+		}
+	})
 	delta.Upserts = make(map[string][]store.Encoded, len(outputTypes))
 	if len(built) >= parallelBuildMin { // a full load's hosts change every output: room for them
 		counts := map[string]int{}
@@ -285,7 +292,11 @@ func (t *Translator) Translate() (Delta, Stats) {
 	for i, key := range hosts {
 		delete(t.dirty, key)
 		t.record(key, built[i], &delta)
-		st.Hosts++
+		if key.kind == unitHost {
+			st.Hosts++
+		} else {
+			st.Endpoints++
+		}
 	}
 	for _, kind := range []unitKind{unitGateway, unitVirtualService, unitPort} {
 		for _, key := range t.dirtyOf(kind) {
@@ -339,6 +350,8 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 	switch key.kind {
 	case unitHost:
 		u = t.buildHost(key.name)
+	case unitEndpoints:
+		u = t.buildEndpoints(key.name)
 	case unitPort:
 		u = t.buildPort(parsePort(key.name))
 	case unitGateway:

@@ -335,8 +335,8 @@ func TestWorkloadEntryChangeRebuildsOnlySelectingHosts(t *testing.T) {
 	})
 	feed(tr, coll, []*mcpapi.Resource{we}, nil)
 	delta, st := tr.Translate()
-	if st.Hosts != 1 || st.Gateways != 0 {
-		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 0", st.Hosts, st.Gateways)
+	if st.Endpoints != 1 || st.Hosts != 0 || st.Gateways != 0 {
+		t.Errorf("rebuilt the endpoints of %d hosts, %d hosts and %d gateways; want the endpoints of 1, and nothing else", st.Endpoints, st.Hosts, st.Gateways)
 	}
 	want := []string{"outbound|9080|v1|reviews.bookinfo.svc.cluster.local", "outbound|9080||reviews.bookinfo.svc.cluster.local"}
 	if got := upsertNames(delta); !slices.Equal(got, want) {
@@ -346,6 +346,37 @@ func TestWorkloadEntryChangeRebuildsOnlySelectingHosts(t *testing.T) {
 		if r.TypeURL != EndpointType {
 			t.Errorf("changed %s %s; only load assignments should change", r.TypeURL, r.Name)
 		}
+	}
+}
+
+// TestEndpointChangeRebuildsOnlyLoadAssignments: a ServiceEntry whose endpoints alone change
+// (an address) rebuilds its host's load assignments, not its clusters, routes and listeners;
+// one whose ports change rebuilds the host.
+func TestEndpointChangeRebuildsOnlyLoadAssignments(t *testing.T) {
+	tr, m := translated(t)
+	coll := collectionOf(kindServiceEntry)
+	se := edit(t, m[coll]["bookinfo/details"], &networking.ServiceEntry{}, "v2", func(se *networking.ServiceEntry) {
+		se.Endpoints = append(se.Endpoints, &networking.WorkloadEntry{Address: "10.10.9.9"})
+	})
+	feed(tr, coll, []*mcpapi.Resource{se}, nil)
+	delta, st := tr.Translate()
+	if st.Endpoints != 1 || st.Hosts != 0 {
+		t.Errorf("rebuilt the endpoints of %d hosts and %d hosts; want the endpoints of 1 only", st.Endpoints, st.Hosts)
+	}
+	for _, r := range delta.Resources() {
+		if r.TypeURL != EndpointType {
+			t.Errorf("changed %s %s; only load assignments should change", r.TypeURL, r.Name)
+		}
+	}
+	if len(delta.Resources()) == 0 {
+		t.Error("the new endpoint changed nothing")
+	}
+	se = edit(t, se, &networking.ServiceEntry{}, "v3", func(se *networking.ServiceEntry) {
+		se.Ports[0].Name = "http-renamed"
+	})
+	feed(tr, coll, []*mcpapi.Resource{se}, nil)
+	if _, st := tr.Translate(); st.Hosts != 1 {
+		t.Errorf("a port change rebuilt %d hosts; want 1", st.Hosts)
 	}
 }
 

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,7 +19,6 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
-	"github.com/mcpbridge/mcpbridge/bridgetest"
 )
 
 const seCollection = "istio/networking/v1alpha3/serviceentries"
@@ -44,22 +44,25 @@ func serviceEntryResource(i, gen int) *mcpapi.Resource {
 }
 
 // BenchmarkProducerWithSubscribers: a producer pushes one changed ServiceEntry at a time to
-// the ResourceSink, each push after the ACK of the one before, while 1,000 delta ADS streams
-// subscribe to the ServiceEntries (and the translation derives Envoy resources from each
-// change). It reports the changes the producer got accepted per second and its push-to-ACK
-// latency: a producer must never wait for the fan-out to consumers.
+// the ResourceSink of a real mcpbridge process, each push after the ACK of the one before,
+// while 1,000 delta ADS streams subscribe to the ServiceEntries (and the translation derives
+// Envoy resources from each change). It reports the changes the producer got accepted per
+// second and its push-to-ACK latency: a producer must never wait for the fan-out to consumers.
 func BenchmarkProducerWithSubscribers(b *testing.B) {
 	const streams, services = 1000, 1000
-	br := bridgetest.Start(b)
-	p := dialProducer(b, br.GRPCAddr())
+	bridge := startBridge(b, buildBridge(b), "")
+	defer bridge.stop(b)
+	bridge.waitReady(b, time.Minute)
+	p := dialProducer(b, bridge.grpcAddr)
 	defer p.close()
 	var all []*mcpapi.Resource
 	for i := range services {
 		all = append(all, serviceEntryResource(i, 0))
 	}
 	p.push(b, false, all...)
-	fleet := startDeltaFleet(b, br.GRPCAddr(), streams)
+	fleet := startFleetProcess(b, bridge.grpcAddr, streams)
 	defer fleet.stop()
+	responses0 := fleet.received()
 
 	var latencies []time.Duration
 	b.ResetTimer()
@@ -76,7 +79,7 @@ func BenchmarkProducerWithSubscribers(b *testing.B) {
 	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "changes/s")
 	b.ReportMetric(pct(0.5), "ack-p50-ms")
 	b.ReportMetric(pct(0.99), "ack-p99-ms")
-	b.ReportMetric(float64(fleet.responses.Load())/elapsed.Seconds(), "responses/s")
+	b.ReportMetric(float64(fleet.received()-responses0)/elapsed.Seconds(), "responses/s")
 }
 
 // producer pushes to the bridge's ResourceSink.
@@ -132,23 +135,35 @@ type deltaFleet struct {
 }
 
 func startDeltaFleet(b *testing.B, addr string, n int) *deltaFleet {
+	b.Helper()
+	f, err := openDeltaFleet(addr, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// openDeltaFleet opens the streams and waits until each has its first response.
+func openDeltaFleet(addr string, n int) (*deltaFleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &deltaFleet{cancel: cancel}
 	for range 20 {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), withLeanCodec())
 		if err != nil {
-			b.Fatal(err)
+			f.stop()
+			return nil, err
 		}
 		f.conns = append(f.conns, conn)
 	}
 	first := make(chan struct{}, n)
 	for i := range n {
 		stream, err := discovery.NewAggregatedDiscoveryServiceClient(f.conns[i%len(f.conns)]).DeltaAggregatedResources(ctx)
-		if err != nil {
-			b.Fatal(err)
+		if err == nil {
+			err = stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: seType})
 		}
-		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: seType}); err != nil {
-			b.Fatal(err)
+		if err != nil {
+			f.stop()
+			return nil, err
 		}
 		f.wg.Go(func() {
 			once := false
@@ -172,10 +187,11 @@ func startDeltaFleet(b *testing.B, addr string, n int) *deltaFleet {
 		select {
 		case <-first:
 		case <-time.After(time.Minute):
-			b.Fatal("the fleet did not get its first responses")
+			f.stop()
+			return nil, errors.New("the fleet did not get its first responses within a minute")
 		}
 	}
-	return f
+	return f, nil
 }
 
 func (f *deltaFleet) stop() {

@@ -126,10 +126,16 @@ func freeAddr(b *testing.B) string {
 	return l.Addr().String()
 }
 
+// startBridge starts mcpbridge serve on free loopback ports, with the files of dir as its
+// source (none when dir is empty).
 func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
 	b.Helper()
 	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
+	files := ""
+	if dir != "" {
+		files = fmt.Sprintf("  files: [%s]\n", dir)
+	}
 	os.WriteFile(cfg, fmt.Appendf(nil, `grpc:
   address: %s
 http:
@@ -137,9 +143,8 @@ http:
 log:
   level: warn
 sources:
-  files: [%s]
-  startup_timeout: 5m
-`, p.grpcAddr, p.httpAddr, dir), 0o644)
+%s  startup_timeout: 5m
+`, p.grpcAddr, p.httpAddr, files), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

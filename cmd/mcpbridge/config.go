@@ -44,6 +44,7 @@ var defaults = map[string]any{
 	"store.tombstone_retention":        "5m",
 	"collections":                      []string{},
 	"memory.limit":                     "auto",
+	"memory.gc_percent":                bridge.DefaultGCPercent,
 	"sources.upstreams":                []any{},
 	"downstreams":                      []any{},
 	"sink.node_id":                     "mcpbridge",
@@ -229,6 +230,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	}
 	if _, err := parseMemoryLimit(c.Memory.Limit); err != nil {
 		return configErrorf("memory.limit: %v", err)
+	}
+	if c.Memory.GCPercent < 10 || c.Memory.GCPercent > 1000 {
+		return configErrorf("memory.gc_percent: %d is not between 10 and 1000", c.Memory.GCPercent)
 	}
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")

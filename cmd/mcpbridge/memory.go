@@ -49,6 +49,19 @@ func parseMemoryLimit(s string) (memoryLimit, error) {
 	return memoryLimit{bytes: n * factor}, nil
 }
 
+// applyGCPercent sets the garbage collector's GOGC from memory.gc_percent and reports what
+// it set; GOGC, read by the runtime itself, wins.
+func applyGCPercent(percent int, log *slog.Logger) int {
+	if v := os.Getenv("GOGC"); v != "" {
+		log.Info("garbage collector target from GOGC", "GOGC", v)
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(percent)
+	return percent
+}
+
 // applyMemoryLimit sets the Go memory limit from memory.limit and reports what it set; 0
 // means none. GOMEMLIMIT, read by the runtime itself, wins.
 func applyMemoryLimit(spec string, log *slog.Logger) int64 {

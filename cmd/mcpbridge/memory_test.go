@@ -58,3 +58,28 @@ func TestMemoryLimitIsApplied(t *testing.T) {
 		t.Fatalf("memory.limit lots: exit %d, stderr %q; want 2 naming the key", code, stderr)
 	}
 }
+
+// memory.gc_percent sets the garbage collector's GOGC; GOGC in the environment wins; a value
+// out of range is exit 2 naming the key.
+func TestGCPercentIsApplied(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOGC", "")
+	if got := applyGCPercent(60, log); got != 60 || debug.SetGCPercent(60) != 60 {
+		t.Fatalf("gc_percent 60: applied %d", got)
+	}
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150) // as the runtime would have read it at start
+	if got := applyGCPercent(60, log); got != 150 || debug.SetGCPercent(150) != 150 {
+		t.Fatalf("with GOGC=150: applied %d, want GOGC's 150", got)
+	}
+	t.Setenv("GOGC", "")
+
+	t.Setenv("MCPBRIDGE_MEMORY_GC_PERCENT", "5")
+	code, _, stderr := runCLI(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	if code != exitUsage || !strings.Contains(stderr, "memory.gc_percent") {
+		t.Fatalf("memory.gc_percent 5: exit %d, stderr %q; want 2 naming the key", code, stderr)
+	}
+}

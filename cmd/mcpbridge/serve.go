@@ -57,6 +57,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, onListen listenin
 		onListen(grpcLis.Addr(), httpLis.Addr())
 	}
 	applyMemoryLimit(cfg.Memory.Limit, log)
+	applyGCPercent(cfg.Memory.GCPercent, log)
 	b, err := bridge.New(cfg, log)
 	if err != nil {
 		grpcLis.Close()

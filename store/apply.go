@@ -91,11 +91,7 @@ func (s *Store) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) 
 	for coll, rs := range state {
 		updates = append(updates, Update{Collection: coll, Full: true, Resources: rs})
 	}
-	prepared, err := s.prepare(updates)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.write(owner, prepared, true)
+	return s.replaceOwner(owner, updates)
 }
 
 // ReplaceOwnerEncoded is ReplaceOwner for resources their producer encoded (see
@@ -105,6 +101,10 @@ func (s *Store) ReplaceOwnerEncoded(owner string, state map[string][]Encoded) (R
 	for coll, es := range state {
 		updates = append(updates, Update{Collection: coll, Full: true, Encoded: es})
 	}
+	return s.replaceOwner(owner, updates)
+}
+
+func (s *Store) replaceOwner(owner string, updates []Update) (Result, error) {
 	prepared, err := s.prepare(updates)
 	if err != nil {
 		return Result{}, err

@@ -293,7 +293,7 @@ func (t *Translator) setWorkloadEntry(key string, we *workloadEntry) {
 func (t *Translator) markSelecting(we *workloadEntry) {
 	for _, key := range t.selectorsByNS[we.Namespace] {
 		se := t.ses[key]
-		if selects(se.selector, we.spec.GetLabels()) {
+		if we.labels.selectedBy(se.selector) {
 			for _, h := range se.hosts {
 				t.markEndpoints(h)
 			}

@@ -225,8 +225,8 @@ func endpointMetadata(w *workload) *corepb.Metadata {
 	md := &corepb.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if len(w.labels) > 0 {
 		fields := make(map[string]*structpb.Value, len(w.labels))
-		for k, v := range w.labels {
-			fields[k] = structpb.NewStringValue(v)
+		for _, l := range w.labels {
+			fields[l.k] = structpb.NewStringValue(l.v)
 		}
 		md.FilterMetadata["envoy.lb"] = &structpb.Struct{Fields: fields}
 	}

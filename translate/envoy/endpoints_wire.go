@@ -81,8 +81,8 @@ func encodable(ep endpoint) bool {
 		!utf8.ValidString(ep.locality) || !utf8.ValidString(ep.network) {
 		return false
 	}
-	for k, v := range ep.labels {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+	for _, l := range ep.labels {
+		if !utf8.ValidString(l.k) || !utf8.ValidString(l.v) {
 			return false
 		}
 	}
@@ -93,8 +93,7 @@ func encodable(ep endpoint) bool {
 // order and the sizes of its parts.
 type wireEndpoint struct {
 	endpoint
-	labels       []string // keys, sorted
-	labelsSize   int      // of the envoy.lb Struct
+	labelsSize   int // of the envoy.lb Struct
 	metadataSize int      // -1: no metadata
 	size         int
 }
@@ -102,9 +101,8 @@ type wireEndpoint struct {
 func newWireEndpoint(ep endpoint) wireEndpoint {
 	l := wireEndpoint{endpoint: ep, metadataSize: -1}
 	if len(ep.labels) > 0 || ep.network != "" {
-		l.labels = sortedKeys(ep.labels)
-		for _, k := range l.labels {
-			l.labelsSize += fieldEntrySize(k, ep.labels[k])
+		for _, lb := range ep.labels {
+			l.labelsSize += fieldEntrySize(lb.k, lb.v)
 		}
 		l.metadataSize = 0
 		if len(l.labels) > 0 {
@@ -197,8 +195,8 @@ func (l *wireEndpoint) appendMetadata(b []byte) []byte {
 		b = appendTagLen(b, metadataFilter, filterEntrySize("envoy.lb", l.labelsSize))
 		b = appendStringField(b, mapKey, "envoy.lb")
 		b = appendTagLen(b, mapValue, l.labelsSize)
-		for _, k := range l.labels {
-			b = appendFieldEntry(b, k, l.endpoint.labels[k])
+		for _, lb := range l.labels {
+			b = appendFieldEntry(b, lb.k, lb.v)
 		}
 	}
 	if l.network != "" {

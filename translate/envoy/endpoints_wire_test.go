@@ -32,7 +32,7 @@ func TestLoadAssignmentEncodingIsTheMarshalledMessage(t *testing.T) {
 		for i := range ws {
 			ws[i] = workload{
 				address:  rapid.OneOf(rapid.SampledFrom([]string{"10.0.0.1", "10.0.0.2", "::1"}), text).Draw(rt, "address"),
-				labels:   rapid.MapOfN(text, text, 0, 4).Draw(rt, "labels"),
+				labels:   labelsOf(rapid.MapOfN(text, text, 0, 4).Draw(rt, "labels")),
 				network:  text.Draw(rt, "network"),
 				locality: text.Draw(rt, "locality"),
 				weight:   rapid.SampledFrom([]uint32{0, 1, 7, 1 << 20}).Draw(rt, "weight"),
@@ -64,8 +64,8 @@ func TestLoadAssignmentEncodingIsTheMarshalledMessage(t *testing.T) {
 func allEncodable(eps []endpoint) bool {
 	for _, ep := range eps {
 		strs := []string{ep.address, ep.locality, ep.network}
-		for k, v := range ep.labels {
-			strs = append(strs, k, v)
+		for _, l := range ep.labels {
+			strs = append(strs, l.k, l.v)
 		}
 		for _, s := range strs {
 			if !utf8.ValidString(s) {
@@ -123,7 +123,7 @@ func BenchmarkLoadAssignment(b *testing.B) {
 	eps := make([]endpoint, 10)
 	for i := range ws {
 		ws[i] = workload{address: fmt.Sprintf("10.0.0.%d", i+1), locality: fmt.Sprintf("region/zone-%d", i%3),
-			labels: map[string]string{"app": "svc", "version": "v1", "topology.kubernetes.io/zone": fmt.Sprint("zone-", i%3)}}
+			labels: labelsOf(map[string]string{"app": "svc", "version": "v1", "topology.kubernetes.io/zone": fmt.Sprint("zone-", i%3)})}
 		eps[i] = endpoint{workload: &ws[i], port: 8080}
 	}
 	const name = "outbound|8080||svc.ns.example"

@@ -125,18 +125,6 @@ func eds(r networking.ServiceEntry_Resolution) bool {
 	return r == networking.ServiceEntry_STATIC || r == networking.ServiceEntry_NONE
 }
 
-// endpoints decodes the ServiceEntry's inline endpoints from its stored body, which was
-// checked when the ServiceEntry was read.
-func (se *serviceEntry) endpoints() []*networking.WorkloadEntry {
-	if se.inline == 0 {
-		return nil
-	}
-	spec := &networking.ServiceEntry{}
-	if err := proto.Unmarshal(se.body, spec); err != nil {
-		return nil // not reached: the same bytes decoded when read
-	}
-	return spec.GetEndpoints()
-}
 
 type virtualService struct {
 	meta
@@ -162,7 +150,8 @@ type gateway struct {
 
 type workloadEntry struct {
 	meta
-	spec *networking.WorkloadEntry
+	spec   *networking.WorkloadEntry
+	labels labels // spec's, sorted: what workload selectors look up
 }
 
 // checkBody checks that a resource's body is of the kind and valid, without decoding it.
@@ -273,19 +262,6 @@ func newWorkloadEntry(in Input) (*workloadEntry, error) {
 	if err := decodeBody(kindWorkloadEntry, in, spec); err != nil {
 		return nil, err
 	}
-	return &workloadEntry{meta: metaOf(in), spec: spec}, nil
+	return &workloadEntry{meta: metaOf(in), spec: spec, labels: labelsOf(spec.GetLabels())}, nil
 }
 
-// selects reports whether every label of the selector is on the workload. An empty selector
-// selects nothing: Istio's ServiceEntry without a workloadSelector has no selected workloads.
-func selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"fmt"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -137,4 +138,85 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 		}
 		b = b[n:]
 	}
+}
+
+// Field numbers of networking.WorkloadEntry, an inline endpoint of a ServiceEntry.
+var (
+	weAddress  = fieldNum(&networking.WorkloadEntry{}, "address")
+	wePorts    = fieldNum(&networking.WorkloadEntry{}, "ports")
+	weLabels   = fieldNum(&networking.WorkloadEntry{}, "labels")
+	weNetwork  = fieldNum(&networking.WorkloadEntry{}, "network")
+	weLocality = fieldNum(&networking.WorkloadEntry{}, "locality")
+	weWeight   = fieldNum(&networking.WorkloadEntry{}, "weight")
+)
+
+// scanEndpoints reads a valid ServiceEntry encoding's inline endpoints as workloads, as
+// proto.Unmarshal would read them (a repeated map key's last value wins, the last of a
+// scalar), without building their messages. Strings are views into b, which the store never
+// modifies: a build holds its workloads only while it encodes them.
+func scanEndpoints(b []byte, kind, key string) []workload {
+	var out []workload
+	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) {
+		if num == seEndpoints && typ == protowire.BytesType {
+			w := scanWorkload(v)
+			w.kind, w.key, w.index = kind, key, len(out)
+			out = append(out, w)
+		}
+	})
+	return out
+}
+
+func scanWorkload(b []byte) workload {
+	var w workload
+	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) {
+		switch {
+		case num == weAddress && typ == protowire.BytesType:
+			w.address = view(v)
+		case num == weNetwork && typ == protowire.BytesType:
+			w.network = view(v)
+		case num == weLocality && typ == protowire.BytesType:
+			w.locality = view(v)
+		case num == weWeight && typ == protowire.VarintType:
+			w.weight = uint32(x)
+		case num == weLabels && typ == protowire.BytesType:
+			k, val := scanStringEntry(v)
+			w.labels = append(w.labels, label{view(k), view(val)})
+		case num == wePorts && typ == protowire.BytesType:
+			var p label
+			var n uint32
+			eachField(v, func(num protowire.Number, typ protowire.Type, s []byte, x uint64) {
+				switch {
+				case num == 1 && typ == protowire.BytesType:
+					p.k = view(s)
+				case num == 2 && typ == protowire.VarintType:
+					n = uint32(x)
+				}
+			})
+			w.ports = append(w.ports, namedPort{p.k, n})
+		}
+	})
+	w.labels = w.labels.settled()
+	w.ports = settledPorts(w.ports)
+	return w
+}
+
+// scanStringEntry reads a map<string, string> entry: its key (1) and value (2).
+func scanStringEntry(b []byte) (k, v []byte) {
+	eachField(b, func(num protowire.Number, typ protowire.Type, s []byte, _ uint64) {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			k = s
+		case num == 2 && typ == protowire.BytesType:
+			v = s
+		}
+	})
+	return k, v
+}
+
+// view is a string over immutable bytes, without a copy.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

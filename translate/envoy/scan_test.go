@@ -72,3 +72,58 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 		}
 	})
 }
+
+// TestScanEndpointsReadsWhatUnmarshalReads: a ServiceEntry's inline endpoints read from its
+// encoding are the workloads its decoded endpoints make, merged encodings included (a map key
+// given twice keeps its last value).
+func TestScanEndpointsReadsWhatUnmarshalReads(t *testing.T) {
+	text := rapid.StringMatching(`[a-z0-9./-]{0,6}`)
+	rapid.Check(t, func(rt *rapid.T) {
+		var b []byte
+		for range rapid.IntRange(1, 2).Draw(rt, "encodings") {
+			se := &networking.ServiceEntry{Hosts: []string{"a.example"}}
+			for range rapid.IntRange(0, 4).Draw(rt, "endpoints") {
+				se.Endpoints = append(se.Endpoints, &networking.WorkloadEntry{
+					Address: text.Draw(rt, "address"), Network: text.Draw(rt, "network"),
+					Locality: text.Draw(rt, "locality"), Weight: rapid.Uint32().Draw(rt, "weight"),
+					Labels: rapid.MapOfN(text, text, 0, 3).Draw(rt, "labels"),
+					Ports:  rapid.MapOfN(text, rapid.Uint32(), 0, 2).Draw(rt, "ports"),
+				})
+			}
+			enc, err := proto.Marshal(se)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			b = append(b, enc...)
+		}
+		var want networking.ServiceEntry
+		if err := proto.Unmarshal(b, &want); err != nil {
+			rt.Fatal(err)
+		}
+		got := scanEndpoints(b, kindServiceEntry, "ns/se")
+		if len(got) != len(want.GetEndpoints()) {
+			rt.Fatalf("%d endpoints, want %d", len(got), len(want.GetEndpoints()))
+		}
+		for i, ep := range want.GetEndpoints() {
+			w := workloadOf(kindServiceEntry, "ns/se", i, ep)
+			g := got[i]
+			if g.address != w.address || g.network != w.network || g.locality != w.locality || g.weight != w.weight ||
+				g.index != i || !slices.Equal(g.labels, w.labels) || !slices.Equal(g.ports, w.ports) {
+				rt.Fatalf("endpoint %d: scanned %+v, decoded %+v", i, g, w)
+			}
+		}
+	})
+}
+
+// TestMapKeyGivenTwiceKeepsItsLastValue: proto's rule for a map entry whose key repeats, as
+// the scans apply it to labels and ports.
+func TestMapKeyGivenTwiceKeepsItsLastValue(t *testing.T) {
+	got := labels{{"b", "1"}, {"a", "1"}, {"b", "2"}, {"c", "1"}, {"b", "3"}}.settled()
+	if want := (labels{{"a", "1"}, {"b", "3"}, {"c", "1"}}); !slices.Equal(got, want) {
+		t.Errorf("labels %v, want %v", got, want)
+	}
+	ports := settledPorts([]namedPort{{"http", 1}, {"grpc", 2}, {"http", 3}})
+	if want := []namedPort{{"grpc", 2}, {"http", 3}}; !slices.Equal(ports, want) {
+		t.Errorf("ports %v, want %v", ports, want)
+	}
+}

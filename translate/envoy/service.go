@@ -90,8 +90,8 @@ type workload struct {
 	kind, key string // where it comes from, for faults
 	index     int    // of a ServiceEntry's inline endpoint; -1 for a WorkloadEntry
 	address   string
-	ports     map[string]uint32
-	labels    map[string]string
+	ports     []namedPort // by name
+	labels    labels
 	network   string
 	locality  string
 	weight    uint32
@@ -101,8 +101,8 @@ type workload struct {
 // WorkloadEntries of its namespace that its workloadSelector selects, by name.
 func (t *Translator) workloads(se *serviceEntry) []workload {
 	var out []workload
-	for i, ep := range se.endpoints() {
-		out = append(out, workloadOf(kindServiceEntry, se.Key, i, ep))
+	if se.inline > 0 {
+		out = scanEndpoints(se.body, kindServiceEntry, se.Key)
 	}
 	sel := se.selector
 	if len(sel) == 0 {
@@ -110,7 +110,7 @@ func (t *Translator) workloads(se *serviceEntry) []workload {
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.weByNamespace[se.Namespace])) {
 		we := t.wes[key]
-		if selects(sel, we.spec.GetLabels()) {
+		if we.labels.selectedBy(sel) {
 			out = append(out, workloadOf(kindWorkloadEntry, key, -1, we.spec))
 		}
 	}
@@ -120,7 +120,7 @@ func (t *Translator) workloads(se *serviceEntry) []workload {
 func workloadOf(kind, key string, index int, we *networking.WorkloadEntry) workload {
 	return workload{
 		kind: kind, key: key, index: index,
-		address: we.GetAddress(), ports: we.GetPorts(), labels: we.GetLabels(),
+		address: we.GetAddress(), ports: portsOf(we.GetPorts()), labels: labelsOf(we.GetLabels()),
 		network: we.GetNetwork(), locality: we.GetLocality(), weight: we.GetWeight(),
 	}
 }
@@ -137,7 +137,7 @@ func (w *workload) field() string {
 // endpointPort maps a service port to a workload's port as Istio does: the workload's port of
 // the same name, else the service port's targetPort, else the service port's number.
 func (w *workload) endpointPort(p port) uint32 {
-	if n, ok := w.ports[p.name]; ok && n > 0 && n <= 65535 {
+	if n, ok := portNamed(w.ports, p.name); ok && n > 0 && n <= 65535 {
 		return n
 	}
 	if p.target != 0 {
@@ -197,7 +197,7 @@ func subsetEndpoints(eps []endpoint, labels map[string]string) []endpoint {
 	}
 	var out []endpoint
 	for _, ep := range eps {
-		if selects(labels, ep.labels) {
+		if ep.labels.selectedBy(labels) {
 			out = append(out, ep)
 		}
 	}

@@ -94,7 +94,7 @@ func encodable(ep endpoint) bool {
 type wireEndpoint struct {
 	endpoint
 	labelsSize   int // of the envoy.lb Struct
-	metadataSize int      // -1: no metadata
+	metadataSize int // -1: no metadata
 	size         int
 }
 

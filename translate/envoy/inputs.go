@@ -2,9 +2,9 @@ package envoy
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"slices"
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -124,7 +124,6 @@ func (se *serviceEntry) sameShape(o *serviceEntry) bool {
 func eds(r networking.ServiceEntry_Resolution) bool {
 	return r == networking.ServiceEntry_STATIC || r == networking.ServiceEntry_NONE
 }
-
 
 type virtualService struct {
 	meta
@@ -264,4 +263,3 @@ func newWorkloadEntry(in Input) (*workloadEntry, error) {
 	}
 	return &workloadEntry{meta: metaOf(in), spec: spec, labels: labelsOf(spec.GetLabels())}, nil
 }
-

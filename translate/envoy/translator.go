@@ -256,7 +256,7 @@ func (d Delta) Resources() []Resource {
 // Stats tell how much one Translate recomputed, for tests, benchmarks and logs.
 type Stats struct {
 	Hosts, Endpoints, Ports, Gateways int // units rebuilt
-	Upserts, Removals      int
+	Upserts, Removals                 int
 	// FaultsChanged tells whether the faults differ from those before the call.
 	FaultsChanged bool
 }

@@ -1,0 +1,358 @@
+// Package authz decides what a peer of the bridge may do: which collections it may produce and
+// consume, in which namespaces, and whether it is an administrator. Rules come from the
+// configuration (authz.rules); a peer is named by the SPIFFE ID of its verified client
+// certificate.
+//
+// With no rules everything is allowed (loopback development). With rules, a peer's rights are
+// those of every rule whose identity matches it, each rule's collections going with its own
+// namespaces; a peer no rule matches may do nothing, and a peer without a verified identity
+// matches only the rule whose identity is "unauthenticated".
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// Unauthenticated is the identity of a rule for peers without a verified identity.
+const Unauthenticated = "unauthenticated"
+
+// All, in a list of collections or namespaces, is every one.
+const All = "*"
+
+// Rule is one entry of authz.rules.
+type Rule struct {
+	// Identity is an exact SPIFFE ID, a prefix ending in "/*"
+	// (spiffe://example.org/ns/mesh-config/*), or "unauthenticated".
+	Identity string `mapstructure:"identity"`
+	Produce  Scope  `mapstructure:"produce"`
+	Consume  Scope  `mapstructure:"consume"`
+	// Admin may read the debug views and the status page.
+	Admin bool `mapstructure:"admin"`
+}
+
+// Scope is collections in namespaces. Collections are MCP collection names, xDS type URLs or
+// AggregatedMeshConfigService type URLs (any name of a kind), or "*"; namespaces are names or
+// "*". A resource of a cluster-scoped kind, whose name has no namespace, is in a scope only
+// with "*" among its namespaces.
+type Scope struct {
+	Collections []string `mapstructure:"collections"`
+	Namespaces  []string `mapstructure:"namespaces"`
+}
+
+// Policy is the compiled rules. The zero Policy, and a Policy of no rules, allows everything.
+type Policy struct {
+	rules []rule
+}
+
+type rule struct {
+	identity string // exact, or a prefix (ending in "/") when prefix is set
+	prefix   bool
+	produce  scope
+	consume  scope
+	admin    bool
+}
+
+// scope is a compiled Scope: canonical collections and namespaces, each a set or all.
+type scope struct {
+	collections set
+	namespaces  set
+}
+
+type set struct {
+	all   bool
+	names []string // sorted
+}
+
+func (s set) has(name string) bool {
+	if s.all {
+		return true
+	}
+	_, ok := slices.BinarySearch(s.names, name)
+	return ok
+}
+
+// Canonical names a collection the one way rules and requests are compared: the bridge passes
+// its naming table (any name of a kind to its canonical MCP collection), and a name it does
+// not know stays as it is.
+type Canonical func(name string) string
+
+// Compile checks and compiles rules. Each error names the rule (by index) and the field.
+func Compile(rules []Rule, canonical Canonical) (*Policy, error) {
+	if canonical == nil {
+		canonical = func(s string) string { return s }
+	}
+	p := &Policy{}
+	for i, r := range rules {
+		c, err := compileRule(r, canonical)
+		if err != nil {
+			return nil, fmt.Errorf("authz.rules[%d].%w", i, err)
+		}
+		p.rules = append(p.rules, c)
+	}
+	return p, nil
+}
+
+func compileRule(r Rule, canonical Canonical) (rule, error) {
+	c := rule{identity: r.Identity, admin: r.Admin}
+	switch id := r.Identity; {
+	case id == Unauthenticated:
+	case id == "":
+		return c, errors.New(`identity: empty; give a SPIFFE ID, a prefix ending in "/*", or "unauthenticated"`)
+	case !strings.HasPrefix(id, "spiffe://"):
+		return c, fmt.Errorf(`identity: %q is not a SPIFFE ID (spiffe://trust-domain/path), a prefix ending in "/*", or "unauthenticated"`, id)
+	case strings.HasSuffix(id, "/*"):
+		c.identity, c.prefix = strings.TrimSuffix(id, "*"), true
+	case strings.Contains(id, "*"):
+		return c, fmt.Errorf(`identity: %q: "*" may only end a prefix, as in spiffe://example.org/ns/mesh-config/*`, id)
+	}
+	var err error
+	if c.produce, err = compileScope(r.Produce, canonical); err != nil {
+		return c, fmt.Errorf("produce.%w", err)
+	}
+	if c.consume, err = compileScope(r.Consume, canonical); err != nil {
+		return c, fmt.Errorf("consume.%w", err)
+	}
+	return c, nil
+}
+
+func compileScope(s Scope, canonical Canonical) (scope, error) {
+	var c scope
+	var err error
+	if c.collections, err = compileSet("collections", s.Collections, canonical); err != nil {
+		return c, err
+	}
+	if c.namespaces, err = compileSet("namespaces", s.Namespaces, func(n string) string { return n }); err != nil {
+		return c, err
+	}
+	if len(s.Collections) > 0 && len(s.Namespaces) == 0 {
+		return c, errors.New(`namespaces: empty; the collections are of no namespace: name some, or "*"`)
+	}
+	return c, nil
+}
+
+func compileSet(field string, names []string, canonical Canonical) (set, error) {
+	var s set
+	for _, n := range names {
+		switch {
+		case n == All:
+			s.all = true
+		case n == "" || strings.ContainsAny(n, "* \t\n"):
+			return s, fmt.Errorf("%s: %q is not a name or %q", field, n, All)
+		default:
+			s.names = append(s.names, canonical(n))
+		}
+	}
+	slices.Sort(s.names)
+	s.names = slices.Compact(s.names)
+	return s, nil
+}
+
+// Enabled reports whether there are rules: without, everything is allowed.
+func (p *Policy) Enabled() bool { return p != nil && len(p.rules) > 0 }
+
+// ErrNoRule is the refusal of a peer that no rule matches.
+var ErrNoRule = errors.New("no authorization rule matches this peer")
+
+// Grant returns the rights of a peer: id is the SPIFFE ID of its verified certificate, or
+// empty when it has none. It returns ErrNoRule when rules are set and none matches.
+func (p *Policy) Grant(id string) (*Grant, error) {
+	if !p.Enabled() {
+		return &Grant{Identity: id, all: true, Admin: true}, nil
+	}
+	g := &Grant{Identity: id}
+	if id == "" {
+		g.Identity = Unauthenticated
+	}
+	for _, r := range p.rules {
+		if r.matches(id) {
+			g.rules = append(g.rules, r)
+			g.Admin = g.Admin || r.admin
+		}
+	}
+	if len(g.rules) == 0 {
+		return nil, fmt.Errorf("%w (identity %s)", ErrNoRule, g.Identity)
+	}
+	return g, nil
+}
+
+func (r rule) matches(id string) bool {
+	switch {
+	case id == "":
+		return r.identity == Unauthenticated
+	case r.prefix:
+		return strings.HasPrefix(id, r.identity)
+	}
+	return r.identity == id
+}
+
+// Grant is what one peer may do.
+type Grant struct {
+	// Identity is the peer's SPIFFE ID, or "unauthenticated".
+	Identity string
+	// Admin may read the debug views and the status page.
+	Admin bool
+	all   bool // no rules: everything
+	rules []rule
+}
+
+// All reports whether the grant allows everything (no rules are configured).
+func (g *Grant) All() bool { return g.all }
+
+// MayProduce reports whether the peer may write a resource of this name in a collection
+// (canonical) as a producer.
+func (g *Grant) MayProduce(collection, name string) bool {
+	return g.may(collection, name, func(r rule) scope { return r.produce })
+}
+
+// MayConsume reports whether the peer may read a resource of this name in a collection
+// (canonical).
+func (g *Grant) MayConsume(collection, name string) bool {
+	return g.may(collection, name, func(r rule) scope { return r.consume })
+}
+
+// MayProduceIn and MayConsumeIn report whether the peer may write, or read, anything of a
+// collection (canonical) at all.
+func (g *Grant) MayProduceIn(collection string) bool {
+	return g.in(collection, func(r rule) scope { return r.produce })
+}
+
+func (g *Grant) MayConsumeIn(collection string) bool {
+	return g.in(collection, func(r rule) scope { return r.consume })
+}
+
+func (g *Grant) in(collection string, of func(rule) scope) bool {
+	if g.all {
+		return true
+	}
+	for _, r := range g.rules {
+		if s := of(r); s.collections.has(collection) && (s.namespaces.all || len(s.namespaces.names) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Grant) may(collection, name string, of func(rule) scope) bool {
+	ns, namespaced := NamespaceOf(name)
+	return g.mayIn(collection, ns, namespaced, of)
+}
+
+// MayConsumeNamespace reports whether the peer may read a collection's (canonical) resources
+// of a namespace, or, namespaced false, its cluster-scoped resources; for names whose
+// namespace is not their prefix (the Envoy resources derived from a ServiceEntry).
+func (g *Grant) MayConsumeNamespace(collection, namespace string, namespaced bool) bool {
+	return g.mayIn(collection, namespace, namespaced, func(r rule) scope { return r.consume })
+}
+
+func (g *Grant) mayIn(collection, ns string, namespaced bool, of func(rule) scope) bool {
+	if g.all {
+		return true
+	}
+	for _, r := range g.rules {
+		s := of(r)
+		if !s.collections.has(collection) {
+			continue
+		}
+		if s.namespaces.all || namespaced && s.namespaces.has(ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// ConsumeNamespaces returns, for a collection (canonical), whether the peer may read all of
+// it, else the namespaces it may read (sorted; empty: none).
+func (g *Grant) ConsumeNamespaces(collection string) (all bool, namespaces []string) {
+	if g.all {
+		return true, nil
+	}
+	for _, r := range g.rules {
+		if !r.consume.collections.has(collection) {
+			continue
+		}
+		if r.consume.namespaces.all {
+			return true, nil
+		}
+		namespaces = append(namespaces, r.consume.namespaces.names...)
+	}
+	slices.Sort(namespaces)
+	return false, slices.Compact(namespaces)
+}
+
+// NamespaceOf is the namespace of a resource name: "namespace/name", or no namespace for a
+// cluster-scoped name.
+func NamespaceOf(name string) (namespace string, namespaced bool) {
+	ns, _, ok := strings.Cut(name, "/")
+	return ns, ok
+}
+
+// PeerIdentity is the SPIFFE ID (the first spiffe URI SAN) of the peer's client certificate,
+// when the TLS stack verified it; empty otherwise, also for a certificate offered but not
+// verified (client_auth: request with a certificate of an unknown CA).
+func PeerIdentity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	for _, u := range info.State.VerifiedChains[0][0].URIs {
+		if strings.EqualFold(u.Scheme, "spiffe") {
+			return u.String()
+		}
+	}
+	return ""
+}
+
+// ErrNodeIdentity is the refusal of an xDS node that names another namespace than its peer's
+// identity.
+var ErrNodeIdentity = errors.New("the node's namespace is not its identity's")
+
+// CheckNode holds an xDS node ID of Istio's form, TYPE~IP~POD.NAMESPACE~DOMAIN, to the
+// namespace of the peer's SPIFFE ID (spiffe://TRUST-DOMAIN/ns/NAMESPACE/sa/ACCOUNT), as
+// istiod's identity check does: a proxy may not pass for one of another namespace. A node ID
+// of another form, or an identity that names no namespace (not a Kubernetes workload's, or
+// none), is not checked: there is nothing to hold it to.
+func CheckNode(identity, node string) error {
+	parts := strings.Split(node, "~")
+	if len(parts) != 4 {
+		return nil
+	}
+	_, nodeNS, ok := strings.Cut(parts[2], ".")
+	if !ok {
+		return nil
+	}
+	idNS, ok := spiffeNamespace(identity)
+	if !ok || idNS == nodeNS {
+		return nil
+	}
+	return fmt.Errorf("%w: node %q names namespace %q, identity %s is of %q", ErrNodeIdentity, node, nodeNS, identity, idNS)
+}
+
+// spiffeNamespace reads the namespace of a Kubernetes workload's SPIFFE ID.
+func spiffeNamespace(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "spiffe://")
+	if !ok {
+		return "", false
+	}
+	_, path, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", false
+	}
+	segs := strings.Split(path, "/")
+	for i := 0; i+1 < len(segs); i++ {
+		if segs[i] == "ns" {
+			return segs[i+1], segs[i+1] != ""
+		}
+	}
+	return "", false
+}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -68,10 +69,11 @@ type outcome struct {
 
 func (o outcome) acked() bool { return o.err == nil }
 
-// handle applies one Resources message for owner and returns the answer. It never panics on
-// what a producer sends, and on any fault it writes nothing.
-func (a *applier) handle(owner string, m *mcp.Resources) outcome {
-	o := a.apply(owner, m)
+// handle applies one Resources message for owner, within what the producer may produce, and
+// returns the answer. It never panics on what a producer sends, and on any fault it writes
+// nothing.
+func (a *applier) handle(owner string, rights producerRights, m *mcp.Resources) outcome {
+	o := a.apply(owner, rights, m)
 	if a.metrics != nil {
 		label, cm := a.label(m.GetCollection())
 		cm.Size(proto.Size(m))
@@ -84,13 +86,21 @@ func (a *applier) handle(owner string, m *mcp.Resources) outcome {
 	return o
 }
 
-func (a *applier) apply(owner string, m *mcp.Resources) outcome {
+func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) outcome {
 	if m.GetCollection() == source.TriggerCollection {
 		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
+	}
+	if _, canonical, _ := a.asked.lookup(m.GetCollection()); !rights.in(canonical) {
+		a.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedCollection)
+		return a.nack(m, codes.PermissionDenied, fmt.Errorf("%s may not produce this collection", rights.who()))
 	}
 	update, err := a.check(m)
 	if err != nil {
 		return a.nack(m, codes.InvalidArgument, err)
+	}
+	if err := a.authorize(owner, rights, update); err != nil {
+		a.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedResource)
+		return a.nack(m, codes.PermissionDenied, err)
 	}
 	res, err := a.store.Apply(owner, update)
 	if err != nil {
@@ -147,15 +157,19 @@ func (a *applier) request(collection, nonce string) *mcp.RequestResources {
 	return req
 }
 
-// openingRequests open every collection on a new stream of one owner (a producer dialling
-// the ResourceSink, or an upstream the bridge dials). An incremental collection is resumed
-// from the versions that owner's copies have in the store, served or shadowed by another
-// owner's, so that the producer sends only the difference and the removals of what it
-// deleted while away; an owner holding nothing there is asked for its full state.
-func (a *applier) openingRequests(owner string) []*mcp.RequestResources {
+// openingRequests open every collection the producer may produce on a new stream of one owner
+// (a producer dialling the ResourceSink, or an upstream the bridge dials). An incremental
+// collection is resumed from the versions that owner's copies have in the store, served or
+// shadowed by another owner's, so that the producer sends only the difference and the
+// removals of what it deleted while away; an owner holding nothing there is asked for its
+// full state.
+func (a *applier) openingRequests(owner string, rights producerRights) []*mcp.RequestResources {
 	v := a.store.View()
 	out := make([]*mcp.RequestResources, 0, len(a.asked.list))
 	for _, c := range a.asked.list {
+		if _, canonical, _ := a.asked.lookup(c.Name); !rights.in(canonical) {
+			continue
+		}
 		req := a.request(c.Name, "")
 		if c.Incremental {
 			_, canonical, _ := a.asked.lookup(c.Name)
@@ -179,4 +193,66 @@ func faultError(collection string, err error) error {
 		err = ve.Err
 	}
 	return fmt.Errorf("collection %q: %w", collection, err)
+}
+
+// producerRights are what a producer may write: a peer's grant (ResourceSink) or an upstream's
+// configured scope. The zero value allows everything.
+type producerRights struct {
+	grant *authz.Grant
+}
+
+func (r producerRights) in(collection string) bool {
+	return r.grant == nil || r.grant.MayProduceIn(collection)
+}
+
+func (r producerRights) may(collection, name string) bool {
+	return r.grant == nil || r.grant.MayProduce(collection, name)
+}
+
+func (r producerRights) who() string {
+	if r.grant == nil {
+		return "this producer"
+	}
+	return "identity " + r.grant.Identity
+}
+
+// authorize refuses an update that would change a resource outside the producer's rights,
+// naming the first: what it upserts, the owner's copies it removes, and, for a full state, the
+// owner's copies it would remove by leaving them out. Removing a name the owner holds no copy
+// of changes nothing and is let through, as a producer resending its removals after a NACK
+// does. An owner named by mcp-producer-id may hold copies another identity wrote: the name
+// grants nothing.
+func (a *applier) authorize(owner string, rights producerRights, u store.Update) error {
+	if rights.grant == nil || rights.grant.All() {
+		return nil
+	}
+	refuse := func(name string) error {
+		return fmt.Errorf("%s may not produce resource %q", rights.who(), name)
+	}
+	for _, r := range u.Resources {
+		if name := r.GetMetadata().GetName(); !rights.may(u.Collection, name) {
+			return refuse(name)
+		}
+	}
+	var held map[string]string
+	if len(u.Removed) > 0 || u.Full {
+		held = a.store.View().OwnedVersions(u.Collection, owner)
+	}
+	for _, name := range u.Removed {
+		if _, ok := held[name]; ok && !rights.may(u.Collection, name) {
+			return refuse(name)
+		}
+	}
+	if u.Full {
+		kept := make(map[string]bool, len(u.Resources))
+		for _, r := range u.Resources {
+			kept[r.GetMetadata().GetName()] = true
+		}
+		for name := range held {
+			if !kept[name] && !rights.may(u.Collection, name) {
+				return refuse(name)
+			}
+		}
+	}
+	return nil
 }

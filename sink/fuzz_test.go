@@ -40,7 +40,7 @@ func FuzzValidateResources(f *testing.F) {
 		st := fuzzStore(t)
 		before := dump(st)
 		a := applier{store: st, asked: asked, node: SinkNode{ID: "fuzz"}}
-		o := a.handle(fuzzOwner, &m)
+		o := a.handle(fuzzOwner, producerRights{}, &m)
 		checkOutcome(t, &m, o, st, before)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -33,6 +34,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if set, counts streams, Resources received, ACKs and NACKs sent. Nil: none.
 	Metrics *metrics.Metrics
+	// Authz, if set, decides what each producer may write, by the identity of its verified
+	// client certificate: a producer no rule matches is refused its stream, and a message
+	// outside its rights is NACKed PermissionDenied with nothing of it applied. Nil: no rules.
+	Authz *authz.Policy
 }
 
 // Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
@@ -41,6 +46,7 @@ type Server struct {
 	mcp.UnimplementedResourceSinkServer
 
 	applier   applier
+	authz     *authz.Policy
 	presence  *presence
 	producers producers
 	metrics   *metrics.Metrics
@@ -68,6 +74,7 @@ func NewServer(opts Options) (*Server, error) {
 	log = log.With("component", "resource-sink")
 	return &Server{
 		applier:  newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
+		authz:    opts.Authz,
 		presence: newPresence(opts.Store, opts.Expiry, log),
 		metrics:  opts.Metrics,
 		log:      log,
@@ -97,6 +104,13 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	default:
 	}
 	ctx := stream.Context()
+	grant, err := s.authz.Grant(authz.PeerIdentity(ctx))
+	if err != nil {
+		s.log.Warn("producer refused", "peer", source.PeerAddr(ctx), "error", err)
+		s.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedNoRule)
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	rights := producerRights{grant: grant}
 	owner := ProducerOwner(ctx)
 	log := s.log.With("owner", owner, "peer", source.PeerAddr(ctx))
 	s.presence.open(owner)
@@ -107,18 +121,18 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	defer sm.Close()
 	log.Info("producer stream opened")
 
-	for _, req := range s.applier.openingRequests(owner) {
+	for _, req := range s.applier.openingRequests(owner, rights) {
 		if err := stream.Send(req); err != nil {
 			sm.SendFailed(err)
 			return err
 		}
 	}
-	err := s.serve(ctx, stream, owner, log, sm)
+	err = s.serve(ctx, stream, owner, rights, log, sm)
 	log.Info("producer stream ended; its resources stay served", "reason", err)
 	return err
 }
 
-func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources], owner string, log *slog.Logger, sm *metrics.Stream) error {
+func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.Resources, mcp.RequestResources], owner string, rights producerRights, log *slog.Logger, sm *metrics.Stream) error {
 	msgs := receive(ctx, stream.Recv, sm)
 	for {
 		select {
@@ -126,7 +140,7 @@ func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.
 			if r.err != nil {
 				return endOfStream(r.err)
 			}
-			o := s.applier.handle(owner, r.msg)
+			o := s.applier.handle(owner, rights, r.msg)
 			logOutcome(log, r.msg, o)
 			s.producers.answered(owner, o, r.msg.GetNonce())
 			if err := stream.Send(o.reply); err != nil {

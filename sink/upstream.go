@@ -12,9 +12,11 @@ import (
 	"google.golang.org/grpc"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // UpstreamOptions configures an Upstream.
@@ -42,6 +44,7 @@ type UpstreamOptions struct {
 type Upstream struct {
 	target  dial.Target
 	owner   string
+	rights  producerRights // Target.Authz
 	applier applier
 	backoff dial.Backoff
 	log     *slog.Logger
@@ -53,6 +56,7 @@ type Upstream struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	synced    map[string]bool // canonical collections applied at least once; Run's goroutine only
+	asking    int             // how many collections it is asked for: those within its rights
 }
 
 // NewUpstream checks the options and returns an Upstream; Run starts it.
@@ -71,9 +75,28 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var rights producerRights
+	if opts.Target.Authz != nil {
+		g, err := authz.ScopeGrant("upstream "+opts.Target.Address, *opts.Target.Authz, translate.CanonicalCollection)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: authz: %w", opts.Target.Address, err)
+		}
+		rights = producerRights{grant: g}
+	}
+	asking := 0
+	for canonical := range a.byCanonical {
+		if rights.in(canonical) {
+			asking++
+		}
+	}
+	if asking == 0 {
+		return nil, fmt.Errorf("upstream %s: authz grants none of the collections the bridge asks for", opts.Target.Address)
+	}
 	return &Upstream{
 		target:  opts.Target,
 		owner:   UpstreamOwner(opts.Target.Address),
+		rights:  rights,
+		asking:  asking,
 		applier: newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
 		backoff: opts.Backoff,
 		metrics: opts.Metrics,
@@ -120,6 +143,10 @@ func (u *Upstream) Run(ctx context.Context) error {
 			return nil
 		}
 		u.peer.Down(err)
+		if errors.Is(err, errResync) {
+			u.log.Info("upstream stream resumed", "reason", err)
+			continue
+		}
 		if applied {
 			u.backoff.Reset() // the upstream worked: come back quickly
 		}
@@ -152,6 +179,7 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 	u.peer.Up()
 	u.log.Info("upstream stream opened")
 	present := false
+	refused := map[string]bool{} // incremental collections with a message NACKed on this stream
 	defer func() {
 		if present { // gone: its copies lose conflicts to present owners' until it is back
 			u.setPresent(false)
@@ -169,9 +197,16 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 			present = true
 			u.setPresent(true)
 		}
-		o := u.applier.handle(u.owner, m)
+		o := u.applier.handle(u.owner, u.rights, m)
 		logOutcome(u.log, m, o)
-		if o.acked() {
+		c, canonical, _ := u.applier.asked.lookup(m.GetCollection())
+		resync := false
+		switch {
+		case !o.acked() && c.Incremental:
+			refused[canonical] = true
+		case o.acked() && refused[canonical]:
+			resync = true
+		case o.acked():
 			applied = true
 			u.markSynced(o.canonical)
 		}
@@ -179,8 +214,19 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 			sm.SendFailed(err)
 			return applied, err
 		}
+		if resync {
+			return true, errResync
+		}
 	}
 }
+
+// errResync ends a session to resume it at once: an incremental collection had a message
+// refused, and the upstream does not resend what it carried (a NACK is not retried), so the
+// bridge may lack part of its state. The first message after the refusal that the bridge
+// could apply shows that the upstream's state changed; a resumed stream then gets the whole
+// difference against what the bridge holds. Reconnecting, rather than a new request on the
+// stream, makes the next answer unambiguously the complete one.
+var errResync = errors.New("resuming after a refused incremental message, to receive what it carried")
 
 func (u *Upstream) setPresent(present bool) {
 	if _, err := u.applier.store.SetOwnerPresent(u.owner, present); err != nil {
@@ -189,14 +235,16 @@ func (u *Upstream) setPresent(present bool) {
 }
 
 // requests opens every collection, resumed from what this upstream holds (openingRequests).
-func (u *Upstream) requests() []*mcp.RequestResources { return u.applier.openingRequests(u.owner) }
+func (u *Upstream) requests() []*mcp.RequestResources {
+	return u.applier.openingRequests(u.owner, u.rights)
+}
 
 func (u *Upstream) markSynced(canonical string) {
 	if u.synced[canonical] {
 		return
 	}
 	u.synced[canonical] = true
-	if len(u.synced) == len(u.applier.asked.byCanonical) {
+	if len(u.synced) == u.asking {
 		u.readyOnce.Do(func() {
 			close(u.ready)
 			u.log.Info("upstream delivered every collection's first state")

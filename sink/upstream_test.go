@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	networking "istio.io/api/networking/v1alpha3"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -291,4 +293,83 @@ func TestUpstreamRunFailsAtOnceForAnUnusableTarget(t *testing.T) {
 	if err := u.Run(context.Background()); err == nil {
 		t.Fatal("Run accepted a CA file that does not exist")
 	}
+}
+
+// An upstream's authz scope bounds what it may write: the bridge asks it only for the
+// collections in scope, and a message with a resource outside is NACKed PermissionDenied with
+// nothing of it applied, until the upstream sends one within.
+func TestUpstreamOutsideItsAuthzScopeIsRefusedWhole(t *testing.T) {
+	upstream := newStore()
+	putSE(t, upstream, serviceEntry("ns/a", "a.example"), serviceEntry("other/x", "x.example"))
+	src := startSource(t, upstream, "127.0.0.1:0")
+
+	local := newStore()
+	u, err := NewUpstream(UpstreamOptions{
+		Target: dial.Target{Address: src.addr, Authz: &authz.Scope{Collections: []string{seColl}, Namespaces: []string{"ns"}}},
+		Store:  local, Collections: []Collection{{Name: seColl, Incremental: true}, {Name: vsColl}},
+		SinkNode: SinkNode{ID: "bridge-1"}, Backoff: fastBackoff,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUpstream(t, u)
+	eventually(t, "the source saw a NACK", func() bool { return src.engine.Stats().NACKs >= 1 })
+	if r := src.recorder.opening(vsColl); r != nil {
+		t.Fatalf("asked for %s, outside the upstream's scope: %v", vsColl, r)
+	}
+	assertNames(t, local, seColl)
+
+	removeSE(t, upstream, "other/x")
+	waitClosed(t, "ready", u.Ready())
+	assertNames(t, local, seColl, "ns/a")
+}
+
+// A source does not resend what a refused message carried, so after an incremental NACK the
+// bridge resumes the stream once the upstream's state changes, and receives the valid
+// resources of the refused message too.
+func TestUpstreamResumesAfterARefusedIncrementalMessage(t *testing.T) {
+	upstream := newStore()
+	putSE(t, upstream, serviceEntry("ns/a", "a.example"))
+	src := startSource(t, upstream, "127.0.0.1:0")
+
+	local := newStore()
+	u, err := NewUpstream(UpstreamOptions{
+		Target: dial.Target{Address: src.addr, Authz: &authz.Scope{Collections: []string{"*"}, Namespaces: []string{"ns"}}},
+		Store:  local, Collections: []Collection{{Name: seColl, Incremental: true}},
+		SinkNode: SinkNode{ID: "bridge-1"}, Backoff: fastBackoff,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUpstream(t, u)
+	waitClosed(t, "ready", u.Ready())
+
+	// One message: a valid change and a resource outside the scope. Refused whole.
+	putSE(t, upstream, serviceEntry("ns/a", "a2.example"), serviceEntry("other/x", "x.example"))
+	eventually(t, "the source saw a NACK", func() bool { return src.engine.Stats().NACKs >= 1 })
+	if got := hostOf(t, local, "ns/a"); got != "a.example" {
+		t.Fatalf("ns/a host %q after the refused message, want the old a.example", got)
+	}
+	// The upstream mends its fault: the change to ns/a, which the source does not resend,
+	// arrives with the resumed stream.
+	removeSE(t, upstream, "other/x")
+	waitFor(t, local, "ns/a changed", func() bool { return hostOf(t, local, "ns/a") == "a2.example" })
+	assertNames(t, local, seColl, "ns/a")
+}
+
+func hostOf(t *testing.T, st *store.Store, name string) string {
+	t.Helper()
+	e := st.View().Get(seColl, name)
+	if e == nil {
+		return ""
+	}
+	r, err := e.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se networking.ServiceEntry
+	if err := r.Body.UnmarshalTo(&se); err != nil {
+		t.Fatal(err)
+	}
+	return se.Hosts[0]
 }

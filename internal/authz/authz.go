@@ -154,6 +154,21 @@ func compileSet(field string, names []string, canonical Canonical) (set, error) 
 	return s, nil
 }
 
+// ScopeGrant is the grant of one produce scope, for a producer the bridge dials (an upstream)
+// rather than one that presents an identity: who names it in refusals.
+func ScopeGrant(who string, produce Scope, canonical Canonical) (*Grant, error) {
+	p, err := Compile([]Rule{{Identity: Unauthenticated, Produce: produce}}, canonical)
+	if err != nil {
+		return nil, err
+	}
+	g, err := p.Grant("")
+	if err != nil {
+		return nil, err
+	}
+	g.Identity = who
+	return g, nil
+}
+
 // Enabled reports whether there are rules: without, everything is allowed.
 func (p *Policy) Enabled() bool { return p != nil && len(p.rules) > 0 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 )
 
@@ -35,6 +36,10 @@ type Target struct {
 	KeepaliveTime time.Duration `mapstructure:"keepalive_time"`
 	// KeepaliveTimeout closes the connection when a ping is not answered in time.
 	KeepaliveTimeout time.Duration `mapstructure:"keepalive_timeout"`
+	// Authz, for an upstream, is what it may produce: what it sends outside is refused
+	// (PermissionDenied) and nothing of that message applied. Nil: everything. Not for
+	// downstreams.
+	Authz *authz.Scope `mapstructure:"authz"`
 }
 
 // Options returns the dial options for a target. Every connection uses wire.Codec so that

@@ -68,6 +68,7 @@ type Metrics struct {
 	peerConnected *prometheus.GaugeVec
 	messageSize   *prometheus.HistogramVec
 	pushLatency   *prometheus.HistogramVec
+	authzRefusals *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -122,12 +123,16 @@ func New() *Metrics {
 			// 100 µs to about 26 s
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 19),
 		}, []string{"protocol"}),
+		authzRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_authz_refusals_total",
+			Help: "What authorization refused, by the bridge's role and reason: no_rule (a stream no rule grants), collection (a type outside the grant), resource (a write outside it), node_identity (a node id naming another namespace than the certificate).",
+		}, []string{"role", "reason"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
-		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency,
+		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals,
 	)
 	return m
 }
@@ -208,6 +213,22 @@ func (s *Stream) Pushed(seconds float64) {
 func (m *Metrics) NACK(role Role, collection string, c codes.Code) {
 	if m != nil {
 		m.nacks.WithLabelValues(string(role), collection, c.String()).Inc()
+	}
+}
+
+// Authorization refusal reasons, the values of mcpbridge_authz_refusals_total's reason label.
+const (
+	RefusedNoRule       = "no_rule"
+	RefusedCollection   = "collection"
+	RefusedResource     = "resource"
+	RefusedNodeIdentity = "node_identity"
+)
+
+// AuthzRefused counts one authorization refusal. Refusals are rare: the label lookup is paid
+// here.
+func (m *Metrics) AuthzRefused(role Role, reason string) {
+	if m != nil {
+		m.authzRefusals.WithLabelValues(string(role), reason).Inc()
 	}
 }
 

@@ -141,10 +141,10 @@ func TestRuleFaultsNameTheRuleAndField(t *testing.T) {
 func TestNodeMustNameItsIdentitysNamespace(t *testing.T) {
 	id := "spiffe://cluster.local/ns/shop/sa/web"
 	for node, ok := range map[string]bool{
-		"sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local":   true,
-		"sidecar~10.0.0.1~web-1.bank~bank.svc.cluster.local":   false,
-		"router~10.0.0.2~gw-1.shop~shop.svc.cluster.local":     true,
-		"istiod-1":                                             true,
+		"sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local": true,
+		"sidecar~10.0.0.1~web-1.bank~bank.svc.cluster.local": false,
+		"router~10.0.0.2~gw-1.shop~shop.svc.cluster.local":   true,
+		"istiod-1": true,
 		"sidecar~10.0.0.1~no-namespace~shop.svc.cluster.local": true,
 	} {
 		err := CheckNode(id, node)

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 type presence struct {
 	store  *store.Store
 	expiry time.Duration // 0: never
-	log    *slog.Logger
+	// anonymousExpiry is the expiry of owners named only by their IP address (0: expiry).
+	anonymousExpiry time.Duration
+	log             *slog.Logger
 
 	// mu also covers the deletion itself, so that a producer that reconnects while its
 	// resources are being deleted writes its new state only after the deletion.
@@ -30,8 +33,22 @@ type ownerPresence struct {
 	armed uint64
 }
 
-func newPresence(st *store.Store, expiry time.Duration, log *slog.Logger) *presence {
-	return &presence{store: st, expiry: expiry, log: log, owners: map[string]*ownerPresence{}}
+func newPresence(st *store.Store, expiry, anonymousExpiry time.Duration, log *slog.Logger) *presence {
+	return &presence{store: st, expiry: expiry, anonymousExpiry: anonymousExpiry, log: log, owners: map[string]*ownerPresence{}}
+}
+
+// expiryOf is how long owner's resources outlive its last stream (0: for ever). A producer
+// known only by its IP address cannot be told from the next one behind the same address, nor
+// will anyone come back under its name once the address moves: it gets the anonymous expiry,
+// or the general one when that is shorter.
+func (p *presence) expiryOf(owner string) time.Duration {
+	if !strings.HasPrefix(owner, ipPrefix) || p.anonymousExpiry <= 0 {
+		return p.expiry
+	}
+	if p.expiry > 0 && p.expiry < p.anonymousExpiry {
+		return p.expiry
+	}
+	return p.anonymousExpiry
 }
 
 // open records a stream of owner and cancels a pending expiry.
@@ -65,13 +82,14 @@ func (p *presence) close(owner string) {
 		return
 	}
 	p.setPresent(owner, false)
-	if p.expiry <= 0 || p.stopped {
+	expiry := p.expiryOf(owner)
+	if expiry <= 0 || p.stopped {
 		delete(p.owners, owner) // nothing to remember about an owner without streams
 		return
 	}
 	op.armed++
 	armed := op.armed
-	op.expire = time.AfterFunc(p.expiry, func() { p.expire(owner, op, armed) })
+	op.expire = time.AfterFunc(expiry, func() { p.expire(owner, op, armed) })
 }
 
 // setPresent tells the store whether the owner has a stream: a present owner's copies win
@@ -103,7 +121,7 @@ func (p *presence) expire(owner string, op *ownerPresence, armed uint64) {
 		return
 	}
 	p.log.Info("producer expired: no stream for the expiry; deleted its resources",
-		"owner", owner, "expiry", p.expiry, "count", res.Changed, "collections", res.Collections)
+		"owner", owner, "expiry", p.expiryOf(owner), "count", res.Changed, "collections", res.Collections)
 }
 
 // stop disarms every expiry; resources of absent producers stay as they are.

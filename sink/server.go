@@ -31,7 +31,10 @@ type Options struct {
 	// Expiry deletes the resources of a producer that has had no open stream for this long.
 	// Zero keeps them until the producer's next full state replaces them.
 	Expiry time.Duration
-	Logger *slog.Logger
+	// AnonymousExpiry is the expiry of a producer known only by its IP address (neither
+	// mcp-producer-id nor a certificate), when Expiry is zero or longer. Zero: Expiry.
+	AnonymousExpiry time.Duration
+	Logger          *slog.Logger
 	// Metrics, if set, counts streams, Resources received, ACKs and NACKs sent. Nil: none.
 	Metrics *metrics.Metrics
 	// Authz, if set, decides what each producer may write, by the identity of its verified
@@ -75,7 +78,7 @@ func NewServer(opts Options) (*Server, error) {
 	return &Server{
 		applier:  newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
 		authz:    opts.Authz,
-		presence: newPresence(opts.Store, opts.Expiry, log),
+		presence: newPresence(opts.Store, opts.Expiry, opts.AnonymousExpiry, log),
 		metrics:  opts.Metrics,
 		log:      log,
 		stopped:  make(chan struct{}),

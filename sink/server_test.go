@@ -324,6 +324,32 @@ func TestExpiryDeletesAnAbsentProducersResources(t *testing.T) {
 	assertNames(t, b.store, seColl, "ns/s")
 }
 
+// A producer known only by its IP address expires after sink.anonymous_expiry even where named
+// producers are kept for ever (sink.expiry 0).
+func TestProducerKnownOnlyByItsAddressExpiresAfterTheAnonymousExpiry(t *testing.T) {
+	const anonymous = 200 * time.Millisecond
+	b := startSink(t, Options{AnonymousExpiry: anonymous})
+	named := dialProducer(t, b.addr, "named")
+	anon := dialProducer(t, b.addr, "")
+	named.requests(len(DefaultCollections()))
+	anon.requests(len(DefaultCollections()))
+	named.mustACK(full(seColl, ses("n")...))
+	anon.mustACK(full(seColl, ses("a")...))
+	if owner := b.store.View().Get(seColl, "ns/a").Owner; owner != "ip:127.0.0.1" {
+		t.Fatalf("anonymous producer's owner %q, want ip:127.0.0.1", owner)
+	}
+
+	closed := time.Now()
+	anon.close()
+	named.close()
+	waitFor(t, b.store, "the anonymous producer's resources deleted", func() bool { return len(names(b.store, seColl)) == 1 })
+	if d := time.Since(closed); d < anonymous {
+		t.Fatalf("deleted %s after the disconnect, before the anonymous expiry of %s", d, anonymous)
+	}
+	assertStaysFor(t, 3*anonymous, func() bool { return len(names(b.store, seColl)) == 1 })
+	assertNames(t, b.store, seColl, "ns/n")
+}
+
 func TestReconnectBeforeExpiryKeepsTheResources(t *testing.T) {
 	const expiry = 200 * time.Millisecond
 	b := startSink(t, Options{Expiry: expiry})

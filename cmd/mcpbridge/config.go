@@ -51,6 +51,7 @@ var defaults = map[string]any{
 	"sink.node_annotations":            map[string]string{},
 	"sink.incremental":                 true,
 	"sink.expiry":                      "0s",
+	"sink.anonymous_expiry":            "1h",
 	"xds.mesh_config_file":             "",
 	"xds.send_timeout":                 "10s",
 	"xds.push_interval":                "100ms",
@@ -237,7 +238,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")
 	}
-	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
+	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
 		}

@@ -121,7 +121,7 @@ func (b *Bridge) wireTranslation() {
 func (b *Bridge) wireSink() error {
 	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
 	s, err := sink.NewServer(sink.Options{
-		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry,
+		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
 		Logger: b.log, Metrics: b.metrics,
 	})
 	if err != nil {

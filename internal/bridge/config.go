@@ -48,6 +48,9 @@ type SinkConfig struct {
 	Incremental bool `mapstructure:"incremental"`
 	// Expiry deletes a disconnected producer's resources after this long; 0 keeps them.
 	Expiry time.Duration `mapstructure:"expiry"`
+	// AnonymousExpiry is the expiry of a producer known only by its IP address, when
+	// Expiry is 0 or longer.
+	AnonymousExpiry time.Duration `mapstructure:"anonymous_expiry"`
 }
 
 // XDSConfig configures the xDS and MCP source side.
@@ -131,7 +134,7 @@ func DefaultConfig() *Config {
 		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
 		Log:         LogConfig{Level: "info", Format: "text"},
 		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
-		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true},
+		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},

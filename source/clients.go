@@ -11,6 +11,7 @@ type ClientInfo struct {
 	ID            uint64             `json:"id"`
 	Protocol      string             `json:"protocol"`
 	Peer          string             `json:"peer"`
+	Identity      string             `json:"identity,omitempty"` // SPIFFE ID, with authz rules
 	Node          string             `json:"node"`
 	Connected     time.Time          `json:"connected"`
 	Subscriptions []SubscriptionInfo `json:"subscriptions"`
@@ -25,6 +26,10 @@ type SubscriptionInfo struct {
 	// View is the part of a wildcard type this client is served ("sidecar", "router"); empty
 	// for the whole type.
 	View string `json:"view,omitempty"`
+	// Access is the namespaces this client may see of the type, when not all of them
+	// (authz rules, or its node's narrowing); Denied says why it may see none.
+	Access string `json:"access,omitempty"`
+	Denied string `json:"denied,omitempty"`
 	// Names are the explicitly subscribed names (none for wildcard).
 	Names []string `json:"names,omitempty"`
 	// SentVersion is the version of the last response sent; Pending its nonce while unacknowledged.
@@ -65,11 +70,17 @@ func (e *Engine) Clients() []ClientInfo {
 func (s *stream) info() ClientInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.m.node, Connected: s.connected}
+	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.m.node, Connected: s.connected, Identity: s.identity}
 	for _, sub := range s.m.ordered() {
 		si := SubscriptionInfo{
 			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard, View: sub.view,
 			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
+		}
+		if sub.vis != nil {
+			si.Access = sub.vis.id
+			if sub.vis.denial != nil {
+				si.Access, si.Denied = "", sub.vis.denial.Message
+			}
 		}
 		if sub.phase != phaseUnsent {
 			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev

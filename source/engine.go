@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -85,8 +86,15 @@ type Request struct {
 	// Restart makes a request without a nonce start the subscription over (MCP: a new
 	// RequestResources for a collection already subscribed).
 	Restart bool
-	// Node identifies the client (xDS node id, MCP sink node id), for debugging.
+	// Node identifies the client (xDS node id, MCP sink node id), for debugging and the
+	// node identity check.
 	Node string
+	// NodeNamespaces narrow the client's view to these namespaces (sorted), from its node
+	// metadata (NodeNamespacesKey, ParseNodeNamespaces); nil: no narrowing. Read from the
+	// first request that names a node.
+	NodeNamespaces []string
+
+	vis *visibility // set by the stream when the request starts a subscription
 }
 
 // Adapter is one wire protocol on one stream.
@@ -123,6 +131,15 @@ type Options struct {
 	// Metrics, if set, counts streams, requests, ACKs, NACKs, failures, response sizes and
 	// push latency. Nil: no metrics.
 	Metrics *metrics.Metrics
+	// Authz, if it has rules, decides what each consumer may read, by the identity of its
+	// verified client certificate: a peer no rule matches is refused its stream
+	// (PermissionDenied); a type it may not read is served as empty, with a PermissionDenied
+	// resource error where the protocol has the field (xDS v3), while the stream's other types
+	// go on; a consumer limited to namespaces sees only theirs. Nil: everything is allowed.
+	Authz *authz.Policy
+	// NamespaceOf is the namespace of a resource, for views: by default the "namespace/" of
+	// its name. The bridge gives the Envoy resources theirs.
+	NamespaceOf NamespaceFunc
 }
 
 // Engine serves subscriptions on any number of streams. It is safe for concurrent use.
@@ -143,12 +160,23 @@ type Engine struct {
 	metrics *metrics.Metrics
 	// unknownTypes logs subscriptions to unknown types, at most one line a second.
 	unknownTypes rareLog
+	// authz is Options.Authz when it has rules, else nil; namespaceOf Options.NamespaceOf.
+	authz       *authz.Policy
+	namespaceOf NamespaceFunc
+	// refusals logs authorization refusals, at most one line a second.
+	refusals rareLog
 }
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
 	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize,
-		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics}
+		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics, namespaceOf: opts.NamespaceOf}
+	if opts.Authz.Enabled() {
+		e.authz = opts.Authz
+	}
+	if e.namespaceOf == nil {
+		e.namespaceOf = namespaceByName
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -180,23 +208,46 @@ var errStopping = status.Error(codes.Unavailable, "mcpbridge is shutting down")
 // one that can end the stream, and a receiver. Both wait in small frames, so that the runtime
 // can shrink their stacks to a few KiB: at 10,000 streams, stacks are most of the memory.
 func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) error {
+	grant, err := e.grant(ctx, protocol, peer)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := e.open(a, protocol, peer)
+	s := e.open(a, protocol, peer, grant)
 	defer s.close()
 	return s.end(s.loop(ctx))
+}
+
+// grant is the rights of the stream's peer: nil without rules; PermissionDenied for a peer
+// no rule matches.
+func (e *Engine) grant(ctx context.Context, protocol, peer string) (*authz.Grant, error) {
+	if e.authz == nil {
+		return nil, nil
+	}
+	g, err := e.authz.Grant(authz.PeerIdentity(ctx))
+	if err != nil {
+		e.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNoRule)
+		e.refusals.logf(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "peer", peer, "error", err)
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+	return g, nil
 }
 
 // open registers a new stream.
 //
 //go:noinline
-func (e *Engine) open(a Adapter, protocol, peer string) *stream {
+func (e *Engine) open(a Adapter, protocol, peer string, grant *authz.Grant) *stream {
 	s := &stream{
 		engine: e, adapter: a, protocol: protocol, peer: peer, id: e.nextID.Add(1),
 		m: newMachine(protocol), watch: e.store.Watch(placeholderCollection), connected: time.Now(),
 		sent: make(chan error, 1), metrics: e.metrics.Stream(metrics.RoleSource, protocol),
 	}
 	s.log = e.log.With("protocol", protocol, "peer", peer)
+	if grant != nil {
+		s.access = &access{grant: grant, namespaceOf: e.namespaceOf}
+		s.identity = grant.Identity
+	}
 	e.streams.Store(s.id, s)
 	return s
 }
@@ -243,6 +294,12 @@ type stream struct {
 	// that ends after its stream gave up on it does not block.
 	sent    chan error
 	metrics *metrics.Stream // nil without metrics
+	// access is what the peer may read; nil when it may read everything and its node narrowed
+	// nothing. nodeSeen: a request has named the node (its identity is checked, its narrowing
+	// read, once). Only the loop uses them.
+	access   *access
+	nodeSeen bool
+	identity string // the peer's, with authz rules
 
 	mu sync.Mutex
 	m  *machine
@@ -334,7 +391,13 @@ func (s *stream) step(ctx context.Context, ev event, r received, pc *pacing) err
 			}
 			return r.err
 		}
-		if r.req != nil && s.handle(r.req) {
+		if r.req == nil {
+			break
+		}
+		if err := s.admit(r.req); err != nil {
+			return err
+		}
+		if s.handle(r.req) {
 			// A collection newly watched: what was written to it before the watch began
 			// signals nothing, so it is read from the store as it is now.
 			pc.view = s.engine.store.View()
@@ -367,6 +430,32 @@ func cleanEnd(err error) bool {
 	return errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled
 }
 
+// admit checks a request against the peer's rights before the machine sees it: the first
+// that names a node has it checked against the peer's identity and sets the node's own
+// narrowing; a request for a type gets the view the stream has of it.
+func (s *stream) admit(req *Request) error {
+	if !s.nodeSeen && req.Node != "" {
+		s.nodeSeen = true
+		if s.access != nil {
+			if err := authz.CheckNode(s.access.grant.Identity, req.Node); err != nil {
+				s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
+				s.engine.refusals.logf(s.log, slog.LevelWarn, "consumer refused", "error", err)
+				return status.Error(codes.PermissionDenied, err.Error())
+			}
+		}
+		if req.NodeNamespaces != nil {
+			if s.access == nil {
+				s.access = &access{namespaceOf: s.engine.namespaceOf}
+			}
+			s.access.node = req.NodeNamespaces
+		}
+	}
+	if s.access != nil {
+		req.vis = s.access.visibility(req.Collection)
+	}
+	return nil
+}
+
 // handle applies one request to the machine, then logs and counts what it did.
 // It reports whether the request started a subscription (and so watches a collection more).
 func (s *stream) handle(req *Request) (started bool) {
@@ -394,6 +483,11 @@ func (s *stream) handle(req *Request) (started bool) {
 	case subscribed:
 		if !req.Known {
 			s.engine.unknownTypes.log(s.log, req.Key, node)
+		}
+		if req.vis != nil && req.vis.denial != nil {
+			s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedCollection)
+			s.engine.refusals.logf(s.log, slog.LevelWarn, "subscription refused; the type is served as empty",
+				"type", req.Key, "node", node, "error", req.vis.denial.Message)
 		}
 	case acked:
 		s.engine.stats.acks.Add(1)
@@ -439,7 +533,7 @@ func (req *Request) policy() policy {
 	return policy{
 		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form, priority: req.Priority,
 		wildcardCapable: req.WildcardCapable, fullOnLoss: req.FullOnLoss, partialSotW: req.PartialStateOfTheWorld,
-		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope, splitAt: req.splitAt,
+		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope, splitAt: req.splitAt, vis: req.vis,
 	}
 }
 
@@ -525,6 +619,11 @@ type rareLog struct {
 }
 
 func (r *rareLog) log(log *slog.Logger, typ, node string) {
+	r.logf(log, slog.LevelInfo, "subscription to an unknown type, served as empty", "type", typ, "node", node)
+}
+
+// logf logs msg at most once a second, with how many were left out.
+func (r *rareLog) logf(log *slog.Logger, level slog.Level, msg string, args ...any) {
 	r.mu.Lock()
 	now := time.Now()
 	if now.Sub(r.last) < time.Second {
@@ -535,7 +634,7 @@ func (r *rareLog) log(log *slog.Logger, typ, node string) {
 	skipped := r.skipped
 	r.last, r.skipped = now, 0
 	r.mu.Unlock()
-	log.Info("subscription to an unknown type, served as empty", "type", typ, "node", node, "similar_not_logged", skipped)
+	log.Log(context.Background(), level, msg, append(args, "similar_not_logged", skipped)...)
 }
 
 // counters are the engine's totals, for tests, benchmarks and metrics.

@@ -80,6 +80,8 @@ type policy struct {
 	// caught up to the revision of a deletion before it is sent (their references gone first).
 	after, removeAfter []string
 	scope              func(node string) (view string, include func(name string) bool)
+	// vis is what of the type the client may see (nil: everything).
+	vis *visibility
 	// splitAt: an incremental response whose resources take more bytes than this is split
 	// (see split); 0 never.
 	splitAt int
@@ -187,6 +189,7 @@ type frameKey struct {
 	from, to      uint64
 	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
 	view          string            // the part of a wildcard type (Request.Scope)
+	access        string            // the client's view of the type (visibility.id)
 	wildcard      bool
 	part          int    // of a split response, 1-based; 0 when whole
 	partAt        uint64 // the collection revision a later part was read at (see nextPart)
@@ -200,6 +203,9 @@ type gates struct {
 
 // wants tells whether the client asked for a resource of this name.
 func (s *subscription) wants(name string) bool {
+	if !s.vis.sees(name) {
+		return false
+	}
 	if _, ok := s.names[name]; ok {
 		return true
 	}
@@ -209,7 +215,7 @@ func (s *subscription) wants(name string) bool {
 // wanted returns the entries the client asked for, in order; es is sorted by name (a
 // snapshot, or what changed since a revision).
 func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
-	if s.wildcard && s.include == nil && len(s.names) == 0 {
+	if s.wildcard && s.include == nil && s.vis == nil && len(s.names) == 0 {
 		return es
 	}
 	if !s.wildcard && len(es) >= len(s.names)/16 {
@@ -239,7 +245,7 @@ func (s *subscription) wantedByMerge(es []*store.Entry) []*store.Entry {
 		if i == len(names) {
 			break
 		}
-		if names[i] == e.Name {
+		if names[i] == e.Name && s.vis.sees(e.Name) {
 			out = append(out, e)
 		}
 	}
@@ -352,7 +358,7 @@ func (s *subscription) nextPart(v *store.View) *pending {
 		p := *part
 		p.msg.Resources = nil
 		for _, e := range part.msg.Resources {
-			if cur := v.Get(s.collection, e.Name); cur != nil && s.wants(e.Name) {
+			if cur := s.get(v, e.Name); cur != nil && s.wants(e.Name) {
 				p.msg.Resources = append(p.msg.Resources, cur)
 			}
 		}
@@ -413,7 +419,7 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view, wildcard: s.wildcard}
+	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view, access: s.accessID(), wildcard: s.wildcard}
 	if len(s.names) > 0 {
 		p.share.names = s.fingerprint()
 	}
@@ -432,11 +438,27 @@ func (s *subscription) current(v *store.View) (found []*store.Entry, missing []s
 	_, all := v.Snapshot(s.collection)
 	found = s.wanted(all)
 	for _, name := range s.sortedNames() {
-		if v.Get(s.collection, name) == nil {
+		if s.get(v, name) == nil {
 			missing = append(missing, name)
 		}
 	}
 	return found, missing
+}
+
+// get returns the entry of a name as the client may see it: nil when there is none, or when
+// it is outside the client's view.
+func (s *subscription) get(v *store.View, name string) *store.Entry {
+	if !s.vis.sees(name) {
+		return nil
+	}
+	return v.Get(s.collection, name)
+}
+
+func (s *subscription) accessID() string {
+	if s.vis == nil {
+		return ""
+	}
+	return s.vis.id
 }
 
 // lookup returns the subscribed names' entries and the names that do not exist, both sorted.
@@ -445,7 +467,7 @@ func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []st
 	names := s.sortedNames()
 	if len(names)*4 < v.Collection(s.collection).Count {
 		for _, name := range names {
-			if e := v.Get(s.collection, name); e != nil {
+			if e := s.get(v, name); e != nil {
 				found = append(found, e)
 			} else {
 				missing = append(missing, name)
@@ -461,7 +483,11 @@ func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []st
 			i++
 		}
 		if i < len(names) && names[i] == e.Name {
-			found = append(found, e)
+			if s.vis.sees(e.Name) {
+				found = append(found, e)
+			} else {
+				missing = append(missing, e.Name) // outside the client's view: as if absent
+			}
 			i++
 		}
 	}
@@ -562,7 +588,7 @@ func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g ga
 		byName[e.Name] = e // the newest tombstone
 	}
 	for _, e := range byName {
-		if !s.wants(e.Name) || v.Get(s.collection, e.Name) != nil {
+		if !s.wants(e.Name) || s.get(v, e.Name) != nil {
 			continue
 		}
 		if !s.holdsBack() || e.Revision <= g.removableThrough {
@@ -610,7 +636,7 @@ func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev 
 func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
 	for _, name := range sortedNames(s.fresh) {
-		if e := v.Get(s.collection, name); e != nil {
+		if e := s.get(v, name); e != nil {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
@@ -622,7 +648,7 @@ func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, 
 	}
 	sortEntries(p.msg.Resources)
 	if len(s.fresh) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, names: s.fingerprint()}
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, names: s.fingerprint(), access: s.accessID()}
 	}
 	return p
 }
@@ -653,7 +679,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 	} else {
 		for _, name := range sortedNames(s.fresh) {
 			told[name] = true
-			if e := v.Get(s.collection, name); e != nil {
+			if e := s.get(v, name); e != nil {
 				p.msg.Resources = append(p.msg.Resources, e)
 			} else if !heldBack[name] {
 				p.msg.Missing = append(p.msg.Missing, name)
@@ -673,7 +699,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		}
 	}
 	if len(s.fresh) == 0 && !s.freshAll && len(s.held) == 0 && len(p.held) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view, wildcard: s.wildcard}
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view, access: s.accessID(), wildcard: s.wildcard}
 		if len(s.names) > 0 {
 			p.share.names = s.fingerprint()
 		}

@@ -39,11 +39,22 @@ type Message struct {
 	Missing     []string
 	Removed     []string
 	Incremental bool
+	// Errors are per-resource errors (xDS resource_errors); layouts without the field leave
+	// them out.
+	Errors []ResourceError
+}
+
+// ResourceError is an error about one resource name ("*": every resource of the type), as
+// envoy.service.discovery.v3.ResourceError carries it.
+type ResourceError struct {
+	Name    string
+	Code    int32 // google.rpc.Code
+	Message string
 }
 
 // Layout is where a response message keeps each part; 0 means it has no such field.
 type Layout struct {
-	version, resources, key, removed, nonce, incremental protowire.Number
+	version, resources, key, removed, nonce, incremental, errors protowire.Number
 	// delta wraps each resource in envoy.service.discovery.v3.Resource{name, version, resource}
 	delta                                  bool
 	deltaName, deltaVersion, deltaResource protowire.Number
@@ -52,6 +63,8 @@ type Layout struct {
 // Roles names the fields of a response message by their role.
 type Roles struct {
 	Version, Resources, Key, Removed, Nonce, Incremental string
+	// Errors is the repeated envoy.service.discovery.v3.ResourceError field, if any.
+	Errors string
 	// DeltaResource is the message of the resources field when it wraps each resource
 	// (envoy.service.discovery.v3.Resource); nil when resources are written directly.
 	DeltaResource proto.Message
@@ -64,6 +77,7 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 	l := &Layout{
 		version: number(d, roles.Version), resources: number(d, roles.Resources), key: number(d, roles.Key),
 		removed: number(d, roles.Removed), nonce: number(d, roles.Nonce), incremental: number(d, roles.Incremental),
+		errors: number(d, roles.Errors),
 	}
 	if roles.DeltaResource != nil {
 		rd := roles.DeltaResource.ProtoReflect().Descriptor()
@@ -118,7 +132,34 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 		b = protowire.AppendTag(b, l.incremental, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
+	if l.errors != 0 {
+		for _, e := range m.Errors {
+			b = appendResourceError(b, l.errors, e)
+		}
+	}
 	return b
+}
+
+// appendResourceError writes envoy.service.discovery.v3.ResourceError{resource_name (1):
+// ResourceName{name (1)}, error_detail (2): google.rpc.Status{code (1), message (2)}}.
+func appendResourceError(b []byte, field protowire.Number, e ResourceError) []byte {
+	nameLen := stringSize(1, e.Name)
+	statusLen := stringSize(2, e.Message)
+	if e.Code != 0 {
+		statusLen += protowire.SizeTag(1) + protowire.SizeVarint(uint64(e.Code))
+	}
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(protowire.SizeTag(1)+protowire.SizeBytes(nameLen)+protowire.SizeTag(2)+protowire.SizeBytes(statusLen)))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(nameLen))
+	b = appendString(b, 1, e.Name)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(statusLen))
+	if e.Code != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(e.Code))
+	}
+	return appendString(b, 2, e.Message)
 }
 
 // Tail is the per-stream suffix of a response: its nonce.

@@ -5,6 +5,7 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -84,6 +85,26 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 		diff(t, &got, &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "9", TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
 			Resources:        []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: decoded(t, cl).Body}, {Name: "nope"}},
 			RemovedResources: []string{"old"}, Nonce: "n3"})
+	})
+	t.Run("xDS resource errors, SotW and delta", func(t *testing.T) {
+		errs := []ResourceError{{Name: "*", Code: 7, Message: "identity x may not consume this type"}, {Name: "b", Code: 7}}
+		want := []*discovery.ResourceError{
+			{ResourceName: &discovery.ResourceName{Name: "*"}, ErrorDetail: &status.Status{Code: 7, Message: "identity x may not consume this type"}},
+			{ResourceName: &discovery.ResourceName{Name: "b"}, ErrorDetail: &status.Status{Code: 7}},
+		}
+		l := NewLayout(&discovery.DiscoveryResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors"})
+		var got discovery.DiscoveryResponse
+		decode(t, l, &Message{Version: "1", Key: "t", Errors: errs}, FormAnyBody, "n5", &got)
+		diff(t, &got, &discovery.DiscoveryResponse{VersionInfo: "1", TypeUrl: "t", Nonce: "n5", ResourceErrors: want})
+		dl := NewLayout(&discovery.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
+			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors"})
+		var gotDelta discovery.DeltaDiscoveryResponse
+		decode(t, dl, &Message{Version: "1", Key: "t", Errors: errs}, FormAnyBody, "n6", &gotDelta)
+		diff(t, &gotDelta, &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "1", TypeUrl: "t", Nonce: "n6", ResourceErrors: want})
+		// A layout without the field leaves the errors out.
+		var mc mcp.MeshConfigResponse
+		decode(t, NewLayout(&mcp.MeshConfigResponse{}, Roles{Version: "version_info", Key: "type_url", Nonce: "nonce"}), &Message{Version: "1", Key: "t", Errors: errs}, FormMCPResource, "n7", &mc)
+		diff(t, &mc, &mcp.MeshConfigResponse{VersionInfo: "1", TypeUrl: "t", Nonce: "n7"})
 	})
 	t.Run("empty response", func(t *testing.T) {
 		l := NewLayout(&mcp.MeshConfigResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})

@@ -68,6 +68,7 @@ type Metrics struct {
 	peerConnected *prometheus.GaugeVec
 	messageSize   *prometheus.HistogramVec
 	pushLatency   *prometheus.HistogramVec
+	tlsReloads    *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -122,12 +123,16 @@ func New() *Metrics {
 			// 100 µs to about 26 s
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 19),
 		}, []string{"protocol"}),
+		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_tls_reloads_total",
+			Help: "Reloads of a listener's TLS files after they changed on disk: result=success (new handshakes use them) or failure (the last good files still serve).",
+		}, []string{"listener", "result"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
-		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency,
+		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.tlsReloads,
 	)
 	return m
 }
@@ -254,3 +259,24 @@ func (c *Collection) Size(bytes int) {
 
 // code is the gRPC code of an error as a label value.
 func code(err error) string { return status.Code(err).String() }
+
+// DeclareTLS exports a TLS listener's reload counts at zero, so that an alert on failures
+// sees the series before the first rotation.
+func (m *Metrics) DeclareTLS(listener string) {
+	if m != nil {
+		m.tlsReloads.WithLabelValues(listener, "success")
+		m.tlsReloads.WithLabelValues(listener, "failure")
+	}
+}
+
+// TLSReloaded counts a reload of a listener's TLS files: err nil when the new files serve.
+func (m *Metrics) TLSReloaded(listener string, err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.tlsReloads.WithLabelValues(listener, result).Inc()
+}

@@ -53,15 +53,17 @@ func metadataID(ctx context.Context) string {
 	return ""
 }
 
-// spiffeID is the first spiffe URI SAN of the verified client certificate, if any.
+// spiffeID is the first spiffe URI SAN of the client certificate, only if the TLS stack
+// verified it against the client CAs. A certificate can be present unverified (a server that
+// only requests one, tls.RequestClientCert): anyone can make one naming any SPIFFE ID, and
+// taking it as the producer's identity would let them write as that producer.
 func spiffeID(auth credentials.AuthInfo) string {
 	info, ok := auth.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		return ""
 	}
-	// PeerCertificates[0] is the leaf; with client authentication required, the TLS stack
-	// has verified it before the stream exists.
-	for _, u := range info.State.PeerCertificates[0].URIs {
+	// The leaf of a verified chain: the certificate the client proved it holds the key of.
+	for _, u := range info.State.VerifiedChains[0][0].URIs {
 		if strings.EqualFold(u.Scheme, "spiffe") {
 			return u.String()
 		}

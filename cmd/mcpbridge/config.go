@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
@@ -35,7 +37,17 @@ var defaults = map[string]any{
 	"grpc.keepalive.min_ping_interval": "5s",
 	"grpc.keepalive.time":              "30s",
 	"grpc.keepalive.timeout":           "10s",
+	"grpc.insecure":                    false,
+	"grpc.tls.cert_file":               "",
+	"grpc.tls.key_file":                "",
+	"grpc.tls.client_ca_file":          "",
+	"grpc.tls.client_auth":             "", // require with a client_ca_file, else none
 	"http.address":                     "127.0.0.1:15014",
+	"http.insecure":                    false,
+	"http.tls.cert_file":               "",
+	"http.tls.key_file":                "",
+	"http.tls.client_ca_file":          "",
+	"http.tls.client_auth":             "",
 	"log.level":                        "info",
 	"log.format":                       "text",
 	"sources.files":                    []string{},
@@ -193,6 +205,14 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 			return configErrorf("%s: %q is not a listen address: %v", origin(fs, key), addr, err)
 		}
 	}
+	for _, l := range []listener{
+		{"grpc", c.GRPC.Address, c.GRPC.TLS, c.GRPC.Insecure},
+		{"http", c.HTTP.Address, c.HTTP.TLS, c.HTTP.Insecure},
+	} {
+		if err := l.validate(fs); err != nil {
+			return err
+		}
+	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return configErrorf("%s: %v", origin(fs, "log.level"), err)
 	}
@@ -252,6 +272,42 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// listener is what the configuration says of one of the two listeners.
+type listener struct {
+	name     string // grpc or http: the key of its settings
+	address  string
+	tls      tlsserver.Config
+	insecure bool
+}
+
+// validate checks the listener's TLS keys (its files are loaded when the bridge is built),
+// and refuses plaintext beyond loopback unless asked for: mesh config and the identities of
+// its producers must not cross a network in the clear by oversight.
+func (l listener) validate(fs *pflag.FlagSet) error {
+	if err := l.tls.Validate(l.name + ".tls"); err != nil {
+		return configErrorf("%v", err)
+	}
+	if l.tls.Enabled() || l.insecure || isLoopback(l.address) {
+		return nil
+	}
+	return configErrorf("%s: %q is not a loopback address and %s.tls is not set: set %s.tls.cert_file and %s.tls.key_file to serve TLS, or %s.insecure: true to serve plaintext to the network",
+		origin(fs, l.name+".address"), l.address, l.name, l.name, l.name, l.name)
+}
+
+// isLoopback reports whether a listen address stays on this host: 127.0.0.0/8, ::1 or
+// localhost. An empty host is every interface, and any other name may resolve anywhere.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func validateAddress(addr string) error {

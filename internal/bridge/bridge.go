@@ -8,14 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -28,6 +31,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/admin"
 	"github.com/mcpbridge/mcpbridge/internal/buildinfo"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
@@ -52,6 +56,9 @@ type Bridge struct {
 	ready   *admin.Readiness
 	http    http.Handler
 	runners []runner
+	// grpcTLS and httpTLS serve each listener's TLS files, reloaded when they change; nil
+	// for a plaintext listener.
+	grpcTLS, httpTLS *tlsserver.Server
 	// translator derives the Envoy resources; nil when translate.enabled is false.
 	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
@@ -90,6 +97,9 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		return nil, err
 	}
 	if err := b.wireSink(); err != nil {
+		return nil, err
+	}
+	if err := b.wireTLS(); err != nil {
 		return nil, err
 	}
 	b.wireSource()
@@ -132,7 +142,7 @@ func (b *Bridge) wireSink() error {
 }
 
 func (b *Bridge) wireSource() {
-	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC)...)
+	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS)...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
@@ -147,9 +157,44 @@ func (b *Bridge) wireSource() {
 	(&xds.Server{Engine: b.engine}).Register(b.grpc)
 }
 
-// serverOptions are the gRPC server's options from its configuration.
-func serverOptions(cfg GRPCConfig) []grpc.ServerOption {
-	return []grpc.ServerOption{
+// wireTLS loads each listener's TLS files and watches them (a runner each), so that a
+// rotated certificate or CA serves without a restart.
+func (b *Bridge) wireTLS() error {
+	var err error
+	if b.grpcTLS, err = b.serverTLS("grpc", b.cfg.GRPC.TLS, nil); err != nil {
+		return err
+	}
+	// HTTP/2 and HTTP/1.1: the config of each handshake is ours, and ALPN reads it there.
+	b.httpTLS, err = b.serverTLS("http", b.cfg.HTTP.TLS, []string{"h2", "http/1.1"})
+	return err
+}
+
+// serverTLS is a listener's TLS, or nil for plaintext. Its files are checked here: one that
+// cannot be loaded at start is a configuration error naming the key and the file.
+func (b *Bridge) serverTLS(listener string, cfg tlsserver.Config, protos []string) (*tlsserver.Server, error) {
+	key := listener + ".tls"
+	if !cfg.Enabled() {
+		if err := cfg.Validate(key); err != nil {
+			return nil, ConfigErrorf("%v", err)
+		}
+		return nil, nil
+	}
+	s, err := tlsserver.New(tlsserver.Options{
+		Key: key, Config: cfg, NextProtos: protos, Logger: b.log.With("component", "tls"),
+		Reloaded: func(err error) { b.metrics.TLSReloaded(listener, err) },
+	})
+	if err != nil {
+		return nil, ConfigErrorf("%v", err)
+	}
+	b.metrics.DeclareTLS(listener)
+	b.runners = append(b.runners, runner{name: key, run: s.Run})
+	return s, nil
+}
+
+// serverOptions are the gRPC server's options from its configuration; tlsServer nil serves
+// plaintext.
+func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// A connection's write buffer is taken from a pool while it writes, not held by
@@ -161,6 +206,10 @@ func serverOptions(cfg GRPCConfig) []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 	}
+	if tlsServer != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsServer.TLSConfig())))
+	}
+	return opts
 }
 
 // wireSources adds the producers the bridge reads (files, upstreams) and the sinks it pushes to.
@@ -236,7 +285,7 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	grpcReady := b.ready.Wait("grpc")
-	httpServer := &http.Server{Handler: b.http, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: b.http, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(b.log)}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 3+len(b.runners))
@@ -247,7 +296,7 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 		}
 	})
 	wg.Go(func() {
-		if err := httpServer.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := b.serveHTTP(httpServer, httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("http server: %w", err)
 		}
 	})
@@ -256,7 +305,8 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	b.startRunners(ctx, &wg, errs)
 	b.starting() // every condition is registered
 	b.log.Info("mcpbridge serving", "version", buildinfo.String(),
-		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "files", b.cfg.Sources.Files,
+		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+		"grpc_tls", b.grpcTLS != nil, "http_tls", b.httpTLS != nil, "files", b.cfg.Sources.Files,
 		"upstreams", len(b.cfg.Sources.Upstreams), "downstreams", len(b.cfg.Downstreams))
 
 	var runErr error
@@ -274,6 +324,34 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	done()
 	wg.Wait()
 	return runErr
+}
+
+// serveHTTP serves plaintext, or TLS with the listener's reloading config.
+func (b *Bridge) serveHTTP(s *http.Server, lis net.Listener) error {
+	if b.httpTLS == nil {
+		return s.Serve(lis)
+	}
+	s.TLSConfig = b.httpTLS.TLSConfig()
+	return s.ServeTLS(lis, "", "") // the certificate comes from TLSConfig
+}
+
+// httpErrorLog puts the HTTP server's own log lines in the bridge's log. A refused TLS
+// handshake (no or a wrong client certificate, a plaintext client, a scanner) is the
+// client's fault and, from scanners, noise: debug, as gRPC's are. The rest is a warning.
+func httpErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(httpLogWriter{log.With("component", "http")}, "", 0)
+}
+
+type httpLogWriter struct{ log *slog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }
 
 func (b *Bridge) startRunners(ctx context.Context, wg *sync.WaitGroup, errs chan<- error) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 )
 
 // Config is the whole configuration of a bridge. cmd/mcpbridge reads it (viper: file,
@@ -79,6 +80,12 @@ type TranslateConfig struct {
 
 type GRPCConfig struct {
 	Address string `mapstructure:"address"`
+	// TLS serves the gRPC port over TLS (mutual with a client CA); plaintext when unset.
+	TLS tlsserver.Config `mapstructure:"tls"`
+	// Insecure allows a plaintext Address that is not loopback; without it, such an address
+	// is a configuration error, so that mesh config never crosses a network in the clear by
+	// oversight.
+	Insecure bool `mapstructure:"insecure"`
 	// MaxRecvMsgSize bounds one message a client or producer sends, in bytes.
 	MaxRecvMsgSize int `mapstructure:"max_recv_msg_size"`
 	// ShutdownGrace is how long a stop waits for streams to end before closing connections.
@@ -103,6 +110,10 @@ type KeepaliveConfig struct {
 
 type HTTPConfig struct {
 	Address string `mapstructure:"address"`
+	// TLS serves HTTPS (mutual with a client CA); plaintext when unset.
+	TLS tlsserver.Config `mapstructure:"tls"`
+	// Insecure allows a plaintext Address that is not loopback, as GRPCConfig.Insecure.
+	Insecure bool `mapstructure:"insecure"`
 }
 
 type LogConfig struct {

@@ -93,7 +93,13 @@ type sinkClient struct {
 
 func subscribe(t *testing.T, addr, node, collection string) *sinkClient {
 	t.Helper()
-	client := mcp.NewResourceSourceClient(dialConn(t, addr))
+	return subscribeOn(t, dialConn(t, addr), node, collection)
+}
+
+// subscribeOn subscribes on a connection of the test's own (TLS, for one).
+func subscribeOn(t *testing.T, conn *grpc.ClientConn, node, collection string) *sinkClient {
+	t.Helper()
+	client := mcp.NewResourceSourceClient(conn)
 	c := &sinkClient{node: node, Client: streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources], error) {
 		return client.EstablishResourceStream(ctx)
 	})}

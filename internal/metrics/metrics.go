@@ -69,6 +69,7 @@ type Metrics struct {
 	messageSize   *prometheus.HistogramVec
 	pushLatency   *prometheus.HistogramVec
 	authzRefusals *prometheus.CounterVec
+	tlsReloads    *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -127,12 +128,16 @@ func New() *Metrics {
 			Name: "mcpbridge_authz_refusals_total",
 			Help: "What authorization refused, by the bridge's role and reason: no_rule (a stream no rule grants), collection (a type outside the grant), resource (a write outside it), node_identity (a node id naming another namespace than the certificate).",
 		}, []string{"role", "reason"}),
+		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_tls_reloads_total",
+			Help: "Reloads of a listener's TLS files after they changed on disk: result=success (new handshakes use them) or failure (the last good files still serve).",
+		}, []string{"listener", "result"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
-		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals,
+		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals, m.tlsReloads,
 	)
 	return m
 }
@@ -275,3 +280,24 @@ func (c *Collection) Size(bytes int) {
 
 // code is the gRPC code of an error as a label value.
 func code(err error) string { return status.Code(err).String() }
+
+// DeclareTLS exports a TLS listener's reload counts at zero, so that an alert on failures
+// sees the series before the first rotation.
+func (m *Metrics) DeclareTLS(listener string) {
+	if m != nil {
+		m.tlsReloads.WithLabelValues(listener, "success")
+		m.tlsReloads.WithLabelValues(listener, "failure")
+	}
+}
+
+// TLSReloaded counts a reload of a listener's TLS files: err nil when the new files serve.
+func (m *Metrics) TLSReloaded(listener string, err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.tlsReloads.WithLabelValues(listener, result).Inc()
+}

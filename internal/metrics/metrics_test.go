@@ -26,6 +26,8 @@ func TestNilMetricsAreSafe(t *testing.T) {
 	c.Size(10)
 	m.NACK(RoleSink, "c", codes.InvalidArgument)
 	m.Declare(RoleSource, "xds-sotw")
+	m.DeclareTLS("grpc")
+	m.TLSReloaded("grpc", nil)
 	p := m.Peer(Upstream, "a:1")
 	p.Up()
 	p.Down(nil)
@@ -114,5 +116,22 @@ func TestPeerCountsReconnectionsNotFirstConnections(t *testing.T) {
 	}
 	if m.Peer(Downstream, "sink:9902") != p {
 		t.Fatal("Peer is not get-or-create")
+	}
+}
+
+func TestTLSReloadsAreCountedByListenerAndResult(t *testing.T) {
+	m := New()
+	m.DeclareTLS("grpc")
+	m.TLSReloaded("grpc", nil)
+	m.TLSReloaded("grpc", errors.New("bad PEM"))
+	m.TLSReloaded("grpc", errors.New("bad PEM"))
+	want := `
+# HELP mcpbridge_tls_reloads_total Reloads of a listener's TLS files after they changed on disk: result=success (new handshakes use them) or failure (the last good files still serve).
+# TYPE mcpbridge_tls_reloads_total counter
+mcpbridge_tls_reloads_total{listener="grpc",result="failure"} 2
+mcpbridge_tls_reloads_total{listener="grpc",result="success"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_tls_reloads_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,328 @@
+// Package tlsserver serves TLS from certificate, key and CA files and reloads them when they
+// change on disk, so that a rotated certificate (cert-manager, a kubelet-mounted Secret) is
+// served without a restart. New handshakes use the newest good files; open connections keep
+// the session they made. A change that cannot be loaded (a file half written, a key that does
+// not match) keeps the last good files serving and is logged and reported.
+//
+// It is a foundation package: configuration in (Config), a *tls.Config out (TLSConfig), and
+// Run to watch the files until its context ends.
+package tlsserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Key is where Config is in the configuration ("grpc.tls"); errors and logs name it.
+	Key    string
+	Config Config
+	// NextProtos are the ALPN protocols offered. gRPC's credentials add h2 themselves; an
+	// HTTP server wants "h2" and "http/1.1".
+	NextProtos []string
+	// Debounce gathers a burst of file events into one reload. Default 100ms.
+	Debounce time.Duration
+	Logger   *slog.Logger
+	// Reloaded, if set, is called after each attempt to load changed files: nil when the new
+	// files serve, else why the last good ones still do.
+	Reloaded func(error)
+}
+
+// Server holds the TLS configuration built from the newest good files.
+type Server struct {
+	opts    Options
+	auth    tls.ClientAuthType
+	current atomic.Pointer[loaded]
+	running atomic.Bool
+	// failing is whether the last reload failed, so that files put back as they were are
+	// reported as good again. Run's goroutine alone uses it.
+	failing bool
+}
+
+// loaded is one good load: the config every new handshake gets, and the bytes it was built
+// from, so that an event that changed nothing is not a reload.
+type loaded struct {
+	config *tls.Config
+	files  contents
+}
+
+type contents struct{ cert, key, ca []byte }
+
+func (c contents) equal(o contents) bool {
+	return bytes.Equal(c.cert, o.cert) && bytes.Equal(c.key, o.key) && bytes.Equal(c.ca, o.ca)
+}
+
+// New validates the configuration and loads the files. Its error names the key and the file.
+func New(opts Options) (*Server, error) {
+	if err := opts.Config.Validate(opts.Key); err != nil {
+		return nil, err
+	}
+	if !opts.Config.Enabled() {
+		return nil, fmt.Errorf("%s: no cert_file and key_file: nothing to serve", opts.Key)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	auth, _ := opts.Config.clientAuthType(opts.Key) // validated
+	s := &Server{opts: opts, auth: auth}
+	l, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.current.Store(l)
+	s.logLoaded("TLS files loaded", l)
+	return s, nil
+}
+
+// TLSConfig is the configuration to serve with. It is a shell: every handshake gets the
+// config of the newest good files (GetConfigForClient), built once per reload and shared.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: s.opts.NextProtos,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.current.Load().config, nil
+		},
+	}
+}
+
+// Certificate is the server certificate new handshakes are given.
+func (s *Server) Certificate() *x509.Certificate { return s.current.Load().config.Certificates[0].Leaf }
+
+// Run watches the directories of the files until ctx ends, then returns nil. It watches
+// directories, not files: kubelet updates a mounted Secret by renaming a "..data" symlink in
+// the directory, and an editor or a deployment tool by renaming a new file over the old, and
+// a watch on the old file would see neither. Any event there is a reason to look again.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%s: Run called twice", s.opts.Key)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("%s: starting the file watcher: %w", s.opts.Key, err)
+	}
+	defer w.Close()
+	for _, dir := range s.dirs() {
+		if err := w.Add(dir); err != nil {
+			return fmt.Errorf("%s: watching %s: %w", s.opts.Key, dir, err)
+		}
+	}
+	// A change made between New and the start of the watch would otherwise wait for the next.
+	s.reload()
+	return s.loop(ctx, w)
+}
+
+// loop reloads once per debounce interval after an event. Events during a pending reload
+// join it without delaying it, so that a steady stream of events still reloads.
+func (s *Server) loop(ctx context.Context, w *fsnotify.Watcher) error {
+	timer := time.NewTimer(s.opts.Debounce)
+	timer.Stop()
+	defer timer.Stop()
+	pending := false
+	arm := func() {
+		if !pending {
+			pending = true
+			timer.Reset(s.opts.Debounce)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("%s: the file watcher stopped", s.opts.Key)
+			}
+			arm()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return fmt.Errorf("%s: the file watcher stopped", s.opts.Key)
+			}
+			// Events were lost (an overflow): look at the files again anyway.
+			s.opts.Logger.Warn("TLS file watcher error", "key", s.opts.Key, "error", err)
+			arm()
+		case <-timer.C:
+			pending = false
+			s.reload()
+		}
+	}
+}
+
+// reload loads the files and, if they changed and are good, serves them. A failure keeps the
+// last good config. Only Run's goroutine calls it.
+func (s *Server) reload() {
+	l, err := s.load()
+	unchanged := err == nil && l.files.equal(s.current.Load().files)
+	switch {
+	case unchanged && !s.failing:
+		return // an event that changed none of our files
+	case unchanged:
+		s.opts.Logger.Info("TLS files good again: the ones serving", "key", s.opts.Key)
+	case err != nil:
+		attrs := []any{"key", s.opts.Key, "error", err}
+		var fe *FileError
+		if errors.As(err, &fe) {
+			attrs = append(attrs, "file", fe.Path)
+		}
+		s.opts.Logger.Warn("TLS files not reloaded; the last good ones still serve", attrs...)
+	default:
+		s.current.Store(l)
+		s.logLoaded("TLS files reloaded", l)
+	}
+	s.failing = err != nil
+	if s.opts.Reloaded != nil {
+		s.opts.Reloaded(err)
+	}
+}
+
+func (s *Server) logLoaded(msg string, l *loaded) {
+	leaf := l.config.Certificates[0].Leaf
+	attrs := []any{"key", s.opts.Key, "subject", leaf.Subject.String(), "serial", leaf.SerialNumber.Text(16),
+		"not_after", leaf.NotAfter.UTC().Format(time.RFC3339), "client_auth", s.opts.Config.clientAuth()}
+	if time.Now().After(leaf.NotAfter) {
+		s.opts.Logger.Warn(msg+"; the certificate has expired: clients will refuse it", attrs...)
+		return
+	}
+	s.opts.Logger.Info(msg, attrs...)
+}
+
+// dirs are the directories of the files, each once.
+func (s *Server) dirs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range []string{s.opts.Config.CertFile, s.opts.Config.KeyFile, s.opts.Config.ClientCAFile} {
+		if f == "" {
+			continue
+		}
+		if d := filepath.Dir(f); !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// FileError is a file that cannot be read or used; its message names the key and the file.
+type FileError struct {
+	Key, Path string
+	Err       error
+}
+
+func (e *FileError) Error() string { return fmt.Sprintf("%s %s: %v", e.Key, e.Path, e.Err) }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// load reads the files and builds the config every handshake will share.
+func (s *Server) load() (*loaded, error) {
+	c := s.opts.Config
+	var files contents
+	var err error
+	if files.cert, err = s.read("cert_file", c.CertFile); err != nil {
+		return nil, err
+	}
+	if files.key, err = s.read("key_file", c.KeyFile); err != nil {
+		return nil, err
+	}
+	if files.ca, err = s.read("client_ca_file", c.ClientCAFile); err != nil {
+		return nil, err
+	}
+	cfg, err := s.build(files)
+	if err != nil {
+		return nil, err
+	}
+	return &loaded{config: cfg, files: files}, nil
+}
+
+func (s *Server) read(field, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		err = pathErr.Err // the path is in the message already
+	}
+	if err != nil {
+		return nil, s.fileError(field, path, err)
+	}
+	return data, nil
+}
+
+func (s *Server) fileError(field, path string, err error) error {
+	return &FileError{Key: s.opts.Key + "." + field, Path: path, Err: err}
+}
+
+func (s *Server) build(files contents) (*tls.Config, error) {
+	c := s.opts.Config
+	if _, err := certificates(files.cert); err != nil {
+		return nil, s.fileError("cert_file", c.CertFile, err)
+	}
+	pair, err := tls.X509KeyPair(files.cert, files.key)
+	if err != nil {
+		// Also a key that is not the certificate's: a rotation seen between its two files.
+		return nil, s.fileError("key_file", c.KeyFile, fmt.Errorf("%v (certificate %s)", err, c.CertFile))
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   s.auth,
+		NextProtos:   s.opts.NextProtos,
+	}
+	if c.ClientCAFile != "" {
+		cas, err := certificates(files.ca)
+		if err != nil {
+			return nil, s.fileError("client_ca_file", c.ClientCAFile, err)
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		for _, ca := range cas {
+			cfg.ClientCAs.AddCert(ca)
+		}
+	}
+	return cfg, nil
+}
+
+// certificates parses every PEM certificate in data. Unlike x509.CertPool.AppendCertsFromPEM,
+// which skips what it cannot parse, it refuses a file with a broken or cut-short block: a CA
+// bundle caught half written must not silently lose CAs.
+func certificates(data []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := data
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d is a %s, not a CERTIFICATE", len(out)+1, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %v", len(out)+1, err)
+		}
+		out = append(out, cert)
+	}
+	if bytes.Contains(rest, []byte("-----BEGIN")) {
+		return nil, fmt.Errorf("PEM block %d is cut short or malformed (a file being written?)", len(out)+1)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate in it")
+	}
+	return out, nil
+}

@@ -77,9 +77,9 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 	}
 	var rights producerRights
 	if opts.Target.Authz != nil {
-		g, err := authz.ScopeGrant("upstream "+opts.Target.Address, *opts.Target.Authz, translate.CanonicalCollection)
+		g, err := authz.ScopeGrant("upstream "+opts.Target.Address, *opts.Target.Authz, translate.CollectionOf)
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: authz: %w", opts.Target.Address, err)
+			return nil, fmt.Errorf("authz.%w", err)
 		}
 		rights = producerRights{grant: g}
 	}

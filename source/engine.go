@@ -244,8 +244,8 @@ func (e *Engine) open(a Adapter, protocol, peer string, grant *authz.Grant) *str
 		sent: make(chan error, 1), metrics: e.metrics.Stream(metrics.RoleSource, protocol),
 	}
 	s.log = e.log.With("protocol", protocol, "peer", peer)
+	s.access = access{grant: grant, namespaceOf: e.namespaceOf}
 	if grant != nil {
-		s.access = &access{grant: grant, namespaceOf: e.namespaceOf}
 		s.identity = grant.Identity
 	}
 	e.streams.Store(s.id, s)
@@ -294,11 +294,8 @@ type stream struct {
 	// that ends after its stream gave up on it does not block.
 	sent    chan error
 	metrics *metrics.Stream // nil without metrics
-	// access is what the peer may read; nil when it may read everything and its node narrowed
-	// nothing. nodeSeen: a request has named the node (its identity is checked, its narrowing
-	// read, once). Only the loop uses them.
-	access   *access
-	nodeSeen bool
+	// access is what the peer may read. Only the loop uses it.
+	access   access
 	identity string // the peer's, with authz rules
 
 	mu sync.Mutex
@@ -434,24 +431,10 @@ func cleanEnd(err error) bool {
 // that names a node has it checked against the peer's identity and sets the node's own
 // narrowing; a request for a type gets the view the stream has of it.
 func (s *stream) admit(req *Request) error {
-	if !s.nodeSeen && req.Node != "" {
-		s.nodeSeen = true
-		if s.access != nil {
-			if err := authz.CheckNode(s.access.grant.Identity, req.Node); err != nil {
-				s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
-				s.engine.refusals.logf(s.log, slog.LevelWarn, "consumer refused", "error", err)
-				return status.Error(codes.PermissionDenied, err.Error())
-			}
-		}
-		if req.NodeNamespaces != nil {
-			if s.access == nil {
-				s.access = &access{namespaceOf: s.engine.namespaceOf}
-			}
-			s.access.node = req.NodeNamespaces
-		}
-	}
-	if s.access != nil {
-		req.vis = s.access.visibility(req.Collection)
+	if err := s.access.admit(req); err != nil {
+		s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
+		s.engine.refusals.logf(s.log, slog.LevelWarn, "consumer refused", "error", err)
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	return nil
 }

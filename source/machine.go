@@ -294,7 +294,7 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *response, moved 
 		push := sub.phase != phaseUnsent && p.rev > sub.sentRev && !p.notPush
 		p.changed = info.Changed
 		if sub.vis != nil && sub.vis.denial != nil {
-			p.msg.Errors = sub.vis.errors(sub.wildcard, sub.sortedNames())
+			p.msg.Errors = sub.vis.errors(sub.sortedNames())
 		}
 		sub.sent(p, nonce)
 		sent, moved = &response{sub: sub, p: p, nonce: nonce, push: push}, true

@@ -5,15 +5,19 @@ import (
 	"flag"
 	"google.golang.org/protobuf/proto"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	"pgregory.net/rapid"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -33,8 +37,9 @@ func TestMachineAgainstModelOverSockets(t *testing.T) {
 	defer setFlag(t, "rapid.steps", "20")()
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
-		addr := serveModelADS(t, st)
-		runModel(t, st, func(t *rapid.T) modelConn { return dialModelADS(t, addr) }, false)
+		acc := drawModelAccess(t)
+		addr := serveModelADS(t, st, acc.policy)
+		runModel(t, st, acc, func(t *rapid.T) modelConn { return dialModelADS(t, addr) }, false)
 	})
 }
 
@@ -62,19 +67,20 @@ type modelADS struct {
 
 var (
 	modelSotWLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
-		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors",
 	})
 	modelDeltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
-		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{},
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors",
 	})
 )
 
-func serveModelADS(t *rapid.T, st *store.Store) string {
+func serveModelADS(t *rapid.T, st *store.Store, policy *authz.Policy) string {
 	// Delta responses above a few resources go in parts (see modelRun.splitAt); store changes
 	// are pushed at once or, as the bridge does by default, at most once per interval.
 	interval := rapid.SampledFrom([]time.Duration{0, 20 * time.Millisecond}).Draw(t, "pushInterval")
-	eng := New(Options{Store: st, MaxResponseSize: responseEnvelope + 100, PushInterval: interval})
+	eng := New(Options{Store: st, MaxResponseSize: responseEnvelope + 100, PushInterval: interval,
+		Authz: policy, NamespaceOf: modelNamespaceOf}) // plaintext: every client is unauthenticated
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +113,7 @@ func (a *modelADS) StreamAggregatedResources(s grpc.BidiStreamingServer[discover
 		}
 		req := modelRequest(m.TypeUrl, StateOfTheWorld)
 		req.Names, req.Nonce, req.ErrorDetail, req.Node = m.ResourceNames, m.ResponseNonce, m.ErrorDetail, m.GetNode().GetId()
+		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
 		return req, nil
 	}}, "model-sotw", PeerAddr(s.Context()))
 }
@@ -124,8 +131,23 @@ func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery
 			req.InitialVersions = m.InitialResourceVersions
 		}
 		req.Node = m.GetNode().GetId()
+		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
 		return req, nil
 	}}, "model-delta", PeerAddr(s.Context()))
+}
+
+// modelNodeNamespaces reads the narrowing from node metadata, as source/xds does.
+func modelNodeNamespaces(n *core.Node) []string {
+	return ParseNodeNamespaces(n.GetMetadata().GetFields()[NodeNamespacesKey].GetStringValue())
+}
+
+// modelNode is the node a client sends on its first request: its ID and narrowing.
+func modelNode(req *Request) *core.Node {
+	n := &core.Node{Id: req.Node}
+	if req.NodeNamespaces != nil {
+		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{NodeNamespacesKey: structpb.NewStringValue(strings.Join(req.NodeNamespaces, ","))}}
+	}
+	return n
 }
 
 type modelAdapter struct {
@@ -223,18 +245,20 @@ func (c *socketConn) open(t *rapid.T, mode Mode) {
 }
 
 func (c *socketConn) send(t *rapid.T, req *Request) {
+	var node *core.Node
 	if c.cancel == nil {
 		c.open(t, req.Mode)
+		node = modelNode(req) // on the first request of a stream, as Envoy sends it
 	}
 	var err error
 	if c.mode == Incremental {
 		err = c.delta.Send(&discovery.DeltaDiscoveryRequest{
 			TypeUrl: req.Key, ResourceNamesSubscribe: req.Subscribe, ResourceNamesUnsubscribe: req.Unsubscribe,
-			InitialResourceVersions: req.InitialVersions, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail,
+			InitialResourceVersions: req.InitialVersions, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail, Node: node,
 		})
 	} else {
 		err = c.sotw.Send(&discovery.DiscoveryRequest{
-			TypeUrl: req.Key, ResourceNames: req.Names, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail,
+			TypeUrl: req.Key, ResourceNames: req.Names, ResponseNonce: req.Nonce, ErrorDetail: req.ErrorDetail, Node: node,
 		})
 	}
 	if err != nil {
@@ -280,7 +304,7 @@ func (c *socketConn) reconnect(t *rapid.T) {
 }
 
 func fromSotW(m *discovery.DiscoveryResponse) (clientResponse, error) {
-	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.VersionInfo}
+	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.VersionInfo, errors: resourceErrors(m.ResourceErrors)}
 	for _, a := range m.Resources {
 		res := &mcpapi.Resource{}
 		if err := a.UnmarshalTo(res); err != nil {
@@ -292,7 +316,7 @@ func fromSotW(m *discovery.DiscoveryResponse) (clientResponse, error) {
 }
 
 func fromDelta(m *discovery.DeltaDiscoveryResponse) (clientResponse, error) {
-	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.SystemVersionInfo, removed: m.RemovedResources}
+	r := clientResponse{key: m.TypeUrl, nonce: m.Nonce, version: m.SystemVersionInfo, removed: m.RemovedResources, errors: resourceErrors(m.ResourceErrors)}
 	for _, dr := range m.Resources {
 		if dr.Resource == nil {
 			r.missing = append(r.missing, dr.Name)
@@ -307,6 +331,14 @@ func fromDelta(m *discovery.DeltaDiscoveryResponse) (clientResponse, error) {
 		r.resources = append(r.resources, got)
 	}
 	return r, nil
+}
+
+func resourceErrors(errs []*discovery.ResourceError) []wire.ResourceError {
+	var out []wire.ResourceError
+	for _, e := range errs {
+		out = append(out, wire.ResourceError{Name: e.GetResourceName().GetName(), Code: e.GetErrorDetail().GetCode(), Message: e.GetErrorDetail().GetMessage()})
+	}
+	return out
 }
 
 func modelReceived(res *mcpapi.Resource) receivedResource {

@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	"pgregory.net/rapid"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -27,6 +30,75 @@ import (
 //
 // `make test` runs it with rapid's default number of schedules (100); `make fuzz` runs
 // thousands (-rapid.checks). A failure prints the seed to replay it (-rapid.seed).
+
+// The model's views: resources of C, E, L and R are in namespace n0 or n1 by the parity of
+// their number; M's are cluster-scoped. A run may have an authz rule for unauthenticated
+// peers (what every client of the run may read), and each client may narrow its view with
+// its node (NodeNamespaces). The model decides what a client may see on its own
+// (modelAccess.visible), not with the engine's code.
+func modelNamespaceOf(collection, name string) (string, bool) {
+	if collection == "M" {
+		return "", false
+	}
+	return "n" + strconv.Itoa(int(name[len(name)-1]-'0')%2), true
+}
+
+// modelAccess is a run's authz rule, in plain terms, and the policy the engine is given.
+type modelAccess struct {
+	policy      *authz.Policy // nil: no rules
+	collections []string      // what the rule lets read; "*" for all
+	namespaces  []string      // in which namespaces; "*" for all, cluster-scoped included
+}
+
+func drawModelAccess(t *rapid.T) modelAccess {
+	if rapid.IntRange(0, 2).Draw(t, "authz") == 0 {
+		return modelAccess{}
+	}
+	keys := []string{"*"}
+	for _, mt := range modelTypes {
+		keys = append(keys, mt.key)
+	}
+	a := modelAccess{
+		collections: rapid.SliceOfNDistinct(rapid.SampledFrom(keys), 1, 4, rapid.ID[string]).Draw(t, "consume collections"),
+		namespaces:  rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"*", "n0", "n1", "n2"}), 1, 2, rapid.ID[string]).Draw(t, "consume namespaces"),
+	}
+	p, err := authz.Compile([]authz.Rule{{Identity: authz.Unauthenticated, Consume: authz.Scope{Collections: a.collections, Namespaces: a.namespaces}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.policy = p
+	return a
+}
+
+// grant is what every (unauthenticated) client of the run may do; nil without rules.
+func (a modelAccess) grant(t *rapid.T) *authz.Grant {
+	if a.policy == nil {
+		return nil
+	}
+	g, err := a.policy.Grant("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// denied tells whether a client may read nothing of a type.
+func (a modelAccess) denied(key string) bool {
+	return a.policy != nil && !slices.Contains(a.collections, "*") && !slices.Contains(a.collections, key)
+}
+
+// visible tells whether a client narrowed to node (nil: not narrowed) may see a resource.
+func (a modelAccess) visible(node []string, key, name string) bool {
+	if a.denied(key) {
+		return false
+	}
+	allNS := a.policy == nil || slices.Contains(a.namespaces, "*")
+	ns, namespaced := modelNamespaceOf(key, name)
+	if !namespaced {
+		return allNS
+	}
+	return (allNS || slices.Contains(a.namespaces, ns)) && (node == nil || slices.Contains(node, ns))
+}
 
 // modelType is one type of the test world.
 type modelType struct {
@@ -187,9 +259,12 @@ type modelSub struct {
 	// onStream: subscribed on the current stream. After a reconnect the server cannot know
 	// what the client holds of a type before the client subscribes to it again.
 	onStream bool
+	// visible is what the client may see of the type (modelAccess.visible); denied: nothing.
+	visible func(name string) bool
+	denied  bool
 }
 
-func (s *modelSub) wants(name string) bool { return s.wildcard || s.names[name] }
+func (s *modelSub) wants(name string) bool { return s.visible(name) && (s.wildcard || s.names[name]) }
 
 // modelClient is one client stream and what serves it.
 type modelClient struct {
@@ -201,6 +276,8 @@ type modelClient struct {
 	mcp  bool
 	conn modelConn
 	subs map[string]*modelSub
+	// node narrows the client's view (NodeNamespaces); nil: not narrowed.
+	node []string
 }
 
 // modelConn is a client's stream to what serves it: the machine in-process, or a real engine
@@ -221,6 +298,7 @@ type clientResponse struct {
 	key, nonce, version string
 	resources           []receivedResource
 	removed, missing    []string
+	errors              []wire.ResourceError
 	full                bool      // MCP: a full state (incremental false), which replaces
 	share               *frameKey // in-process only: the key under which the encoding is shared
 }
@@ -244,13 +322,26 @@ func (r clientResponse) String() string {
 
 // machineConn serves a client with the machine itself.
 type machineConn struct {
-	st *store.Store
-	m  *machine
+	st     *store.Store
+	m      *machine
+	grant  *authz.Grant
+	access access // as the engine's stream keeps it
 }
 
-func (c *machineConn) send(_ *rapid.T, req *Request) { c.m.request(req, time.Time{}) }
-func (c *machineConn) changed(collections []string)  { c.m.changed(collections) }
-func (c *machineConn) reconnect(*rapid.T)            { c.m = newMachine("model") }
+func newMachineConn(st *store.Store, grant *authz.Grant) *machineConn {
+	return &machineConn{st: st, m: newMachine("model"), grant: grant, access: access{grant: grant, namespaceOf: modelNamespaceOf}}
+}
+
+func (c *machineConn) send(t *rapid.T, req *Request) {
+	if err := c.access.admit(req); err != nil {
+		t.Fatalf("admit: %v", err)
+	}
+	c.m.request(req, time.Time{})
+}
+func (c *machineConn) changed(collections []string) { c.m.changed(collections) }
+func (c *machineConn) reconnect(*rapid.T) {
+	c.m, c.access = newMachine("model"), access{grant: c.grant, namespaceOf: modelNamespaceOf}
+}
 
 func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 	v := c.st.View()
@@ -271,7 +362,7 @@ func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 
 func fromResponse(r response) clientResponse {
 	r.p.materialize()
-	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share, full: !r.p.msg.Incremental}
+	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share, full: !r.p.msg.Incremental, errors: r.p.msg.Errors}
 	if r.sub.mode == Incremental { // only delta tells of missing names
 		got.missing = r.p.msg.Missing
 	}
@@ -283,6 +374,7 @@ func fromResponse(r response) clientResponse {
 
 type modelRun struct {
 	w       *world
+	access  modelAccess
 	clients []*modelClient
 	shared  map[frameKey]string // content of every shareable response, by its key
 	// splitAt, when not 0, makes delta xDS responses larger than it go in parts (a few
@@ -294,7 +386,7 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	req := &Request{
 		Key: mt.key, Collection: mt.key, Known: true, Mode: c.mode, Form: wire.FormAnyBody,
 		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
-		After: mt.after, RemoveAfter: mt.remove, Node: c.name,
+		After: mt.after, RemoveAfter: mt.remove, Node: c.name, NodeNamespaces: c.node,
 	}
 	if c.mcp { // as source/mcp.go builds them: whole collections, no order between them
 		req.Form, req.WildcardCapable, req.FullOnLoss, req.Priority = wire.FormMCPResource, true, true, 0
@@ -340,6 +432,7 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 		}
 		seen[n] = true
 	}
+	r.checkView(t, c, sub, resp)
 	sub.pending = &resp
 	sub.lastNonce = resp.nonce
 	apply := func(state map[string]held) map[string]held {
@@ -372,6 +465,30 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	r.checkReferences(t, c, v, resp, before)
 }
 
+// checkView: nothing outside the client's view is sent; a refused type's responses carry a
+// PermissionDenied resource error, and no other type's do.
+func (r *modelRun) checkView(t *rapid.T, c *modelClient, sub *modelSub, resp clientResponse) {
+	for _, e := range resp.resources {
+		if !sub.visible(e.name) {
+			t.Fatalf("%s: sent %s %s, outside its view: %s", c.name, resp.key, e.name, resp)
+		}
+	}
+	if !sub.denied {
+		if len(resp.errors) > 0 {
+			t.Fatalf("%s: resource errors on a type it may read: %v", c.name, resp.errors)
+		}
+		return
+	}
+	if len(resp.errors) == 0 {
+		t.Fatalf("%s: a response of refused type %s without its resource error: %s", c.name, resp.key, resp)
+	}
+	for _, e := range resp.errors {
+		if e.Code != int32(codes.PermissionDenied) {
+			t.Fatalf("%s: resource error %+v, want PermissionDenied", c.name, e)
+		}
+	}
+}
+
 // checkShared: responses that share an encoding must have the same content.
 func (r *modelRun) checkShared(t *rapid.T, resp clientResponse) {
 	if resp.share == nil {
@@ -381,7 +498,7 @@ func (r *modelRun) checkShared(t *rapid.T, resp clientResponse) {
 	for _, e := range resp.resources {
 		fmt.Fprintf(&b, "%s=%s ", e.name, e.version)
 	}
-	fmt.Fprintf(&b, "removed %v missing %v version %s", resp.removed, resp.missing, resp.version)
+	fmt.Fprintf(&b, "removed %v missing %v version %s errors %v", resp.removed, resp.missing, resp.version, resp.errors)
 	if prev, ok := r.shared[*resp.share]; ok && prev != b.String() {
 		t.Fatalf("two responses under one shared key differ:\n%s\n%s", prev, b.String())
 	}
@@ -400,6 +517,9 @@ func (r *modelRun) checkReferences(t *rapid.T, c *modelClient, v *store.View, re
 	if key == "E" || key == "L" || key == "R" {
 		for _, e := range resp.resources {
 			for _, ref := range e.refs {
+				if !clusters.visible(ref) {
+					continue // a cluster outside the client's view: it is never sent
+				}
 				if _, ok := clusters.sent[ref]; !ok {
 					t.Fatalf("%s: %s %s names cluster %s, not yet sent (clusters sent: %v)", c.name, key, e.name, ref, slices.Sorted(maps.Keys(clusters.sent)))
 				}
@@ -511,7 +631,8 @@ func newModelClient(name string, mode Mode, conn modelConn) *modelClient {
 }
 
 func (r *modelRun) subscribe(t *rapid.T, c *modelClient, mt modelType) {
-	sub := &modelSub{mt: mt, names: map[string]bool{}, holds: map[string]held{}, sent: map[string]held{}, nackedRemovals: map[string]bool{}}
+	sub := &modelSub{mt: mt, names: map[string]bool{}, holds: map[string]held{}, sent: map[string]held{}, nackedRemovals: map[string]bool{},
+		visible: func(name string) bool { return r.access.visible(c.node, mt.key, name) }, denied: r.access.denied(mt.key)}
 	c.subs[mt.key] = sub
 	sub.onStream = true
 	if c.mcp { // MCP subscribes to whole collections
@@ -691,14 +812,15 @@ func (r *modelRun) checkConverged(t *rapid.T) {
 func TestMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
-		runModel(t, st, func(*rapid.T) modelConn { return &machineConn{st: st, m: newMachine("model")} }, true)
+		acc := drawModelAccess(t)
+		runModel(t, st, acc, func(t *rapid.T) modelConn { return newMachineConn(st, acc.grant(t)) }, true)
 	})
 }
 
 // runModel runs one random schedule over a store, with clients connected by dial; mcp
 // allows MCP clients besides xDS ones.
-func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn, mcp bool) {
-	r := &modelRun{w: &world{st: st}, shared: map[frameKey]string{}}
+func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) modelConn, mcp bool) {
+	r := &modelRun{w: &world{st: st}, access: acc, shared: map[frameKey]string{}}
 	r.splitAt = rapid.SampledFrom([]int{0, 100, 250}).Draw(t, "splitAt")
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
@@ -708,6 +830,7 @@ func runModel(t *rapid.T, st *store.Store, dial func(*rapid.T) modelConn, mcp bo
 		}
 		c := newModelClient(fmt.Sprintf("client%d", i), mode, dial(t))
 		c.mcp = mcp && rapid.Bool().Draw(t, "mcp")
+		c.node = rapid.SampledFrom([][]string{nil, nil, {"n0"}, {"n1"}, {"n0", "n1"}}).Draw(t, "node namespaces")
 		r.clients = append(r.clients, c)
 	}
 	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }

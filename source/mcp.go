@@ -50,6 +50,11 @@ func resolveAMCSType(typeURL string) (collection string, known bool) {
 	return typeURL, false
 }
 
+// sinkNodeNamespaces is the narrowing a sink asks for in its annotations (NodeNamespacesKey).
+func sinkNodeNamespaces(n *mcp.SinkNode) []string {
+	return ParseNodeNamespaces(n.GetAnnotations()[NodeNamespacesKey])
+}
+
 // requestResources turns an MCP RequestResources into an engine request. MCP subscribes to
 // whole collections; a request without a nonce (re)starts the collection's subscription.
 func requestResources(m *mcp.RequestResources) *Request {
@@ -58,7 +63,7 @@ func requestResources(m *mcp.RequestResources) *Request {
 		Key: m.GetCollection(), Collection: coll, Known: known, Form: wire.FormMCPResource,
 		WildcardCapable: true, FullOnLoss: true,
 		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Restart: m.GetResponseNonce() == "",
-		Node: m.GetSinkNode().GetId(),
+		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
 	}
 	if m.GetIncremental() {
 		req.Mode = Incremental
@@ -132,6 +137,7 @@ func (a *meshConfigStream) Recv() (*Request, error) {
 	return &Request{
 		Key: m.GetTypeUrl(), Collection: coll, Known: known, Form: wire.FormMCPResource, WildcardCapable: true,
 		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: m.GetSinkNode().GetId(),
+		NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
 	}, nil
 }
 
@@ -151,7 +157,7 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 	req := &Request{
 		Key: m.GetTypeUrl(), Collection: coll, Known: known, Mode: Incremental, Form: wire.FormMCPResource,
 		WildcardCapable: true, Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
-		Node: m.GetSinkNode().GetId(),
+		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
 	}
 	if len(m.GetInitialResourceVersions()) > 0 {
 		req.InitialVersions = m.GetInitialResourceVersions()

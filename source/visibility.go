@@ -59,16 +59,15 @@ func (v *visibility) sees(name string) bool {
 	return ok
 }
 
-// errors are the resource errors a response of a refused type carries: one for the wildcard
-// and one for each name asked.
-func (v *visibility) errors(wildcard bool, names []string) []wire.ResourceError {
+// errors are the resource errors a response of a refused type carries: one for the whole
+// type ("*"), and one for each name asked, so that a client that reads errors by name finds
+// its own.
+func (v *visibility) errors(names []string) []wire.ResourceError {
 	if v == nil || v.denial == nil {
 		return nil
 	}
 	out := make([]wire.ResourceError, 0, len(names)+1)
-	if wildcard {
-		out = append(out, *v.denial)
-	}
+	out = append(out, *v.denial)
 	for _, n := range names {
 		e := *v.denial
 		e.Name = n
@@ -77,10 +76,14 @@ func (v *visibility) errors(wildcard bool, names []string) []wire.ResourceError 
 	return out
 }
 
-// access is what one stream's peer may read: its grant and its node's narrowing.
+// access is what one stream's peer may read: its grant and its node's narrowing. It is pure
+// state, the stream's loop its only user.
 type access struct {
 	grant       *authz.Grant // nil: no rules
 	namespaceOf NamespaceFunc
+	// nodeSeen: a request has named the node; its identity was checked and its narrowing
+	// read then, once.
+	nodeSeen bool
 	// node narrows namespaced resources to these namespaces (sorted), when set: the node
 	// asked for less than it may read (NodeNamespacesKey).
 	node []string
@@ -88,9 +91,26 @@ type access struct {
 	byCollection map[string]*visibility
 }
 
+// admit checks a request before the machine sees it: the first that names a node has the
+// node checked against the peer's identity (an error wrapping authz.ErrNodeIdentity) and its
+// narrowing read; every request gets the view the stream has of its type.
+func (a *access) admit(req *Request) error {
+	if !a.nodeSeen && req.Node != "" {
+		a.nodeSeen = true
+		if a.grant != nil {
+			if err := authz.CheckNode(a.grant.Identity, req.Node); err != nil {
+				return err
+			}
+		}
+		a.node = req.NodeNamespaces
+	}
+	req.vis = a.visibility(req.Collection)
+	return nil
+}
+
 // visibility returns the view of a collection for this stream, nil when it sees everything.
 func (a *access) visibility(collection string) *visibility {
-	if a == nil || a.grant == nil && a.node == nil {
+	if a.grant == nil && a.node == nil {
 		return nil
 	}
 	if v, ok := a.byCollection[collection]; ok {

@@ -177,6 +177,23 @@ func CanonicalCollection(name string) string {
 	return name
 }
 
+// CollectionOf is the store collection behind any name of a kind: its MCP collection names,
+// its xDS type URLs and its AggregatedMeshConfigService type URL; any other name (an Envoy
+// type URL, an opaque collection) is its own collection. Authorization rules name
+// collections this way.
+func CollectionOf(name string) string {
+	if k, ok := ByCollection(name); ok {
+		return k.Collection
+	}
+	if k, ok := ByXDSTypeURL(name); ok {
+		return k.Collection
+	}
+	if k, ok := ByAMCSTypeURL(name); ok {
+		return k.Collection
+	}
+	return name
+}
+
 // DefaultCollections returns the canonical collections of every known kind, in table order:
 // what the bridge asks producers for when the configuration does not say otherwise.
 func DefaultCollections() []string {

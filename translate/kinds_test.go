@@ -223,3 +223,18 @@ func TestMeshConfigNames(t *testing.T) {
 		t.Error("MeshConfig must not be a kind of the table: it is not stored as a collection")
 	}
 }
+
+func TestCollectionOfTakesEveryNameOfAKind(t *testing.T) {
+	const want = "istio/networking/v1alpha3/serviceentries"
+	for _, name := range []string{want, "istio/networking/v1beta1/serviceentries", "networking.istio.io/v1alpha3/ServiceEntry",
+		"networking.istio.io/v1/ServiceEntry", "type.googleapis.com/istio.networking.v1alpha3.ServiceEntry"} {
+		if got := CollectionOf(name); got != want {
+			t.Errorf("CollectionOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+	for _, other := range []string{EnvoyClusterType, "example.com/opaque"} {
+		if got := CollectionOf(other); got != other {
+			t.Errorf("CollectionOf(%q) = %q, want itself", other, got)
+		}
+	}
+}

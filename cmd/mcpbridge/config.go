@@ -16,9 +16,11 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
@@ -70,6 +72,7 @@ var defaults = map[string]any{
 	"xds.max_response_size":            4 << 20,
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
+	"authz.rules":                      []any{},
 }
 
 // flagKeys maps each configuration flag to its key.
@@ -122,7 +125,10 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	))
-	if err := v.Unmarshal(cfg, decode); err != nil {
+	// Lists of objects (authz.rules, upstreams) escape the unknown-key check of the file:
+	// a misspelt field inside one is an error here.
+	exact := func(c *mapstructure.DecoderConfig) { c.ErrorUnused = true }
+	if err := v.Unmarshal(cfg, decode, exact); err != nil {
 		return nil, configErrorf("configuration: %s", oneLine(err))
 	}
 	if fs.Changed("upstream") {
@@ -258,6 +264,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if c.Sink.NodeID == "" {
 		return configErrorf("sink.node_id: must not be empty")
 	}
+	if err := validateAuthz(c); err != nil {
+		return err
+	}
 	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
@@ -342,4 +351,26 @@ func parseLevel(s string) (slog.Level, error) {
 // oneLine folds a multi-line error (mapstructure's, viper's) into one line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// validateAuthz compiles authz.rules and the upstreams' scopes, so that a bad rule is a
+// configuration error naming it before anything starts.
+func validateAuthz(c *Config) error {
+	if _, err := authz.Compile(c.Authz.Rules, translate.CollectionOf); err != nil {
+		return configErrorf("%v", err)
+	}
+	for i, t := range c.Sources.Upstreams {
+		if t.Authz == nil {
+			continue
+		}
+		if _, err := authz.ScopeGrant("", *t.Authz, translate.CollectionOf); err != nil {
+			return configErrorf("sources.upstreams[%d].authz.%v", i, err)
+		}
+	}
+	for i, t := range c.Downstreams {
+		if t.Authz != nil {
+			return configErrorf("downstreams[%d].authz: only upstreams have one (what they may produce); a downstream is sent what the bridge serves", i)
+		}
+	}
+	return nil
 }

@@ -29,6 +29,9 @@ type Options struct {
 	// Version is shown on the status page.
 	Version string
 	Logger  *slog.Logger
+	// Admin, if set, guards the debug views, the profiles and the status page: a request it
+	// refuses is answered 403 with its reason. /healthz, /readyz and /metrics stay open.
+	Admin func(r *http.Request) error
 }
 
 // Handler returns the HTTP mux of the admin port: /healthz, /readyz, /metrics, /debug/... and
@@ -54,23 +57,42 @@ func Handler(opts Options) *http.ServeMux {
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics.Handler())
 	}
+	guard := guarded(opts)
 	if opts.Store != nil && opts.Engine != nil {
 		d := &debug{opts: opts}
-		mux.HandleFunc("GET /debug/collections", d.collections)
-		mux.HandleFunc("GET /debug/collections/{collection...}", d.collection)
-		mux.HandleFunc("GET /debug/clients", d.clients)
-		mux.HandleFunc("GET /debug/clients/{id}", d.client)
-		mux.HandleFunc("GET /debug/producers", d.producers)
-		mux.Handle("GET /{$}", newStatusPage(d))
+		mux.Handle("GET /debug/collections", guard(d.collections))
+		mux.Handle("GET /debug/collections/{collection...}", guard(d.collection))
+		mux.Handle("GET /debug/clients", guard(d.clients))
+		mux.Handle("GET /debug/clients/{id}", guard(d.client))
+		mux.Handle("GET /debug/producers", guard(d.producers))
+		mux.Handle("GET /{$}", guard(newStatusPage(d).ServeHTTP))
 	}
 	// Go's profiles (heap, CPU, goroutines): how an operator or a benchmark sees where a
 	// running bridge spends its memory and time, as istiod offers at the same path.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /debug/pprof/", guard(pprof.Index))
+	mux.Handle("GET /debug/pprof/cmdline", guard(pprof.Cmdline))
+	mux.Handle("GET /debug/pprof/profile", guard(pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", guard(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", guard(pprof.Trace))
 	return mux
+}
+
+// guarded wraps a handler in Options.Admin: what the debug views show (every resource, every
+// client) is for administrators when the port authenticates its clients.
+func guarded(opts Options) func(http.HandlerFunc) http.Handler {
+	return func(h http.HandlerFunc) http.Handler {
+		if opts.Admin == nil {
+			return h
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := opts.Admin(r); err != nil {
+				opts.Metrics.AuthzRefused(metrics.RoleAdmin, metrics.RefusedNotAdmin)
+				writeError(w, opts.Logger, http.StatusForbidden, "%v", err)
+				return
+			}
+			h(w, r)
+		})
+	}
 }
 
 // writeJSON writes v indented, for people reading it with curl as much as for programs.

@@ -11,6 +11,7 @@ package authz
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -155,18 +156,20 @@ func compileSet(field string, names []string, canonical Canonical) (set, error) 
 }
 
 // ScopeGrant is the grant of one produce scope, for a producer the bridge dials (an upstream)
-// rather than one that presents an identity: who names it in refusals.
+// rather than one that presents an identity: who names it in refusals. An error names the
+// field of the scope ("namespaces: ...").
 func ScopeGrant(who string, produce Scope, canonical Canonical) (*Grant, error) {
-	p, err := Compile([]Rule{{Identity: Unauthenticated, Produce: produce}}, canonical)
+	if canonical == nil {
+		canonical = func(s string) string { return s }
+	}
+	s, err := compileScope(produce, canonical)
 	if err != nil {
 		return nil, err
 	}
-	g, err := p.Grant("")
-	if err != nil {
-		return nil, err
+	if len(produce.Collections) == 0 {
+		return nil, errors.New(`collections: empty; name the collections the upstream may produce, or "*"`)
 	}
-	g.Identity = who
-	return g, nil
+	return &Grant{Identity: who, rules: []rule{{identity: Unauthenticated, produce: s}}}, nil
 }
 
 // Enabled reports whether there are rules: without, everything is allowed.
@@ -317,15 +320,50 @@ func PeerIdentity(ctx context.Context) string {
 		return ""
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return ""
 	}
-	for _, u := range info.State.VerifiedChains[0][0].URIs {
+	return TLSIdentity(&info.State)
+}
+
+// TLSIdentity is PeerIdentity of a TLS connection's state (an HTTPS request's r.TLS); empty
+// for nil, and for a connection without a verified client certificate.
+func TLSIdentity(state *tls.ConnectionState) string {
+	if state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	for _, u := range state.VerifiedChains[0][0].URIs {
 		if strings.EqualFold(u.Scheme, "spiffe") {
 			return u.String()
 		}
 	}
 	return ""
+}
+
+// ErrNotAdmin is the refusal of a debug view to a peer that is no administrator.
+var ErrNotAdmin = errors.New("the debug views need an administrator's identity")
+
+// CheckAdmin decides whether an HTTPS peer may read the debug views and the status page:
+// without rules, any peer whose client certificate was verified; with rules, a peer that a
+// rule with admin: true matches.
+func (p *Policy) CheckAdmin(state *tls.ConnectionState) error {
+	id := TLSIdentity(state)
+	verified := state != nil && len(state.VerifiedChains) > 0
+	if !p.Enabled() {
+		if !verified {
+			return fmt.Errorf("%w: present a client certificate of the HTTP port's client CA", ErrNotAdmin)
+		}
+		return nil
+	}
+	g, err := p.Grant(id)
+	if err != nil || !g.Admin {
+		who := id
+		if who == "" {
+			who = Unauthenticated
+		}
+		return fmt.Errorf("%w: no rule with admin: true matches identity %s", ErrNotAdmin, who)
+	}
+	return nil
 }
 
 // ErrNodeIdentity is the refusal of an xDS node that names another namespace than its peer's

@@ -29,6 +29,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/admin"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/buildinfo"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
@@ -63,6 +64,8 @@ type Bridge struct {
 	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
 	translationFaults metrics.FaultsFunc
+	// authz is the compiled authz.rules (no rules: everything allowed).
+	authz *authz.Policy
 	// starting is the readiness condition from New until Serve has registered the others: a
 	// bridge is never ready before it started serving (bridgetest.Start waits on it).
 	starting func()
@@ -96,6 +99,11 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
 		return nil, err
 	}
+	policy, err := authz.Compile(cfg.Authz.Rules, translate.CollectionOf)
+	if err != nil {
+		return nil, ConfigErrorf("%v", err)
+	}
+	b.authz = policy
 	if err := b.wireSink(); err != nil {
 		return nil, err
 	}
@@ -132,7 +140,7 @@ func (b *Bridge) wireSink() error {
 	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
 	s, err := sink.NewServer(sink.Options{
 		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
-		Logger: b.log, Metrics: b.metrics,
+		Logger: b.log, Metrics: b.metrics, Authz: b.authz,
 	})
 	if err != nil {
 		return ConfigErrorf("collections: %v", err)
@@ -147,7 +155,7 @@ func (b *Bridge) wireSource() {
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
 		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
-		Metrics: b.metrics,
+		Metrics: b.metrics, Authz: b.authz, NamespaceOf: namespaceOf(b.cfg.Translate.DomainSuffix),
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)
 	reflection.Register(b.grpc)
@@ -155,6 +163,22 @@ func (b *Bridge) wireSource() {
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
 	(&xds.Server{Engine: b.engine}).Register(b.grpc)
+}
+
+// namespaceOf is the namespace of a resource for consumers' views: the Envoy resources the
+// translation derives have theirs from their names (envoy.Namespacer); every other resource
+// is named "namespace/name".
+func namespaceOf(domainSuffix string) source.NamespaceFunc {
+	derived := envoy.NewNamespacer(domainSuffix)
+	outputs := envoy.OutputTypes()
+	return func(collection, name string) (string, bool) {
+		for _, t := range outputs {
+			if collection == t {
+				return derived.NamespaceOf(name)
+			}
+		}
+		return authz.NamespaceOf(name)
+	}
 }
 
 // wireTLS loads each listener's TLS files and watches them (a runner each), so that a
@@ -223,6 +247,11 @@ func (b *Bridge) wireSources() error {
 	}
 	node := sink.SinkNode{ID: cfg.Sink.NodeID, Annotations: cfg.Sink.NodeAnnotations}
 	for i, t := range cfg.Sources.Upstreams {
+		if t.Authz != nil { // checked here, where the error can name the key
+			if _, err := authz.ScopeGrant("", *t.Authz, translate.CollectionOf); err != nil {
+				return ConfigErrorf("sources.upstreams[%d].authz.%v", i, err)
+			}
+		}
 		up, err := sink.NewUpstream(sink.UpstreamOptions{
 			Target: t, Store: b.store, Collections: sinkCollections(cfg), SinkNode: node,
 			Logger: b.log, Metrics: b.metrics,
@@ -232,7 +261,10 @@ func (b *Bridge) wireSources() error {
 		}
 		b.runners = append(b.runners, runner{name: "upstream " + t.Address, run: up.Run, ready: up.Ready()})
 	}
-	for _, t := range cfg.Downstreams {
+	for i, t := range cfg.Downstreams {
+		if t.Authz != nil {
+			return ConfigErrorf("downstreams[%d].authz: only upstreams have one (what they may produce); a downstream is sent what the bridge serves", i)
+		}
 		d := &source.Downstream{Target: t, Engine: b.engine, Logger: b.log.With("component", "downstream")}
 		b.runners = append(b.runners, runner{name: "downstream " + t.Address, run: d.Run})
 	}
@@ -259,8 +291,20 @@ func (b *Bridge) wireAdmin() error {
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
+		Admin: b.adminCheck(),
 	})
 	return nil
+}
+
+// adminCheck guards the debug views and the status page when the HTTP port authenticates its
+// clients (http.tls.client_ca_file): they show every resource and every client, so only an
+// administrator may read them (authz.Policy.CheckAdmin). Without a client CA the port cannot
+// tell who asks, and stays open, as on loopback.
+func (b *Bridge) adminCheck() func(*http.Request) error {
+	if b.cfg.HTTP.TLS.ClientCAFile == "" {
+		return nil
+	}
+	return func(r *http.Request) error { return b.authz.CheckAdmin(r.TLS) }
 }
 
 // Store is the bridge's store.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 )
@@ -22,9 +23,16 @@ type Config struct {
 	XDS         XDSConfig       `mapstructure:"xds"`
 	Translate   TranslateConfig `mapstructure:"translate"`
 	Memory      MemoryConfig    `mapstructure:"memory"`
+	Authz       AuthzConfig     `mapstructure:"authz"`
 	Collections []string        `mapstructure:"collections"`
 	// Downstreams are ResourceSinks the bridge dials and pushes to.
 	Downstreams []dial.Target `mapstructure:"downstreams"`
+}
+
+// AuthzConfig is what each peer may do, by the SPIFFE ID of its verified client certificate
+// (package authz). No rules: everything is allowed, as on a loopback development setup.
+type AuthzConfig struct {
+	Rules []authz.Rule `mapstructure:"rules"`
 }
 
 // MemoryConfig bounds the Go heap, so that the garbage collector works harder before the
@@ -150,6 +158,7 @@ func DefaultConfig() *Config {
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
+		Authz:       AuthzConfig{Rules: []authz.Rule{}},
 		Collections: []string{},
 		Downstreams: []dial.Target{},
 	}

@@ -33,6 +33,8 @@ const (
 	RoleSource Role = "source"
 	// RoleSink: the bridge receives config (ResourceSink, upstream).
 	RoleSink Role = "sink"
+	// RoleAdmin: the HTTP port's debug views (authorization refusals only).
+	RoleAdmin Role = "admin"
 )
 
 // Direction is which way the bridge dialled a peer.
@@ -126,7 +128,7 @@ func New() *Metrics {
 		}, []string{"protocol"}),
 		authzRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpbridge_authz_refusals_total",
-			Help: "What authorization refused, by the bridge's role and reason: no_rule (a stream no rule grants), collection (a type outside the grant), resource (a write outside it), node_identity (a node id naming another namespace than the certificate).",
+			Help: "What authorization refused, by the bridge's role and reason: no_rule (a stream no rule grants), collection (a type outside the grant), resource (a write outside it), node_identity (a node id naming another namespace than the certificate), not_admin (a debug view asked by a peer that is no administrator).",
 		}, []string{"role", "reason"}),
 		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpbridge_tls_reloads_total",
@@ -227,6 +229,7 @@ const (
 	RefusedCollection   = "collection"
 	RefusedResource     = "resource"
 	RefusedNodeIdentity = "node_identity"
+	RefusedNotAdmin     = "not_admin"
 )
 
 // AuthzRefused counts one authorization refusal. Refusals are rare: the label lookup is paid

@@ -21,6 +21,7 @@ type Client[Req, Resp any] struct {
 	stream grpc.BidiStreamingClient[Req, Resp]
 	cancel context.CancelFunc
 	got    chan *Resp
+	err    error // why the stream ended; read once got is closed
 }
 
 // Open starts a stream with open (for example a generated client's method) and receives on it
@@ -39,6 +40,7 @@ func Open[Req, Resp any](t testing.TB, open func(context.Context) (grpc.BidiStre
 		for {
 			m, err := stream.Recv()
 			if err != nil {
+				c.err = err
 				return
 			}
 			c.got <- m
@@ -91,6 +93,24 @@ func (c *Client[Req, Resp]) Quiet(d time.Duration) {
 		}
 		c.t.Fatal("stream ended")
 	case <-time.After(d):
+	}
+}
+
+// End waits for the stream to end, failing the test if it does not within Wait, and returns
+// why it ended (a status error from the server). Responses still unread are dropped.
+func (c *Client[Req, Resp]) End() error {
+	c.t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case _, ok := <-c.got:
+			if !ok {
+				return c.err
+			}
+		case <-timeout:
+			c.t.Fatalf("the stream did not end within %s", Wait)
+			return nil
+		}
 	}
 }
 

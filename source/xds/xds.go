@@ -5,6 +5,7 @@
 package xds
 
 import (
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
@@ -34,11 +35,11 @@ const MeshConfigCollection = translate.MeshConfigTypeURL
 
 var (
 	sotwLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
-		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors",
 	})
 	deltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
-		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{},
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors",
 	})
 )
 
@@ -149,6 +150,13 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 	return sotwRequest(m, a.defaultType), nil
 }
 
+// nodeNamespaces is the narrowing a node asks for in its metadata (source.NodeNamespacesKey,
+// a string).
+func nodeNamespaces(n *core.Node) []string {
+	v := n.GetMetadata().GetFields()[source.NodeNamespacesKey]
+	return source.ParseNodeNamespaces(v.GetStringValue())
+}
+
 // sotwRequest turns a DiscoveryRequest into an engine request.
 func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
@@ -161,6 +169,7 @@ func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Requ
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
+	req.NodeNamespaces = nodeNamespaces(m.GetNode())
 	return req
 }
 
@@ -197,6 +206,7 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
+	req.NodeNamespaces = nodeNamespaces(m.GetNode())
 	return req
 }
 

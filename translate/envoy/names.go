@@ -137,3 +137,62 @@ func splitKey(key string) (namespace, name string) {
 	}
 	return "", key
 }
+
+// Namespacer tells the namespace of a derived Envoy resource, for consumers limited to some
+// namespaces (authz views). It is a function of the name alone, so that a name never moves
+// between views (a client would be left holding what it may no longer see):
+//
+//   - a gateway's listeners and route configurations (NAMESPACE/NAME/...) are of the
+//     Gateway's namespace;
+//   - a host's cluster, load assignment, route configuration and API listener
+//     (outbound|PORT|SUBSET|HOST, HOST:PORT) are of the namespace the host names when it is
+//     a Kubernetes service's, NAME.NAMESPACE.svc.DOMAIN_SUFFIX (the form short hosts are
+//     completed to);
+//   - everything else is cluster-scoped, seen only by consumers of every namespace: the
+//     per-port outbound listeners and route configurations (0.0.0.0_PORT, PORT), which hold
+//     every namespace's hosts, and the resources of other hosts (api.example.com), which any
+//     namespace's ServiceEntry may declare.
+type Namespacer struct {
+	// svcSuffix is ".svc." + the domain suffix.
+	svcSuffix string
+}
+
+// NewNamespacer returns the Namespacer of a domain suffix ("" is DefaultDomainSuffix).
+func NewNamespacer(domainSuffix string) Namespacer {
+	if domainSuffix == "" {
+		domainSuffix = DefaultDomainSuffix
+	}
+	return Namespacer{svcSuffix: ".svc." + domainSuffix}
+}
+
+// NamespaceOf returns the namespace of a resource of a derived collection, or namespaced
+// false for a cluster-scoped one.
+func (n Namespacer) NamespaceOf(name string) (namespace string, namespaced bool) {
+	if ns, _, ok := strings.Cut(name, "/"); ok {
+		return ns, true // a gateway's
+	}
+	host := name
+	if rest, ok := strings.CutPrefix(name, "outbound|"); ok {
+		i := strings.LastIndexByte(rest, '|')
+		if i < 0 {
+			return "", false
+		}
+		host = rest[i+1:]
+	} else if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		host = name[:i] // an API listener, HOST:PORT
+	}
+	return n.hostNamespace(host)
+}
+
+// hostNamespace reads NAMESPACE from NAME.NAMESPACE.svc.SUFFIX.
+func (n Namespacer) hostNamespace(host string) (string, bool) {
+	head, ok := strings.CutSuffix(host, n.svcSuffix)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(head, '.')
+	if i <= 0 || i == len(head)-1 || strings.IndexByte(head[:i], '.') >= 0 {
+		return "", false
+	}
+	return head[i+1:], true
+}

@@ -104,3 +104,35 @@ func TestGRPCStatusIsReadByNameOrNumber(t *testing.T) {
 		}
 	}
 }
+
+func TestNamespacerReadsTheNamespaceFromTheNameAlone(t *testing.T) {
+	n := NewNamespacer("")
+	for _, c := range []struct {
+		name       string
+		ns         string
+		namespaced bool
+	}{
+		{ClusterName(80, "", "reviews.bookinfo.svc.cluster.local"), "bookinfo", true},
+		{ClusterName(80, "v1", "reviews.bookinfo.svc.cluster.local"), "bookinfo", true},
+		{APIListenerName("reviews.bookinfo.svc.cluster.local", 9080), "bookinfo", true},
+		{HostRouteName("reviews.bookinfo.svc.cluster.local", 9080), "bookinfo", true},
+		{"gw-ns/ingress/0.0.0.0_80", "gw-ns", true},
+		{"gw-ns/ingress/http.80", "gw-ns", true},
+		{OutboundListenerName(80), "", false},
+		{OutboundRouteName(80), "", false},
+		{ClusterName(443, "", "api.example.com"), "", false},
+		{APIListenerName("api.example.com", 443), "", false},
+		{ClusterName(80, "", "a.b.c.svc.cluster.local"), "", false}, // not NAME.NAMESPACE
+		{ClusterName(80, "", ".bookinfo.svc.cluster.local"), "", false},
+		{ClusterName(80, "", "reviews.bookinfo.svc.example.org"), "", false}, // another suffix
+		{"outbound", "", false},
+	} {
+		ns, namespaced := n.NamespaceOf(c.name)
+		if ns != c.ns || namespaced != c.namespaced {
+			t.Errorf("NamespaceOf(%q) = %q, %v; want %q, %v", c.name, ns, namespaced, c.ns, c.namespaced)
+		}
+	}
+	if ns, ok := NewNamespacer("example.org").NamespaceOf(ClusterName(80, "", "reviews.bookinfo.svc.example.org")); !ok || ns != "bookinfo" {
+		t.Errorf("with suffix example.org: %q, %v", ns, ok)
+	}
+}

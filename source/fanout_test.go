@@ -22,16 +22,21 @@ import (
 type fleet struct {
 	streams  []grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources]
 	received chan time.Time
-	want     atomic.Value // string: the version of ns/changed to report
+	want     atomic.Value // map[string]bool: the versions to report
 	wg       sync.WaitGroup
 	cancel   context.CancelFunc
 }
 
 func startFleet(tb testing.TB, addr string, n, conns int) *fleet {
+	return startFleetWith(tb, addr, n, conns, nil)
+}
+
+// startFleetWith starts a fleet whose sink i sends the annotations annotate(i) (nil: none).
+func startFleetWith(tb testing.TB, addr string, n, conns int, annotate func(i int) map[string]string) *fleet {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{received: make(chan time.Time, n), cancel: cancel}
-	f.want.Store("")
+	f.expect()
 	var cc []*grpc.ClientConn
 	for range conns {
 		cc = append(cc, dialTB(tb, addr))
@@ -42,7 +47,11 @@ func startFleet(tb testing.TB, addr string, n, conns int) *fleet {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		stream.Send(&mcp.RequestResources{Collection: seColl, Incremental: true, SinkNode: &mcp.SinkNode{Id: fmt.Sprint("sink-", i)}})
+		node := &mcp.SinkNode{Id: fmt.Sprint("sink-", i)}
+		if annotate != nil {
+			node.Annotations = annotate(i)
+		}
+		stream.Send(&mcp.RequestResources{Collection: seColl, Incremental: true, SinkNode: node})
 		f.streams = append(f.streams, stream)
 		f.wg.Go(func() { f.serve(stream, firsts) })
 	}
@@ -63,9 +72,9 @@ func (f *fleet) serve(stream grpc.BidiStreamingClient[mcp.RequestResources, mcp.
 		if err != nil {
 			return
 		}
-		want := f.want.Load().(string)
+		want := f.want.Load().(map[string]bool)
 		for _, r := range m.Resources {
-			if want != "" && r.Metadata.Version == want {
+			if want[r.Metadata.Version] {
 				f.received <- time.Now()
 			}
 		}
@@ -75,6 +84,15 @@ func (f *fleet) serve(stream grpc.BidiStreamingClient[mcp.RequestResources, mcp.
 			firsts <- struct{}{}
 		}
 	}
+}
+
+// expect sets the versions whose arrival each stream reports.
+func (f *fleet) expect(versions ...string) {
+	want := map[string]bool{}
+	for _, v := range versions {
+		want[v] = true
+	}
+	f.want.Store(want)
 }
 
 func (f *fleet) stop() {
@@ -97,7 +115,7 @@ func TestEachChangeIsEncodedOnceForEveryStream(t *testing.T) {
 	before, storeBefore := b.engine.Stats(), b.store.Stats()
 	r := b.store
 	res := serviceEntry("ns/changed", "changed.example")
-	f.want.Store(versionOf(t, res))
+	f.expect(versionOf(t, res))
 	if _, err := r.Apply("test", store.Update{Collection: seColl, Resources: []*mcpapi.Resource{res}}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +135,51 @@ func TestEachChangeIsEncodedOnceForEveryStream(t *testing.T) {
 	}
 	if got := after.FrameHits - before.FrameHits; got != n-1 {
 		t.Errorf("%d streams reused the encoded response, want %d", got, n-1)
+	}
+}
+
+// Views do not multiply the encoding by the streams: streams of one view share its response,
+// so a change is encoded once per distinct view, and each stream gets only its namespace's.
+func TestEachChangeIsEncodedOncePerView(t *testing.T) {
+	b := startBridge(t)
+	b.put(t, seColl, "ns-0/a")
+	const n, views = 50, 5
+	f := startFleetWith(t, b.addr, n, 5, func(i int) map[string]string {
+		return map[string]string{NodeNamespacesKey: fmt.Sprint("ns-", i%views)}
+	})
+	defer f.stop()
+	waitIdle(t, b.engine, n)
+
+	before := b.engine.Stats()
+	var rs []*mcpapi.Resource
+	var versions []string
+	for v := range views {
+		res := serviceEntry(fmt.Sprintf("ns-%d/changed", v), fmt.Sprintf("changed-%d.example", v))
+		rs, versions = append(rs, res), append(versions, versionOf(t, res))
+	}
+	f.expect(versions...)
+	if _, err := b.store.Apply("test", store.Update{Collection: seColl, Resources: rs}); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		select {
+		case <-f.received:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not every stream received its namespace's change")
+		}
+	}
+	waitIdle(t, b.engine, n)
+	select {
+	case <-f.received:
+		t.Fatal("a stream received a change outside its view")
+	default:
+	}
+	after := b.engine.Stats()
+	if got := after.Encodes - before.Encodes; got != views {
+		t.Errorf("the change was encoded %d times for %d streams in %d views, want once a view", got, n, views)
+	}
+	if got := after.FrameHits - before.FrameHits; got != n-views {
+		t.Errorf("%d streams reused an encoded response, want %d", got, n-views)
 	}
 }
 
@@ -154,28 +217,60 @@ func waitIdle(tb testing.TB, eng *Engine, n int) {
 // BenchmarkFanOut1000Streams: one change delivered to 1,000 subscribed ResourceSource streams
 // over loopback gRPC. Reports p50, p99 and the last stream's delivery time. Allocations and
 // bytes are the whole process's (server and the 1,000 clients decoding) per delivered resource.
-func BenchmarkFanOut1000Streams(b *testing.B) {
+func BenchmarkFanOut1000Streams(b *testing.B) { benchFanOut(b, 0) }
+
+// BenchmarkFanOut1000StreamsViews: the same 1,000 streams, each narrowed to one of 10
+// namespaces (100 streams a view, MCPBRIDGE_NAMESPACES), and a change of one resource in each
+// namespace: every stream receives the one of its view. BenchmarkFanOut1000Streams10Changes
+// is the same change without views (every stream receives all 10): the cost of views is the
+// difference. encodes/op counts the responses encoded per change: one per distinct view.
+func BenchmarkFanOut1000StreamsViews(b *testing.B)    { benchFanOut(b, 10) }
+func BenchmarkFanOut1000Streams10Changes(b *testing.B) { benchFanOut(b, -10) }
+
+// benchFanOut: views > 0 narrows the streams to that many namespaces and changes one resource
+// in each; views < 0 changes -views resources in as many namespaces, without views; 0 changes
+// one resource.
+func benchFanOut(b *testing.B, views int) {
 	br := startBridge(b)
 	const n = 1000
 	br.put(b, seColl, "ns/a")
-	f := startFleet(b, br.addr, n, 20)
+	changes := max(views, -views, 1)
+	var annotate func(int) map[string]string
+	if views > 0 {
+		annotate = func(i int) map[string]string { return map[string]string{NodeNamespacesKey: fmt.Sprint("ns-", i%views)} }
+	}
+	f := startFleetWith(b, br.addr, n, 20, annotate)
 	defer f.stop()
 	waitIdle(b, br.engine, n)
+	received := n // reports per change: each stream reports every expected version it gets
+	if views < 0 {
+		received = n * changes
+	}
 
 	var p50s, p99s, lasts []time.Duration
+	encodes := br.engine.Stats().Encodes
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		res := serviceEntry("ns/changed", fmt.Sprintf("changed-%d.example", i))
 		b.StopTimer()
-		f.want.Store(versionOf(b, res))
+		var rs []*mcpapi.Resource
+		var versions []string
+		for c := range changes {
+			name := "ns/changed"
+			if changes > 1 {
+				name = fmt.Sprintf("ns-%d/changed", c)
+			}
+			res := serviceEntry(name, fmt.Sprintf("changed-%d-%d.example", i, c))
+			rs, versions = append(rs, res), append(versions, versionOf(b, res))
+		}
+		f.expect(versions...)
 		b.StartTimer()
 		start := time.Now()
-		if _, err := br.store.Apply("test", store.Update{Collection: seColl, Resources: []*mcpapi.Resource{res}}); err != nil {
+		if _, err := br.store.Apply("test", store.Update{Collection: seColl, Resources: rs}); err != nil {
 			b.Fatal(err)
 		}
-		lat := make([]time.Duration, 0, n)
-		for range n {
+		lat := make([]time.Duration, 0, received)
+		for range received {
 			select {
 			case at := <-f.received:
 				lat = append(lat, at.Sub(start))
@@ -185,13 +280,14 @@ func BenchmarkFanOut1000Streams(b *testing.B) {
 		}
 		b.StopTimer()
 		slices.Sort(lat)
-		p50s, p99s, lasts = append(p50s, lat[n/2]), append(p99s, lat[n*99/100]), append(lasts, lat[n-1])
+		p50s, p99s, lasts = append(p50s, lat[len(lat)/2]), append(p99s, lat[len(lat)*99/100]), append(lasts, lat[len(lat)-1])
 		waitIdle(b, br.engine, n) // every ACK in before the next change
 		b.StartTimer()
 	}
 	b.ReportMetric(ms(median(p50s)), "p50-ms")
 	b.ReportMetric(ms(median(p99s)), "p99-ms")
 	b.ReportMetric(ms(median(lasts)), "last-ms")
+	b.ReportMetric(float64(br.engine.Stats().Encodes-encodes)/float64(b.N), "encodes/op")
 	b.ReportMetric(0, "ns/op") // the per-op time includes the waits; the latencies above are the figures
 }
 

@@ -224,7 +224,7 @@ func BenchmarkFanOut1000Streams(b *testing.B) { benchFanOut(b, 0) }
 // namespace: every stream receives the one of its view. BenchmarkFanOut1000Streams10Changes
 // is the same change without views (every stream receives all 10): the cost of views is the
 // difference. encodes/op counts the responses encoded per change: one per distinct view.
-func BenchmarkFanOut1000StreamsViews(b *testing.B)    { benchFanOut(b, 10) }
+func BenchmarkFanOut1000StreamsViews(b *testing.B)     { benchFanOut(b, 10) }
 func BenchmarkFanOut1000Streams10Changes(b *testing.B) { benchFanOut(b, -10) }
 
 // benchFanOut: views > 0 narrows the streams to that many namespaces and changes one resource

@@ -50,8 +50,16 @@ type bridge struct {
 
 func startBridge(t *testing.T) *bridge {
 	t.Helper()
+	return startBridgeWith(t, source.Options{})
+}
+
+// startBridgeWith serves the translation with an engine of opts (its store and logger set
+// here).
+func startBridgeWith(t *testing.T, opts source.Options) *bridge {
+	t.Helper()
 	h := startController(t, nil)
-	eng := source.New(source.Options{Store: h.st, Logger: testLogger(t).With("component", "source")})
+	opts.Store, opts.Logger = h.st, testLogger(t).With("component", "source")
+	eng := source.New(opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -532,11 +540,16 @@ func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
 
 // resolver is an xDS resolver whose bootstrap points at the bridge.
 func (b *bridge) resolver() resolver.Builder {
+	return b.resolverWithMetadata("{}")
+}
+
+// resolverWithMetadata is resolver with node metadata (JSON).
+func (b *bridge) resolverWithMetadata(metadata string) resolver.Builder {
 	b.t.Helper()
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "e2e-%s"}
-	}`, b.addr, b.t.Name())
+		"node": {"id": "e2e-%s", "metadata": %s}
+	}`, b.addr, b.t.Name(), metadata)
 	r, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		b.t.Fatal(err)
@@ -650,4 +663,46 @@ func grpcSupports(m proto.Message) bool {
 		return false
 	}
 	return c.GetType() == clusterpb.Cluster_EDS || c.GetType() == clusterpb.Cluster_LOGICAL_DNS
+}
+
+// A proxyless gRPC client that narrows its view to its namespace (MCPBRIDGE_NAMESPACES in its
+// bootstrap's node metadata) reaches that namespace's services, and the others do not exist
+// for it: grpc-go's own xDS client, through the Envoy resources' namespaces.
+func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
+	namer := NewNamespacer("")
+	b := startBridgeWith(t, source.Options{NamespaceOf: func(collection, name string) (string, bool) {
+		if slices.Contains(OutputTypes(), collection) {
+			return namer.NamespaceOf(name)
+		}
+		ns, _, ok := strings.Cut(name, "/")
+		return ns, ok
+	}})
+	bs := startBackends(t, "v1-a")
+	other := strings.NewReplacer("echo.e2e.svc", "echo.other.svc", "namespace: e2e", "namespace: other").Replace(echoService(bs["v1-a"]))
+	b.setConfig(echoService(bs["v1-a"]) + "---\n" + other)
+
+	narrowed := func(target string) testgrpc.TestServiceClient {
+		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e"}`)),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return testgrpc.NewTestServiceClient(conn)
+	}
+	if id, err := call(t, narrowed(e2eTarget)); err != nil || id != "v1-a" {
+		t.Fatalf("its own namespace's service: %q, %v", id, err)
+	}
+	// grpc-go gives up on a listener it never received when its watch expires (15s): the
+	// bridge's answers never name it.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	_, err := narrowed("xds:///echo.other.svc.cluster.local:8080").UnaryCall(ctx, &testpb.SimpleRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"echo.other.svc.cluster.local:8080"`) {
+		t.Fatalf("another namespace's service: %v, want Unavailable naming its listener", err)
+	}
+	if id, err := call(t, b.client("xds:///echo.other.svc.cluster.local:8080")); err != nil || id != "v1-a" {
+		t.Fatalf("a client without narrowing, to the other namespace: %q, %v", id, err)
+	}
+	b.assertNoNACK()
 }

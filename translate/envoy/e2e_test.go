@@ -698,8 +698,8 @@ func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	_, err := narrowed("xds:///echo.other.svc.cluster.local:8080").UnaryCall(ctx, &testpb.SimpleRequest{})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"echo.other.svc.cluster.local:8080"`) {
-		t.Fatalf("another namespace's service: %v, want Unavailable naming its listener", err)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("another namespace's service: %v, want Unavailable (its listener does not exist for the client)", err)
 	}
 	if id, err := call(t, b.client("xds:///echo.other.svc.cluster.local:8080")); err != nil || id != "v1-a" {
 		t.Fatalf("a client without narrowing, to the other namespace: %q, %v", id, err)

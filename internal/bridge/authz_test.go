@@ -510,3 +510,36 @@ func TestAuthzWithoutRulesAnyVerifiedClientIsAdministrator(t *testing.T) {
 		}
 	}
 }
+
+// With rules, every refusal's series is exported at zero before the first refusal.
+func TestAuthzRefusalsAreExportedAtZero(t *testing.T) {
+	s := startSecured(t, nil)
+	for _, l := range [][]string{
+		{"role", "source", "reason", "no_rule"}, {"role", "source", "reason", "collection"}, {"role", "source", "reason", "node_identity"},
+		{"role", "sink", "reason", "no_rule"}, {"role", "sink", "reason", "collection"}, {"role", "sink", "reason", "resource"},
+		{"role", "admin", "reason", "not_admin"},
+	} {
+		if !hasSeries(t, s.running, "mcpbridge_authz_refusals_total", l...) {
+			t.Errorf("mcpbridge_authz_refusals_total%v is not exported", l)
+		}
+	}
+}
+
+func hasSeries(t *testing.T, b *running, name string, labels ...string) bool {
+	t.Helper()
+	families, err := b.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -104,6 +104,9 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		return nil, ConfigErrorf("%v", err)
 	}
 	b.authz = policy
+	if policy.Enabled() || cfg.HTTP.TLS.ClientCAFile != "" {
+		m.DeclareAuthz()
+	}
 	if err := b.wireSink(); err != nil {
 		return nil, err
 	}

@@ -232,6 +232,22 @@ const (
 	RefusedNotAdmin     = "not_admin"
 )
 
+// DeclareAuthz exports the authorization refusals at zero, so that an alert on them sees the
+// series before the first refusal.
+func (m *Metrics) DeclareAuthz() {
+	if m == nil {
+		return
+	}
+	for _, r := range []Role{RoleSource, RoleSink} {
+		for _, reason := range []string{RefusedNoRule, RefusedCollection} {
+			m.authzRefusals.WithLabelValues(string(r), reason)
+		}
+	}
+	m.authzRefusals.WithLabelValues(string(RoleSink), RefusedResource)
+	m.authzRefusals.WithLabelValues(string(RoleSource), RefusedNodeIdentity)
+	m.authzRefusals.WithLabelValues(string(RoleAdmin), RefusedNotAdmin)
+}
+
 // AuthzRefused counts one authorization refusal. Refusals are rare: the label lookup is paid
 // here.
 func (m *Metrics) AuthzRefused(role Role, reason string) {

@@ -187,14 +187,15 @@ func TestAuthzPeerNoRuleMatchesIsRefusedOnEveryService(t *testing.T) {
 		name string
 		open func(*grpc.ClientConn) error
 	}{
+		// The refusal comes as the stream opens, before any request: nothing is sent, which
+		// could race with the end of the stream.
 		{"ResourceSource", func(conn *grpc.ClientConn) error {
-			return subscribeOn(t, conn, "sink", seColl).End()
+			c := mcp.NewResourceSourceClient(conn)
+			return streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources], error) {
+				return c.EstablishResourceStream(ctx)
+			}).End()
 		}},
-		{"ADS", func(conn *grpc.ClientConn) error {
-			st := ads(t, conn)
-			st.Send(&discovery.DiscoveryRequest{TypeUrl: clusterType})
-			return st.End()
-		}},
+		{"ADS", func(conn *grpc.ClientConn) error { return ads(t, conn).End() }},
 		{"ResourceSink", func(conn *grpc.ClientConn) error {
 			c := mcp.NewResourceSinkClient(conn)
 			return streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.Resources, mcp.RequestResources], error) {

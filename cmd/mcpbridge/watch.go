@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -134,6 +135,22 @@ func runWatch(cmd *cobra.Command, _ []string) error {
 	return rpcError("watch: stream from "+addr, err)
 }
 
+// sendError is why a send failed: a send on a stream the server ended returns io.EOF, and
+// the server's status (PermissionDenied, ResourceExhausted...) is what a receive returns.
+func sendError[Req, Resp any](s grpc.BidiStreamingClient[Req, Resp], err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	for {
+		if _, rerr := s.Recv(); rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				return err
+			}
+			return rerr
+		}
+	}
+}
+
 // errDone ends a watch after --count updates.
 var errDone = fmt.Errorf("done")
 
@@ -147,7 +164,7 @@ func stream[Req, Resp any](ctx context.Context, open func(context.Context, ...gr
 		return err
 	}
 	if err := s.Send(first); err != nil {
-		return err
+		return sendError(s, err)
 	}
 	for {
 		m, err := s.Recv()
@@ -156,7 +173,7 @@ func stream[Req, Resp any](ctx context.Context, open func(context.Context, ...gr
 		}
 		u, ack := answer(m)
 		if err := s.Send(ack); err != nil {
-			return err
+			return sendError(s, err)
 		}
 		if err := u.print(); err != nil {
 			if err == errDone {

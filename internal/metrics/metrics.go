@@ -68,6 +68,7 @@ type Metrics struct {
 	peerConnected *prometheus.GaugeVec
 	messageSize   *prometheus.HistogramVec
 	pushLatency   *prometheus.HistogramVec
+	limitRefusals *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -122,12 +123,16 @@ func New() *Metrics {
 			// 100 µs to about 26 s
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 19),
 		}, []string{"protocol"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_limit_refusals_total",
+			Help: "Refusals by a limit (ResourceExhausted): streams refused or ended, producers' pushes NACKed. limit is the configuration key's last part (limits.streams: streams).",
+		}, []string{"limit"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
-		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency,
+		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.limitRefusals,
 	)
 	return m
 }
@@ -151,6 +156,24 @@ func (m *Metrics) Declare(role Role, protocols ...string) {
 		if role == RoleSource {
 			m.pushLatency.WithLabelValues(p)
 		}
+	}
+}
+
+// DeclareLimits exports the refusals of each limit at 0, so that alerts see every series
+// before the first refusal.
+func (m *Metrics) DeclareLimits(limits ...string) {
+	if m == nil {
+		return
+	}
+	for _, l := range limits {
+		m.limitRefusals.WithLabelValues(l)
+	}
+}
+
+// LimitRefused counts one refusal by a limit. Refusals are rare: the label lookup is paid here.
+func (m *Metrics) LimitRefused(limit string) {
+	if m != nil {
+		m.limitRefusals.WithLabelValues(limit).Inc()
 	}
 }
 

@@ -26,6 +26,8 @@ func TestNilMetricsAreSafe(t *testing.T) {
 	c.Size(10)
 	m.NACK(RoleSink, "c", codes.InvalidArgument)
 	m.Declare(RoleSource, "xds-sotw")
+	m.DeclareLimits("streams")
+	m.LimitRefused("streams")
 	p := m.Peer(Upstream, "a:1")
 	p.Up()
 	p.Down(nil)
@@ -114,5 +116,22 @@ func TestPeerCountsReconnectionsNotFirstConnections(t *testing.T) {
 	}
 	if m.Peer(Downstream, "sink:9902") != p {
 		t.Fatal("Peer is not get-or-create")
+	}
+}
+
+// Each limit's refusals are exported at 0 once declared, and counted by limit.
+func TestLimitRefusalsAreCountedByLimit(t *testing.T) {
+	m := New()
+	m.DeclareLimits("streams", "requests_per_second")
+	m.LimitRefused("streams")
+	m.LimitRefused("streams")
+	want := `
+# HELP mcpbridge_limit_refusals_total Refusals by a limit (ResourceExhausted): streams refused or ended, producers' pushes NACKed. limit is the configuration key's last part (limits.streams: streams).
+# TYPE mcpbridge_limit_refusals_total counter
+mcpbridge_limit_refusals_total{limit="requests_per_second"} 0
+mcpbridge_limit_refusals_total{limit="streams"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_limit_refusals_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -21,6 +21,7 @@ type Client[Req, Resp any] struct {
 	stream grpc.BidiStreamingClient[Req, Resp]
 	cancel context.CancelFunc
 	got    chan *Resp
+	err    error // what ended the stream; read once got is closed
 }
 
 // Open starts a stream with open (for example a generated client's method) and receives on it
@@ -39,6 +40,7 @@ func Open[Req, Resp any](t testing.TB, open func(context.Context) (grpc.BidiStre
 		for {
 			m, err := stream.Recv()
 			if err != nil {
+				c.err = err
 				return
 			}
 			c.got <- m
@@ -91,6 +93,25 @@ func (c *Client[Req, Resp]) Quiet(d time.Duration) {
 		}
 		c.t.Fatal("stream ended")
 	case <-time.After(d):
+	}
+}
+
+// Ended waits for the server to end the stream, dropping responses that arrive meanwhile,
+// and returns the error it ended with (io.EOF for a clean end); it fails the test if the
+// stream is still open after Wait.
+func (c *Client[Req, Resp]) Ended() error {
+	c.t.Helper()
+	timeout := time.After(Wait)
+	for {
+		select {
+		case _, ok := <-c.got:
+			if !ok {
+				return c.err
+			}
+		case <-timeout:
+			c.t.Fatalf("the stream is still open after %s", Wait)
+			return nil
+		}
 	}
 }
 

@@ -38,6 +38,25 @@ func ProducerOwner(ctx context.Context) string {
 	return ipPrefix + peerIP(p.Addr)
 }
 
+// PeerIdentity names the client of a stream for per-peer limits (limits.streams_per_peer):
+// the SPIFFE ID of its client certificate when the TLS stack verified one, else its IP
+// address without the port (a client's connections share it). Unlike ProducerOwner it takes
+// neither mcp-producer-id, which any client may set, nor a certificate nobody verified
+// (client_auth request), which anyone can make: either would let a client spend another's
+// share, or escape its own.
+func PeerIdentity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "unknown"
+	}
+	if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
+		if id := spiffeID(info); id != "" {
+			return id
+		}
+	}
+	return peerIP(p.Addr)
+}
+
 // UpstreamOwner returns the owner ID under which an Upstream dialling address stores what it
 // receives.
 func UpstreamOwner(address string) string { return upstreamPrefix + address }

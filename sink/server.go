@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -33,6 +34,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if set, counts streams, Resources received, ACKs and NACKs sent. Nil: none.
 	Metrics *metrics.Metrics
+	// MaxResourcesPerProducer bounds the resources one producer (owner) holds in all
+	// collections together (limits.resources_per_producer): a message that would take it
+	// over is NACKed with ResourceExhausted and nothing of it applied. Zero: no limit.
+	MaxResourcesPerProducer int
 }
 
 // Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
@@ -44,6 +49,7 @@ type Server struct {
 	presence  *presence
 	producers producers
 	metrics   *metrics.Metrics
+	refusals  *limits.Refuser
 	log       *slog.Logger
 	stopped   chan struct{}
 	stopOnce  sync.Once
@@ -66,10 +72,16 @@ func NewServer(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "resource-sink")
+	if opts.MaxResourcesPerProducer < 0 {
+		return nil, fmt.Errorf("sink: resources per producer %d is negative", opts.MaxResourcesPerProducer)
+	}
+	ap := newApplier(opts.Store, a, opts.SinkNode, opts.Metrics)
+	ap.maxOwned = opts.MaxResourcesPerProducer
 	return &Server{
-		applier:  newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
+		applier:  ap,
 		presence: newPresence(opts.Store, opts.Expiry, log),
 		metrics:  opts.Metrics,
+		refusals: limits.NewRefuser(opts.Metrics),
 		log:      log,
 		stopped:  make(chan struct{}),
 	}, nil
@@ -127,7 +139,7 @@ func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.
 				return endOfStream(r.err)
 			}
 			o := s.applier.handle(owner, r.msg)
-			logOutcome(log, r.msg, o)
+			s.logOutcome(log, r.msg, o)
 			s.producers.answered(owner, o, r.msg.GetNonce())
 			if err := stream.Send(o.reply); err != nil {
 				sm.SendFailed(err)
@@ -179,6 +191,17 @@ func endOfStream(err error) error {
 		return nil
 	}
 	return err
+}
+
+// logOutcome logs a producer's message as logOutcome does, except a refusal by a limit: that
+// is counted and logged at most once a second, so that a producer pushing over its limit in a
+// loop costs a line a second.
+func (s *Server) logOutcome(log *slog.Logger, m *mcp.Resources, o outcome) {
+	if o.limit != "" {
+		s.refusals.Refuse(log, o.limit, o.err.Error(), "collection", m.GetCollection(), "nonce", m.GetNonce())
+		return
+	}
+	logOutcome(log, m, o)
 }
 
 func logOutcome(log *slog.Logger, m *mcp.Resources, o outcome) {

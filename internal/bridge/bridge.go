@@ -27,6 +27,7 @@ import (
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/admin"
 	"github.com/mcpbridge/mcpbridge/internal/buildinfo"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/sink"
@@ -86,6 +87,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
 		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta)
 	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
+	m.DeclareLimits(limits.Names...)
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
 		return nil, err
 	}
@@ -122,7 +124,7 @@ func (b *Bridge) wireSink() error {
 	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
 	s, err := sink.NewServer(sink.Options{
 		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry,
-		Logger: b.log, Metrics: b.metrics,
+		Logger: b.log, Metrics: b.metrics, MaxResourcesPerProducer: b.cfg.Limits.ResourcesPerProducer,
 	})
 	if err != nil {
 		return ConfigErrorf("collections: %v", err)
@@ -132,12 +134,12 @@ func (b *Bridge) wireSink() error {
 }
 
 func (b *Bridge) wireSource() {
-	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC)...)
+	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.streamGuard())...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
 		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
-		Metrics: b.metrics,
+		Metrics: b.metrics, MaxSubscriptions: b.cfg.Limits.SubscriptionsPerStream,
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)
 	reflection.Register(b.grpc)
@@ -147,9 +149,22 @@ func (b *Bridge) wireSource() {
 	(&xds.Server{Engine: b.engine}).Register(b.grpc)
 }
 
+// streamGuard enforces the limits of every stream, whatever its service: streams in total
+// and per peer, messages per second, the wait for a first message (limits.*).
+func (b *Bridge) streamGuard() *limits.Guard {
+	l := b.cfg.Limits
+	return limits.NewGuard(limits.StreamOptions{
+		Streams: l.Streams, StreamsPerPeer: l.StreamsPerPeer,
+		RequestsPerSecond: l.RequestsPerSecond, RequestBurst: l.RequestBurst,
+		FirstRequestTimeout: l.FirstRequestTimeout, MaxRecvMsgSize: b.cfg.GRPC.MaxRecvMsgSize,
+		Identity: sink.PeerIdentity, Metrics: b.metrics, Logger: b.log,
+	})
+}
+
 // serverOptions are the gRPC server's options from its configuration.
-func serverOptions(cfg GRPCConfig) []grpc.ServerOption {
+func serverOptions(cfg GRPCConfig, guard *limits.Guard) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ChainStreamInterceptor(guard.Intercept),
 		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// A connection's write buffer is taken from a pool while it writes, not held by

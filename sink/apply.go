@@ -10,6 +10,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -22,6 +23,9 @@ type applier struct {
 	store *store.Store
 	asked asked
 	node  SinkNode
+	// maxOwned is the most resources one owner may hold in all collections
+	// (limits.resources_per_producer); 0: no limit (upstreams, which the operator chose).
+	maxOwned int
 
 	metrics *metrics.Metrics
 	// colls are the metrics of each asked collection (by canonical name), of the trigger and
@@ -65,6 +69,8 @@ type outcome struct {
 	// err is the NACK's fault; nil for an ACK.
 	err    error
 	result store.Result
+	// limit names the limit that refused the message (limits.ResourcesPerProducer), if one did.
+	limit string
 }
 
 func (o outcome) acked() bool { return o.err == nil }
@@ -102,7 +108,13 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 		a.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedResource)
 		return a.nack(m, codes.PermissionDenied, err)
 	}
-	res, err := a.store.Apply(owner, update)
+	res, err := a.store.ApplyWithin(owner, a.maxOwned, update)
+	var over *store.OwnerLimitError
+	if errors.As(err, &over) {
+		o := a.nack(m, codes.ResourceExhausted, fmt.Errorf("limits.resources_per_producer: %w; nothing of this message was applied", over))
+		o.limit = limits.ResourcesPerProducer
+		return o
+	}
 	if err != nil {
 		return a.nack(m, codes.InvalidArgument, err)
 	}

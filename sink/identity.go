@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 )
 
 // ProducerIDKey is the gRPC metadata key by which a producer names itself.
@@ -38,6 +40,23 @@ func ProducerOwner(ctx context.Context) string {
 	return ipPrefix + peerIP(p.Addr)
 }
 
+// PeerIdentity names the client of a stream for per-peer limits (limits.streams_per_peer):
+// the SPIFFE ID of its client certificate when the TLS stack verified one, else its IP
+// address without the port (a client's connections share it). Unlike ProducerOwner it takes
+// neither mcp-producer-id, which any client may set, nor a certificate nobody verified
+// (client_auth request), which anyone can make: either would let a client spend another's
+// share, or escape its own.
+func PeerIdentity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "unknown"
+	}
+	if id := spiffeID(p.AuthInfo); id != "" {
+		return id
+	}
+	return peerIP(p.Addr)
+}
+
 // UpstreamOwner returns the owner ID under which an Upstream dialling address stores what it
 // receives.
 func UpstreamOwner(address string) string { return upstreamPrefix + address }
@@ -59,16 +78,10 @@ func metadataID(ctx context.Context) string {
 // taking it as the producer's identity would let them write as that producer.
 func spiffeID(auth credentials.AuthInfo) string {
 	info, ok := auth.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return ""
 	}
-	// The leaf of a verified chain: the certificate the client proved it holds the key of.
-	for _, u := range info.State.VerifiedChains[0][0].URIs {
-		if strings.EqualFold(u.Scheme, "spiffe") {
-			return u.String()
-		}
-	}
-	return ""
+	return authz.TLSIdentity(&info.State) // the leaf of a verified chain, as authorization reads it
 }
 
 // peerIP is the address without the port, IPv4-mapped IPv6 written as IPv4.

@@ -15,6 +15,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -41,6 +42,10 @@ type Options struct {
 	// client certificate: a producer no rule matches is refused its stream, and a message
 	// outside its rights is NACKed PermissionDenied with nothing of it applied. Nil: no rules.
 	Authz *authz.Policy
+	// MaxResourcesPerProducer bounds the resources one producer (owner) holds in all
+	// collections together (limits.resources_per_producer): a message that would take it
+	// over is NACKed with ResourceExhausted and nothing of it applied. Zero: no limit.
+	MaxResourcesPerProducer int
 }
 
 // Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
@@ -53,6 +58,7 @@ type Server struct {
 	presence  *presence
 	producers producers
 	metrics   *metrics.Metrics
+	refusals  *limits.Refuser
 	log       *slog.Logger
 	stopped   chan struct{}
 	stopOnce  sync.Once
@@ -75,11 +81,17 @@ func NewServer(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "resource-sink")
+	if opts.MaxResourcesPerProducer < 0 {
+		return nil, fmt.Errorf("sink: resources per producer %d is negative", opts.MaxResourcesPerProducer)
+	}
+	ap := newApplier(opts.Store, a, opts.SinkNode, opts.Metrics)
+	ap.maxOwned = opts.MaxResourcesPerProducer
 	return &Server{
-		applier:  newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
+		applier:  ap,
 		authz:    opts.Authz,
 		presence: newPresence(opts.Store, opts.Expiry, opts.AnonymousExpiry, log),
 		metrics:  opts.Metrics,
+		refusals: limits.NewRefuser(opts.Metrics),
 		log:      log,
 		stopped:  make(chan struct{}),
 	}, nil
@@ -144,7 +156,7 @@ func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.
 				return endOfStream(r.err)
 			}
 			o := s.applier.handle(owner, rights, r.msg)
-			logOutcome(log, r.msg, o)
+			s.logOutcome(log, r.msg, o)
 			s.producers.answered(owner, o, r.msg.GetNonce())
 			if err := stream.Send(o.reply); err != nil {
 				sm.SendFailed(err)
@@ -196,6 +208,17 @@ func endOfStream(err error) error {
 		return nil
 	}
 	return err
+}
+
+// logOutcome logs a producer's message as logOutcome does, except a refusal by a limit: that
+// is counted and logged at most once a second, so that a producer pushing over its limit in a
+// loop costs a line a second.
+func (s *Server) logOutcome(log *slog.Logger, m *mcp.Resources, o outcome) {
+	if o.limit != "" {
+		s.refusals.Refuse(log, o.limit, o.err.Error(), "collection", m.GetCollection(), "nonce", m.GetNonce())
+		return
+	}
+	logOutcome(log, m, o)
 }
 
 func logOutcome(log *slog.Logger, m *mcp.Resources, o outcome) {

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -140,6 +141,10 @@ type Options struct {
 	// NamespaceOf is the namespace of a resource, for views: by default the "namespace/" of
 	// its name. The bridge gives the Envoy resources theirs.
 	NamespaceOf NamespaceFunc
+	// MaxSubscriptions bounds the types and explicitly subscribed names one stream holds
+	// (limits.subscriptions_per_stream): a request that takes a stream over it ends that
+	// stream with ResourceExhausted. Zero: no limit.
+	MaxSubscriptions int
 }
 
 // Engine serves subscriptions on any number of streams. It is safe for concurrent use.
@@ -159,18 +164,22 @@ type Engine struct {
 	stats   counters
 	metrics *metrics.Metrics
 	// unknownTypes logs subscriptions to unknown types, at most one line a second.
-	unknownTypes rareLog
+	unknownTypes limits.RareLog
 	// authz is Options.Authz when it has rules, else nil; namespaceOf Options.NamespaceOf.
 	authz       *authz.Policy
 	namespaceOf NamespaceFunc
-	// refusals logs authorization refusals, at most one line a second.
-	refusals rareLog
+	// authzLog logs authorization refusals, at most one line a second.
+	authzLog limits.RareLog
+	// maxSubs is Options.MaxSubscriptions; refusals counts and logs its refusals.
+	maxSubs  int
+	refusals *limits.Refuser
 }
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
 	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize,
-		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics, namespaceOf: opts.NamespaceOf}
+		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics, namespaceOf: opts.NamespaceOf,
+		maxSubs: opts.MaxSubscriptions, refusals: limits.NewRefuser(opts.Metrics)}
 	if opts.Authz.Enabled() {
 		e.authz = opts.Authz
 	}
@@ -228,7 +237,7 @@ func (e *Engine) grant(ctx context.Context, protocol, peer string) (*authz.Grant
 	g, err := e.authz.Grant(authz.PeerIdentity(ctx))
 	if err != nil {
 		e.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNoRule)
-		e.refusals.logf(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "peer", peer, "error", err)
+		e.authzLog.Log(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "peer", peer, "error", err)
 		return nil, status.Error(codes.PermissionDenied, err.Error())
 	}
 	return g, nil
@@ -394,7 +403,11 @@ func (s *stream) step(ctx context.Context, ev event, r received, pc *pacing) err
 		if err := s.admit(r.req); err != nil {
 			return err
 		}
-		if s.handle(r.req) {
+		started, err := s.handle(r.req)
+		if err != nil {
+			return err
+		}
+		if started {
 			// A collection newly watched: what was written to it before the watch began
 			// signals nothing, so it is read from the store as it is now.
 			pc.view = s.engine.store.View()
@@ -433,22 +446,28 @@ func cleanEnd(err error) bool {
 func (s *stream) admit(req *Request) error {
 	if err := s.access.admit(req); err != nil {
 		s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
-		s.engine.refusals.logf(s.log, slog.LevelWarn, "consumer refused", "error", err)
+		s.engine.authzLog.Log(s.log, slog.LevelWarn, "consumer refused", "error", err)
 		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	return nil
 }
 
 // handle applies one request to the machine, then logs and counts what it did.
-// It reports whether the request started a subscription (and so watches a collection more).
-func (s *stream) handle(req *Request) (started bool) {
+// It reports whether the request started a subscription (and so watches a collection more),
+// or the error that ends a stream over limits.subscriptions_per_stream: nothing of that
+// request is answered.
+func (s *stream) handle(req *Request) (started bool, err error) {
 	if req.Splittable && req.Mode == Incremental && s.engine.maxSize > 0 {
 		// Room for what a response holds besides its resources: type URL, version, nonce.
 		req.splitAt = max(s.engine.maxSize-responseEnvelope, 1)
 	}
 	s.mu.Lock()
 	sub, out := s.m.request(req, time.Now())
-	node := s.m.node
+	node, held := s.m.node, s.m.subscriptionCount()
+	if s.engine.maxSubs > 0 && held > s.engine.maxSubs {
+		s.mu.Unlock()
+		return false, s.overSubscribed(req, held, node)
+	}
 	if out == subscribed {
 		s.watch.Add(sub.collection)
 		if s.engine.metrics != nil {
@@ -465,11 +484,11 @@ func (s *stream) handle(req *Request) (started bool) {
 		s.log.Debug("ignoring request with a stale nonce", "type", req.Key, "nonce", req.Nonce)
 	case subscribed:
 		if !req.Known {
-			s.engine.unknownTypes.log(s.log, req.Key, node)
+			s.engine.unknownTypes.Log(s.log, slog.LevelInfo, "subscription to an unknown type, served as empty", "type", req.Key, "node", node)
 		}
 		if req.vis != nil && req.vis.denial != nil {
 			s.engine.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedCollection)
-			s.engine.refusals.logf(s.log, slog.LevelWarn, "subscription refused; the type is served as empty",
+			s.engine.authzLog.Log(s.log, slog.LevelWarn, "subscription refused; the type is served as empty",
 				"type", req.Key, "node", node, "error", req.vis.denial.Message)
 		}
 	case acked:
@@ -481,7 +500,14 @@ func (s *stream) handle(req *Request) (started bool) {
 		s.log.Warn("client rejected a response (NACK); that version will not be resent",
 			"type", req.Key, "version", sub.lastNack.Version, "node", node, "error", sub.lastNack.Message)
 	}
-	return out == subscribed
+	return out == subscribed, nil
+}
+
+// overSubscribed is the refusal of a request that took the stream to held subscriptions.
+func (s *stream) overSubscribed(req *Request, held int, node string) error {
+	return s.engine.refusals.Refuse(s.log, limits.SubscriptionsPerStream, fmt.Sprintf(
+		"limits.subscriptions_per_stream: this request (type %s) would take the stream to %d types and names, over the limit of %d",
+		req.Key, held, s.engine.maxSubs), "node", node, "type", req.Key)
 }
 
 // countRequest counts a request under its subscription's collection label, resolved when the
@@ -591,33 +617,6 @@ func (s *stream) nodeID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m.node
-}
-
-// rareLog logs a repeated event at most once per second, with how many it left out: a client
-// asking for thousands of unknown types costs a line a second, not one per type.
-type rareLog struct {
-	mu      sync.Mutex
-	last    time.Time
-	skipped int
-}
-
-func (r *rareLog) log(log *slog.Logger, typ, node string) {
-	r.logf(log, slog.LevelInfo, "subscription to an unknown type, served as empty", "type", typ, "node", node)
-}
-
-// logf logs msg at most once a second, with how many were left out.
-func (r *rareLog) logf(log *slog.Logger, level slog.Level, msg string, args ...any) {
-	r.mu.Lock()
-	now := time.Now()
-	if now.Sub(r.last) < time.Second {
-		r.skipped++
-		r.mu.Unlock()
-		return
-	}
-	skipped := r.skipped
-	r.last, r.skipped = now, 0
-	r.mu.Unlock()
-	log.Log(context.Background(), level, msg, append(args, "similar_not_logged", skipped)...)
 }
 
 // counters are the engine's totals, for tests, benchmarks and metrics.

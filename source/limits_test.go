@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 
+	"github.com/mcpbridge/mcpbridge/internal/limits"
+	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -125,4 +129,48 @@ func TestResponseOverTheClientLimitIsLoggedWithNameAndSize(t *testing.T) {
 	if len(m.Resources) != 3 {
 		t.Fatalf("the response must still be sent: %d resources", len(m.Resources))
 	}
+}
+
+// A request that takes a stream over MaxSubscriptions ends that stream with
+// ResourceExhausted, unanswered; other streams keep their subscriptions and their updates.
+func TestSubscriptionsOverTheLimitEndOnlyThatStream(t *testing.T) {
+	m := metrics.New()
+	b := startBridgeWith(t, Options{MaxSubscriptions: 2, Metrics: m})
+	b.put(t, seColl, "ns/a")
+	greedy, neighbour := newSinkClient(t, b.addr), newSinkClient(t, b.addr)
+	neighbour.send(&mcp.RequestResources{Collection: seColl, Incremental: true})
+	neighbour.ack(neighbour.recv())
+	for _, coll := range []string{seColl, vsColl} {
+		greedy.send(&mcp.RequestResources{Collection: coll})
+		greedy.ack(greedy.recv())
+	}
+	greedy.send(&mcp.RequestResources{Collection: "example.com/opaque/third"})
+	err := greedy.Ended()
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "limits.subscriptions_per_stream") {
+		t.Fatalf("a third type with a limit of 2: %v, want ResourceExhausted naming the key", err)
+	}
+	if got := limitRefusals(t, m, limits.SubscriptionsPerStream); got != 1 {
+		t.Fatalf("refusals = %v, want 1", got)
+	}
+	b.put(t, seColl, "ns/b")
+	if got := neighbour.recv(); len(got.Resources) != 1 || got.Resources[0].Metadata.Name != "ns/b" {
+		t.Fatalf("the neighbour after the refusal got %v", got)
+	}
+}
+
+// limitRefusals reads mcpbridge_limit_refusals_total for one limit.
+func limitRefusals(t *testing.T, m *metrics.Metrics, limit string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			if f.GetName() == "mcpbridge_limit_refusals_total" && s.GetLabel()[0].GetValue() == limit {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

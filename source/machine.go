@@ -31,6 +31,10 @@ type machine struct {
 	dirty   map[*subscription]struct{}
 	nextSeq int
 	nonce   uint64
+	// held counts the types subscribed and the names explicitly subscribed, what
+	// limits.subscriptions_per_stream bounds; kept as requests change them, so that asking
+	// costs nothing however many types a client names.
+	held int
 }
 
 func newMachine(protocol string) *machine {
@@ -57,6 +61,26 @@ const (
 // request applies one client request. It returns the subscription concerned (nil when
 // ignored before one exists) and what happened.
 func (m *machine) request(req *Request, now time.Time) (*subscription, outcome) {
+	// A request changes one subscription at most: its type's.
+	before := m.subs[req.Key].weight()
+	sub, out := m.apply(req, now)
+	m.held += m.subs[req.Key].weight() - before
+	return sub, out
+}
+
+// subscriptionCount is how many types the stream subscribed plus the names it subscribed
+// explicitly (a wildcard counts as its type alone).
+func (m *machine) subscriptionCount() int { return m.held }
+
+// weight is what one subscription counts in subscriptionCount: its type and its names.
+func (s *subscription) weight() int {
+	if s == nil {
+		return 0
+	}
+	return 1 + len(s.names)
+}
+
+func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 	if req.Node != "" {
 		m.node = req.Node
 	}

@@ -337,7 +337,17 @@ func (c *machineConn) send(t *rapid.T, req *Request) {
 		t.Fatalf("admit: %v", err)
 	}
 	c.m.request(req, time.Time{})
+	// The count limits.subscriptions_per_stream bounds, kept request by request, is the
+	// stream's types and explicit names.
+	want := 0
+	for _, sub := range c.m.subs {
+		want += 1 + len(sub.names)
+	}
+	if got := c.m.subscriptionCount(); got != want {
+		t.Fatalf("subscription count %d, want %d (types and names)", got, want)
+	}
 }
+
 func (c *machineConn) changed(collections []string) { c.m.changed(collections) }
 func (c *machineConn) reconnect(*rapid.T) {
 	c.m, c.access = newMachine("model"), access{grant: c.grant, namespaceOf: modelNamespaceOf}

@@ -160,3 +160,25 @@ func TestWildcardPlusMissingNameIsToldOnce(t *testing.T) {
 		t.Fatalf("got %s", describe(r))
 	}
 }
+
+// The machine counts what limits.subscriptions_per_stream bounds: each type once, plus each
+// name subscribed explicitly; a wildcard is its type alone.
+func TestSubscriptionCountIsTypesPlusExplicitNames(t *testing.T) {
+	h := newMachineHarness(t)
+	count := func(want int, after string) {
+		t.Helper()
+		if got := h.m.subscriptionCount(); got != want {
+			t.Fatalf("after %s: %d, want %d", after, got, want)
+		}
+	}
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	count(1, "a wildcard")
+	h.send("E", Incremental, func(r *Request) { r.Subscribe = []string{"e1", "e2", "e3"} })
+	count(5, "three names")
+	h.send("E", Incremental, func(r *Request) { r.Subscribe, r.Unsubscribe = []string{"e4"}, []string{"e1", "e2", "never"} })
+	count(4, "one more, two fewer and a phantom")
+	h.send("R", StateOfTheWorld, func(r *Request) { r.Names = []string{"r1", "r2"} })
+	count(7, "state of the world, two names")
+	h.send("R", StateOfTheWorld, func(r *Request) { r.Names = []string{"r3"} })
+	count(6, "state of the world naming one instead")
+}

@@ -76,11 +76,34 @@ func (e *ValidationError) Unwrap() error { return e.Err }
 // The store keeps the encodings of the resources, not the resources: callers may do as they
 // like with them afterwards (the bytes of an Encoded excepted).
 func (s *Store) Apply(owner string, updates ...Update) (Result, error) {
+	return s.ApplyWithin(owner, 0, updates...)
+}
+
+// ApplyWithin is Apply for an owner that may hold at most limit copies in all collections
+// together (a producer's quota): a write that would leave it holding more than limit, and
+// more than it holds now, writes nothing and returns an *OwnerLimitError. A write that only
+// shrinks an owner already over its limit goes through. The count is taken inside the
+// transaction, so concurrent writes of one owner cannot pass it together; it costs the
+// number of collections, not of resources. A limit of 0 or less is no limit.
+func (s *Store) ApplyWithin(owner string, limit int, updates ...Update) (Result, error) {
 	prepared, err := s.prepare(updates)
 	if err != nil {
 		return Result{}, err
 	}
-	return s.write(owner, prepared, false)
+	return s.write(owner, prepared, false, limit)
+}
+
+// OwnerLimitError is a write refused by ApplyWithin: nothing of it was applied.
+type OwnerLimitError struct {
+	Owner string
+	// Limit is the most copies the owner may hold; Held what it holds now; Would what it
+	// would have held after the write.
+	Limit, Held, Would int
+}
+
+func (e *OwnerLimitError) Error() string {
+	return fmt.Sprintf("owner %q would hold %d resources in all collections (holds %d), over its limit of %d",
+		e.Owner, e.Would, e.Held, e.Limit)
 }
 
 // ReplaceOwner makes state the owner's complete state across all collections: each listed
@@ -109,7 +132,7 @@ func (s *Store) replaceOwner(owner string, updates []Update) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return s.write(owner, prepared, true)
+	return s.write(owner, prepared, true, 0)
 }
 
 // SetOwnerPresent says whether an owner is present (a producer with an open stream) or
@@ -254,7 +277,7 @@ const parallelMin = 256
 
 // write applies prepared updates to the next state and publishes it, then wakes the touched
 // collections' subscribers, so that whoever wakes reads the new state.
-func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (Result, error) {
+func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool, limit int) (Result, error) {
 	if err := checkKey("owner", owner); err != nil || owner == "" {
 		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
 	}
@@ -274,10 +297,26 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool) (
 			}
 		}
 	}
+	if err := w.withinLimit(s.current.Load(), limit); err != nil {
+		return Result{}, err // the next state is dropped: nothing was published
+	}
 	if replaceAll && len(updates) == 0 {
 		delete(s.absent, owner) // it holds nothing any more: nothing to remember of it
 	}
 	return s.commit(w, owner), nil
+}
+
+// withinLimit checks the writer's owner against limit (0: none) before anything is
+// published; base is the state the write started from.
+func (w *writer) withinLimit(base *state, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	held, would := base.ownedCount(w.owner), w.next.ownedCount(w.owner)
+	if would > limit && would > held {
+		return &OwnerLimitError{Owner: w.owner, Limit: limit, Held: held, Would: would}
+	}
+	return nil
 }
 
 func (s *Store) newWriter(owner string) *writer {

@@ -195,3 +195,15 @@ func (st *state) ownerCollections(owner string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// ownedCount is how many copies one owner holds in all collections: one B-tree length per
+// collection, so a quota check costs the number of collections, not of resources.
+func (st *state) ownedCount(owner string) int {
+	n := 0
+	for _, c := range st.colls {
+		if t := c.owned[owner]; t != nil {
+			n += t.Len()
+		}
+	}
+	return n
+}

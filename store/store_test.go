@@ -517,3 +517,51 @@ func TestMutedCollectionsAreRecordedWithoutWaking(t *testing.T) {
 		t.Fatal("an unmuted collection's change did not wake the watch")
 	}
 }
+
+// ApplyWithin refuses, whole, a write that would take its owner over its limit across
+// collections, counting only that owner's copies; a write that shrinks an owner goes through.
+func TestApplyWithinRefusesAWriteOverTheOwnersLimit(t *testing.T) {
+	s := New(Options{})
+	full := func(coll string, names ...string) Update {
+		u := Update{Collection: coll, Full: true}
+		for _, n := range names {
+			u.Resources = append(u.Resources, res(n, "1"))
+		}
+		return u
+	}
+	mustApply(t, s, "other", full(collA, "ns/x", "ns/y", "ns/z")) // not p's: not counted
+	if _, err := s.ApplyWithin("p", 3, full(collA, "ns/a", "ns/b")); err != nil {
+		t.Fatal(err)
+	}
+	before := s.View()
+	_, err := s.ApplyWithin("p", 3, full(collB, "ns/c", "ns/d"))
+	var le *OwnerLimitError
+	if !errors.As(err, &le) || le.Owner != "p" || le.Limit != 3 || le.Held != 2 || le.Would != 4 {
+		t.Fatalf("over the limit: %v (%+v), want an OwnerLimitError holding 2, would 4, limit 3", err, le)
+	}
+	after := s.View()
+	if after.Revision() != before.Revision() || after.OwnedCount("p") != 2 || len(snapshotNames(s, collB)) != 0 {
+		t.Fatalf("a refused write changed the store: revision %d→%d, p holds %d, %s: %v",
+			before.Revision(), after.Revision(), after.OwnedCount("p"), collB, snapshotNames(s, collB))
+	}
+	// An increment counts what it adds and removes.
+	if _, err := s.ApplyWithin("p", 3, Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/c", "1")}}); err != nil {
+		t.Fatalf("to exactly the limit: %v", err)
+	}
+	if _, err := s.ApplyWithin("p", 3, Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/e", "1")}, Removed: []string{"ns/a"}}); err != nil {
+		t.Fatalf("a swap at the limit: %v", err)
+	}
+	// Over a lowered limit, a write that shrinks the owner is allowed; one that grows it is not.
+	if _, err := s.ApplyWithin("p", 1, full(collA, "ns/b")); err != nil {
+		t.Fatalf("shrinking from 3 to 2 over a limit of 1: %v", err)
+	}
+	if _, err := s.ApplyWithin("p", 1, Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/f", "1")}}); !errors.As(err, &le) {
+		t.Fatalf("growing over a limit of 1: %v", err)
+	}
+	if got := s.View().OwnedCount("p"); got != 2 {
+		t.Fatalf("p holds %d, want 2", got)
+	}
+	if got := s.View().OwnedCount("other"); got != 3 {
+		t.Fatalf("other holds %d, want 3", got)
+	}
+}

@@ -106,3 +106,7 @@ func (v *View) OwnedVersions(collection, owner string) map[string]string {
 	})
 	return out
 }
+
+// OwnedCount is how many copies one owner holds in all collections, served or shadowed. It
+// costs the number of collections.
+func (v *View) OwnedCount(owner string) int { return v.st.ownedCount(owner) }

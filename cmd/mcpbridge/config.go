@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -73,6 +74,14 @@ var defaults = map[string]any{
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
 	"authz.rules":                      []any{},
+	// internal/bridge.LimitsConfig says why each limit is what it is.
+	"limits.streams":                  100_000,
+	"limits.streams_per_peer":         1_000,
+	"limits.subscriptions_per_stream": 200_000,
+	"limits.requests_per_second":      100.0,
+	"limits.request_burst":            1_000,
+	"limits.resources_per_producer":   1_000_000,
+	"limits.first_request_timeout":    "10s",
 }
 
 // flagKeys maps each configuration flag to its key.
@@ -272,6 +281,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 			return configErrorf("%s: must not be negative, got %s", key, d)
 		}
 	}
+	if err := validateLimits(c.Limits); err != nil {
+		return err
+	}
 	for key, d := range map[string]time.Duration{
 		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
 		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,
@@ -317,6 +329,27 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// validateLimits refuses a limit that is not positive: none has a value meaning "no limit"
+// (to lift one, set it far above what any client needs), and 0 would refuse every client.
+func validateLimits(l bridge.LimitsConfig) error {
+	for key, n := range map[string]int{
+		"limits.streams": l.Streams, "limits.streams_per_peer": l.StreamsPerPeer,
+		"limits.subscriptions_per_stream": l.SubscriptionsPerStream, "limits.request_burst": l.RequestBurst,
+		"limits.resources_per_producer": l.ResourcesPerProducer,
+	} {
+		if n <= 0 {
+			return configErrorf("%s: must be a positive number, got %d", key, n)
+		}
+	}
+	if r := l.RequestsPerSecond; !(r > 0) || math.IsInf(r, 0) {
+		return configErrorf("limits.requests_per_second: must be a positive number of messages a second, got %v", r)
+	}
+	if l.FirstRequestTimeout <= 0 {
+		return configErrorf("limits.first_request_timeout: must be a positive duration, got %s", l.FirstRequestTimeout)
+	}
+	return nil
 }
 
 func validateAddress(addr string) error {

@@ -193,14 +193,14 @@ func TestAuthzPeerNoRuleMatchesIsRefusedOnEveryService(t *testing.T) {
 			c := mcp.NewResourceSourceClient(conn)
 			return streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources], error) {
 				return c.EstablishResourceStream(ctx)
-			}).End()
+			}).Ended()
 		}},
-		{"ADS", func(conn *grpc.ClientConn) error { return ads(t, conn).End() }},
+		{"ADS", func(conn *grpc.ClientConn) error { return ads(t, conn).Ended() }},
 		{"ResourceSink", func(conn *grpc.ClientConn) error {
 			c := mcp.NewResourceSinkClient(conn)
 			return streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.Resources, mcp.RequestResources], error) {
 				return c.EstablishResourceStream(ctx)
-			}).End()
+			}).Ended()
 		}},
 	} {
 		for _, who := range []string{idStranger, ""} {
@@ -414,7 +414,7 @@ func TestAuthzNodeOfAnotherNamespaceIsRefused(t *testing.T) {
 
 	st := ads(t, conn)
 	st.Send(&discovery.DiscoveryRequest{TypeUrl: clusterType, Node: &core.Node{Id: "sidecar~10.0.0.1~app-1.other~other.svc.cluster.local"}})
-	assertStatus(t, "a node of namespace other", st.End(), codes.PermissionDenied, `"other"`, `"payments"`)
+	assertStatus(t, "a node of namespace other", st.Ended(), codes.PermissionDenied, `"other"`, `"payments"`)
 	eventually(t, s.running, 1, "mcpbridge_authz_refusals_total", "role", "source", "reason", "node_identity")
 
 	ok := ads(t, conn)

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/admin"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/buildinfo"
+	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
@@ -96,6 +97,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
 		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta)
 	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
+	m.DeclareLimits(limits.Names...)
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
 		return nil, err
 	}
@@ -143,7 +145,7 @@ func (b *Bridge) wireSink() error {
 	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
 	s, err := sink.NewServer(sink.Options{
 		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
-		Logger: b.log, Metrics: b.metrics, Authz: b.authz,
+		Logger: b.log, Metrics: b.metrics, Authz: b.authz, MaxResourcesPerProducer: b.cfg.Limits.ResourcesPerProducer,
 	})
 	if err != nil {
 		return ConfigErrorf("collections: %v", err)
@@ -153,12 +155,13 @@ func (b *Bridge) wireSink() error {
 }
 
 func (b *Bridge) wireSource() {
-	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS)...)
+	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS, b.streamGuard())...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
 		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
 		Metrics: b.metrics, Authz: b.authz, NamespaceOf: namespaceOf(b.cfg.Translate.DomainSuffix),
+		MaxSubscriptions: b.cfg.Limits.SubscriptionsPerStream,
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)
 	reflection.Register(b.grpc)
@@ -218,10 +221,23 @@ func (b *Bridge) serverTLS(listener string, cfg tlsserver.Config, protos []strin
 	return s, nil
 }
 
+// streamGuard enforces the limits of every stream, whatever its service: streams in total
+// and per peer, messages per second, the wait for a first message (limits.*).
+func (b *Bridge) streamGuard() *limits.Guard {
+	l := b.cfg.Limits
+	return limits.NewGuard(limits.StreamOptions{
+		Streams: l.Streams, StreamsPerPeer: l.StreamsPerPeer,
+		RequestsPerSecond: l.RequestsPerSecond, RequestBurst: l.RequestBurst,
+		FirstRequestTimeout: l.FirstRequestTimeout, MaxRecvMsgSize: b.cfg.GRPC.MaxRecvMsgSize,
+		Identity: sink.PeerIdentity, Metrics: b.metrics, Logger: b.log,
+	})
+}
+
 // serverOptions are the gRPC server's options from its configuration; tlsServer nil serves
 // plaintext.
-func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server) []grpc.ServerOption {
+func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server, guard *limits.Guard) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
+		grpc.ChainStreamInterceptor(guard.Intercept),
 		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// A connection's write buffer is taken from a pool while it writes, not held by

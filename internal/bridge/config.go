@@ -24,6 +24,7 @@ type Config struct {
 	Translate   TranslateConfig `mapstructure:"translate"`
 	Memory      MemoryConfig    `mapstructure:"memory"`
 	Authz       AuthzConfig     `mapstructure:"authz"`
+	Limits      LimitsConfig    `mapstructure:"limits"`
 	Collections []string        `mapstructure:"collections"`
 	// Downstreams are ResourceSinks the bridge dials and pushes to.
 	Downstreams []dial.Target `mapstructure:"downstreams"`
@@ -47,6 +48,48 @@ type MemoryConfig struct {
 	// long-lived (the stores' encodings), so the heap it may reach is mostly this margin: lower
 	// keeps the process smaller for more collections' CPU. GOGC, when set, wins over it.
 	GCPercent int `mapstructure:"gc_percent"`
+}
+
+// LimitsConfig bounds what one client may take of the bridge, on every gRPC service. A
+// refusal is the gRPC status ResourceExhausted (for a producer's push, a NACK with that code,
+// nothing of it applied), counted in mcpbridge_limit_refusals_total{limit} and logged at most
+// once a second per limit; it refuses or ends one stream and never touches another. Every
+// value must be positive: to lift a limit, set it far above what any client needs. The
+// defaults sit well above what a real mesh's clients send, so that only a broken or hostile
+// client meets them.
+type LimitsConfig struct {
+	// Streams bounds the streams open at once, of every gRPC service (xDS, MCP source and
+	// sink, AMCS, health's Watch, reflection). 100,000, as istiod's ISTIO_GPRC_MAXSTREAMS:
+	// above a large mesh's proxies (one ADS stream each), and a bound on the goroutines and
+	// memory a flood of streams would take.
+	Streams int `mapstructure:"streams"`
+	// StreamsPerPeer bounds one peer's streams: its verified SPIFFE ID, else its IP address.
+	// 1,000: a proxy opens one ADS stream (or one per type), istiod a few; the rest is room
+	// for clients behind one address (a NAT, a node-local proxy). Raise it toward Streams
+	// when every client comes through one proxy or load balancer that hides their addresses.
+	StreamsPerPeer int `mapstructure:"streams_per_peer"`
+	// SubscriptionsPerStream bounds the types plus the explicitly subscribed names on one
+	// stream (a wildcard counts as its type). 200,000: Envoy subscribes to each cluster's
+	// endpoints by name, 100,000 names in a mesh of 100,000 services; twice that.
+	SubscriptionsPerStream int `mapstructure:"subscriptions_per_stream"`
+	// RequestsPerSecond and RequestBurst bound the messages a client sends on one stream (a
+	// consumer's requests and ACKs, a producer's Resources): a token bucket of RequestBurst
+	// refilled at RequestsPerSecond, as istiod's PILOT_MAX_REQUESTS_PER_SECOND bounds its
+	// requests. 100/s and 1,000: Envoy sends one ACK per response, and a stream gets at
+	// most one response per type every xds.push_interval (10/s at 100ms); a reconnecting
+	// client's subscriptions come at once, well under 1,000.
+	RequestsPerSecond float64 `mapstructure:"requests_per_second"`
+	RequestBurst      int     `mapstructure:"request_burst"`
+	// ResourcesPerProducer bounds the resources one producer of the ResourceSink holds in
+	// all collections together (its owner: mcp-producer-id, SPIFFE ID or IP). 1,000,000:
+	// ten times the 100,000 ServiceEntries the scale benchmark loads. Files, upstreams and
+	// the translation are the operator's and are not bounded.
+	ResourcesPerProducer int `mapstructure:"resources_per_producer"`
+	// FirstRequestTimeout ends a stream whose client sends nothing within it, so that idle
+	// connections cannot hold stream slots. 10s: real clients send their first request at
+	// once; as xds.send_timeout. ResourceExhausted like every limit (the client held a
+	// slot it did not use), not DeadlineExceeded.
+	FirstRequestTimeout time.Duration `mapstructure:"first_request_timeout"`
 }
 
 // SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
@@ -159,8 +202,18 @@ func DefaultConfig() *Config {
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
 		Authz:       AuthzConfig{Rules: []authz.Rule{}},
+		Limits:      DefaultLimits(),
 		Collections: []string{},
 		Downstreams: []dial.Target{},
+	}
+}
+
+// DefaultLimits are the limits' defaults; LimitsConfig says why each.
+func DefaultLimits() LimitsConfig {
+	return LimitsConfig{
+		Streams: 100_000, StreamsPerPeer: 1_000, SubscriptionsPerStream: 200_000,
+		RequestsPerSecond: 100, RequestBurst: 1_000, ResourcesPerProducer: 1_000_000,
+		FirstRequestTimeout: 10 * time.Second,
 	}
 }
 

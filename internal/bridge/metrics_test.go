@@ -29,7 +29,8 @@ func TestMetricsEndpointServesPrometheusText(t *testing.T) {
 		`mcpbridge_streams{protocol="xds-sotw",role="source"} 0`, `mcpbridge_streams{protocol="mcp-upstream",role="sink"} 0`,
 		`mcpbridge_push_latency_seconds_count{protocol="xds-delta"} 0`,
 		`mcpbridge_collection_resources{collection="core/v1alpha1/MeshConfig"} 1`,
-		"mcpbridge_owner_conflicts_total 0", "go_goroutines", "process_cpu_seconds_total")
+		"mcpbridge_owner_conflicts_total 0", "go_goroutines", "process_cpu_seconds_total",
+		`mcpbridge_limit_refusals_total{limit="streams"} 0`, `mcpbridge_limit_refusals_total{limit="resources_per_producer"} 0`)
 }
 
 // A consumer's stream: open streams, requests, ACKs, NACKs, response sizes and push latency.

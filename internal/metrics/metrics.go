@@ -72,6 +72,7 @@ type Metrics struct {
 	pushLatency   *prometheus.HistogramVec
 	authzRefusals *prometheus.CounterVec
 	tlsReloads    *prometheus.CounterVec
+	limitRefusals *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -134,12 +135,17 @@ func New() *Metrics {
 			Name: "mcpbridge_tls_reloads_total",
 			Help: "Reloads of a listener's TLS files after they changed on disk: result=success (new handshakes use them) or failure (the last good files still serve).",
 		}, []string{"listener", "result"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_limit_refusals_total",
+			Help: "Refusals by a limit (ResourceExhausted): streams refused or ended, producers' pushes NACKed. limit is the configuration key's last part (limits.streams: streams).",
+		}, []string{"limit"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
 		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals, m.tlsReloads,
+		m.limitRefusals,
 	)
 	return m
 }
@@ -163,6 +169,24 @@ func (m *Metrics) Declare(role Role, protocols ...string) {
 		if role == RoleSource {
 			m.pushLatency.WithLabelValues(p)
 		}
+	}
+}
+
+// DeclareLimits exports the refusals of each limit at 0, so that alerts see every series
+// before the first refusal.
+func (m *Metrics) DeclareLimits(limits ...string) {
+	if m == nil {
+		return
+	}
+	for _, l := range limits {
+		m.limitRefusals.WithLabelValues(l)
+	}
+}
+
+// LimitRefused counts one refusal by a limit. Refusals are rare: the label lookup is paid here.
+func (m *Metrics) LimitRefused(limit string) {
+	if m != nil {
+		m.limitRefusals.WithLabelValues(limit).Inc()
 	}
 }
 

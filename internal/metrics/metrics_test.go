@@ -28,6 +28,8 @@ func TestNilMetricsAreSafe(t *testing.T) {
 	m.Declare(RoleSource, "xds-sotw")
 	m.DeclareTLS("grpc")
 	m.TLSReloaded("grpc", nil)
+	m.DeclareLimits("streams")
+	m.LimitRefused("streams")
 	p := m.Peer(Upstream, "a:1")
 	p.Up()
 	p.Down(nil)
@@ -132,6 +134,23 @@ mcpbridge_tls_reloads_total{listener="grpc",result="failure"} 2
 mcpbridge_tls_reloads_total{listener="grpc",result="success"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_tls_reloads_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each limit's refusals are exported at 0 once declared, and counted by limit.
+func TestLimitRefusalsAreCountedByLimit(t *testing.T) {
+	m := New()
+	m.DeclareLimits("streams", "requests_per_second")
+	m.LimitRefused("streams")
+	m.LimitRefused("streams")
+	want := `
+# HELP mcpbridge_limit_refusals_total Refusals by a limit (ResourceExhausted): streams refused or ended, producers' pushes NACKed. limit is the configuration key's last part (limits.streams: streams).
+# TYPE mcpbridge_limit_refusals_total counter
+mcpbridge_limit_refusals_total{limit="requests_per_second"} 0
+mcpbridge_limit_refusals_total{limit="streams"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_limit_refusals_total"); err != nil {
 		t.Fatal(err)
 	}
 }

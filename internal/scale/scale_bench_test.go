@@ -144,6 +144,13 @@ log:
   level: warn
 sources:
 %s  startup_timeout: 5m
+limits:
+  # Every client here comes from loopback, standing for proxies on many machines (10,000
+  # idle streams), and the producer pushes as fast as it is answered: the per-peer and
+  # per-stream limits would measure themselves.
+  streams_per_peer: 100000
+  requests_per_second: 1000000
+  request_burst: 1000000
 `, p.grpcAddr, p.httpAddr, files), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {

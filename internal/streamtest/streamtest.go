@@ -21,7 +21,7 @@ type Client[Req, Resp any] struct {
 	stream grpc.BidiStreamingClient[Req, Resp]
 	cancel context.CancelFunc
 	got    chan *Resp
-	err    error // why the stream ended; read once got is closed
+	err    error // what ended the stream; read once got is closed
 }
 
 // Open starts a stream with open (for example a generated client's method) and receives on it
@@ -96,9 +96,10 @@ func (c *Client[Req, Resp]) Quiet(d time.Duration) {
 	}
 }
 
-// End waits for the stream to end, failing the test if it does not within Wait, and returns
-// why it ended (a status error from the server). Responses still unread are dropped.
-func (c *Client[Req, Resp]) End() error {
+// Ended waits for the server to end the stream, dropping responses that arrive meanwhile,
+// and returns the error it ended with (io.EOF for a clean end); it fails the test if the
+// stream is still open after Wait.
+func (c *Client[Req, Resp]) Ended() error {
 	c.t.Helper()
 	timeout := time.After(Wait)
 	for {
@@ -108,7 +109,7 @@ func (c *Client[Req, Resp]) End() error {
 				return c.err
 			}
 		case <-timeout:
-			c.t.Fatalf("the stream did not end within %s", Wait)
+			c.t.Fatalf("the stream is still open after %s", Wait)
 			return nil
 		}
 	}

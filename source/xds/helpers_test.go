@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
+	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -277,16 +277,7 @@ func waitAllAcknowledged(t *testing.T, eng *source.Engine) {
 	t.Fatalf("ACKs not processed within 5s: %+v", eng.Clients())
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t) }
 
 // waitNames waits until the server's subscription to typeURL holds exactly these names, so a
 // test's next write is judged against the subscription it just sent.

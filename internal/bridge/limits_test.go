@@ -225,3 +225,27 @@ func TestMessageOverMaxRecvSizeIsCounted(t *testing.T) {
 	write(t, b, "ns/after")
 	gets(t, neighbour, "ns/after")
 }
+
+// Over mutual TLS a peer is its certificate's identity: two identities on one address have a
+// share each, and the streams let in keep receiving after another is refused.
+func TestStreamsPerPeerOverMutualTLSCountByIdentity(t *testing.T) {
+	s := startSecured(t, func(c *Config) { c.Limits.StreamsPerPeer = 2 })
+	app := s.conn(t, idApp)
+	var admitted []*sinkClient
+	for i := range 2 {
+		c := subscribeOn(t, app, fmt.Sprint("app-", i), seColl)
+		c.ack(c.Recv())
+		admitted = append(admitted, c)
+	}
+	refused(t, subscribeOn(t, app, "app-2", seColl).Ended(), "limits.streams_per_peer")
+	refusals(t, s.running, "streams_per_peer", 1)
+
+	// The same address, another identity: its own share.
+	istiod := subscribeOn(t, s.conn(t, idIstiod), "istiod", seColl)
+	istiod.ack(istiod.Recv())
+
+	write(t, s.running, "payments/after-the-refusal")
+	for _, c := range append(admitted, istiod) {
+		gets(t, c, "payments/after-the-refusal")
+	}
+}

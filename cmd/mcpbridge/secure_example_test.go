@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // The walk-through of examples/secure/README.md, step by step: certificates from its
@@ -37,7 +32,7 @@ func TestSecureExampleWalkthrough(t *testing.T) {
 		"127.0.0.1:15010", "127.0.0.1:0",
 		"127.0.0.1:15014", "127.0.0.1:0",
 	).Replace(string(config))
-	grpcAddr, httpsURL := serveConfig(t, writeFile(t, t.TempDir(), "config.yaml", cfgText))
+	grpcAddr, httpsURL := serveConfig(t, writeFile(t, t.TempDir(), "config.yaml", cfgText), certs)
 	flags := func(who string) []string {
 		return []string{"--ca-file", filepath.Join(certs, "ca.pem"), "--cert-file", filepath.Join(certs, who+".pem"),
 			"--key-file", filepath.Join(certs, who+"-key.pem"), "--server-name", "localhost"}
@@ -91,39 +86,14 @@ func TestSecureExampleWalkthrough(t *testing.T) {
 	}
 }
 
-// serveConfig serves `mcpbridge serve --config file` until the test ends and returns its
-// gRPC address and HTTPS URL once it is ready.
-func serveConfig(t *testing.T, file string) (grpcAddr, httpsURL string) {
+// serveConfig serves the example's configuration and returns its gRPC address and HTTPS URL
+// once it is ready (its probes answer without a client certificate).
+func serveConfig(t *testing.T, file, certs string) (grpcAddr, httpsURL string) {
 	t.Helper()
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	addConfigFlags(fs)
-	if err := fs.Parse([]string{"--config", file}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := loadConfig(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.DiscardHandler), func(g, h net.Addr) { addrs <- [2]string{g.String(), h.String()} })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	select {
-	case a := <-addrs:
-		grpcAddr, httpsURL = a[0], "https://"+a[1]
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	grpcAddr, httpAddr := serveFile(t, file)
+	httpsURL = "https://" + httpAddr
 	deadline := time.Now().Add(10 * time.Second)
-	for httpsStatus(t, filepath.Dir(cfg.HTTP.TLS.ClientCAFile), "", httpsURL+"/readyz") != http.StatusOK {
+	for httpsStatus(t, certs, "", httpsURL+"/readyz") != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("not ready within 10s")
 		}

@@ -125,9 +125,21 @@ func serveMTLS(t *testing.T) *mtlsBridge {
 	cert, key := ca.Server(t).Write(t, dir, "server")
 	file := writeFile(t, dir, "mcpbridge.yaml", "grpc:\n  address: 127.0.0.1:0\n  tls:\n    cert_file: "+cert+"\n    key_file: "+key+
 		"\n    client_ca_file: "+ca.Write(t, dir, "ca")+"\nhttp:\n  address: 127.0.0.1:0\n")
+	grpcAddr, httpAddr := serveFile(t, file)
+	b := &mtlsBridge{grpcAddr: grpcAddr, httpURL: "http://" + httpAddr, ca: ca, dir: dir}
+	waitStatus(t, b.httpURL+"/readyz", http.StatusOK, 10*time.Second)
+	return b
+}
+
+// serveFile serves `mcpbridge serve --config file` until the test ends and returns its
+// gRPC and HTTP addresses once it listens.
+func serveFile(t *testing.T, file string) (grpcAddr, httpAddr string) {
+	t.Helper()
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	addConfigFlags(fs)
-	fs.Parse([]string{"--config", file})
+	if err := fs.Parse([]string{"--config", file}); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := loadConfig(fs)
 	if err != nil {
 		t.Fatal(err)
@@ -144,15 +156,13 @@ func serveMTLS(t *testing.T) *mtlsBridge {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	var a [2]string
 	select {
-	case a = <-addrs:
+	case a := <-addrs:
+		return a[0], a[1]
 	case err := <-done:
 		t.Fatalf("serve: %v", err)
 	}
-	b := &mtlsBridge{grpcAddr: a[0], httpURL: "http://" + a[1], ca: ca, dir: dir}
-	waitStatus(t, b.httpURL+"/readyz", http.StatusOK, 10*time.Second)
-	return b
+	return "", ""
 }
 
 // clientFlags writes a client certificate of the CA with a SPIFFE ID and returns the TLS

@@ -146,6 +146,23 @@ func (p *producer) push(t *testing.T, collection string, rs ...*mcpapi.Resource)
 // value returns a metric's value (a histogram's sample count) for the labels given, or 0.
 func value(t *testing.T, b *running, name string, labels ...string) float64 {
 	t.Helper()
+	m := series(t, b, name, labels...)
+	switch {
+	case m == nil:
+		return 0
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// series is a metric's series with the labels given, or nil when it is not exported.
+func series(t *testing.T, b *running, name string, labels ...string) *dto.Metric {
+	t.Helper()
 	families, err := b.Metrics().Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -156,18 +173,11 @@ func value(t *testing.T, b *running, name string, labels ...string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			if hasLabels(m, labels) {
-				switch {
-				case m.Counter != nil:
-					return m.Counter.GetValue()
-				case m.Gauge != nil:
-					return m.Gauge.GetValue()
-				case m.Histogram != nil:
-					return float64(m.Histogram.GetSampleCount())
-				}
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func hasLabels(m *dto.Metric, labels []string) bool {

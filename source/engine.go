@@ -70,9 +70,10 @@ type Request struct {
 	Splittable bool
 	splitAt    int // set by the engine from MaxResponseSize
 	// Scope, if set, narrows a wildcard subscription to the part of the type meant for this
-	// client, from its node ID (xDS: a sidecar's listeners are not a gateway's). view names
-	// the part, so that clients of one kind share responses; include nil means everything.
-	Scope func(node string) (view string, include func(name string) bool)
+	// client, from its node (xDS: a sidecar's listeners are not a gateway's, and a gateway's
+	// are its class's). view names the part, so that clients of one kind share responses;
+	// include nil means everything.
+	Scope func(node Node) (view string, include func(name string) bool)
 
 	// Names is the whole subscription of a state-of-the-world request.
 	Names []string
@@ -94,8 +95,18 @@ type Request struct {
 	// metadata (NodeNamespacesKey, ParseNodeNamespaces); nil: no narrowing. Read from the
 	// first request that names a node.
 	NodeNamespaces []string
+	// NodeLabels are the client's workload labels, from its node metadata (xDS: LABELS);
+	// read from the first request that names a node.
+	NodeLabels map[string]string
 
 	vis *visibility // set by the stream when the request starts a subscription
+}
+
+// Node is what a client says of itself on its first request.
+type Node struct {
+	ID         string
+	Labels     map[string]string
+	Namespaces []string // its own narrowing (NodeNamespacesKey); nil: none
 }
 
 // Adapter is one wire protocol on one stream.

@@ -23,6 +23,11 @@ import (
 type machine struct {
 	protocol string
 	node     string
+	// nodeLabels and nodeNamespaces, from the first request that names the node, scope
+	// wildcard subscriptions (Request.Scope).
+	nodeLabels     map[string]string
+	nodeNamespaces []string
+	nodeSeen       bool
 
 	subs         map[string]*subscription   // by the client's name for the type
 	byCollection map[string][]*subscription // several keys may name one collection (aliases)
@@ -83,6 +88,9 @@ func (s *subscription) weight() int {
 func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 	if req.Node != "" {
 		m.node = req.Node
+		if !m.nodeSeen {
+			m.nodeSeen, m.nodeLabels, m.nodeNamespaces = true, req.NodeLabels, req.NodeNamespaces
+		}
 	}
 	sub := m.subs[req.Key]
 	if sub == nil && req.Mode == Incremental && len(req.Subscribe) == 0 && len(req.Unsubscribe) > 0 {
@@ -157,7 +165,7 @@ func (m *machine) forget(sub *subscription) {
 func (m *machine) scope(sub *subscription) {
 	sub.view, sub.include = "", nil
 	if sub.scope != nil && sub.wildcard {
-		sub.view, sub.include = sub.scope(m.node)
+		sub.view, sub.include = sub.scope(Node{ID: m.node, Labels: m.nodeLabels, Namespaces: m.nodeNamespaces})
 	}
 }
 

@@ -79,7 +79,7 @@ type policy struct {
 	// response of that revision goes (their additions first). removeAfter: types that must be
 	// caught up to the revision of a deletion before it is sent (their references gone first).
 	after, removeAfter []string
-	scope              func(node string) (view string, include func(name string) bool)
+	scope              func(node Node) (view string, include func(name string) bool)
 	// vis is what of the type the client may see (nil: everything).
 	vis *visibility
 	// splitAt: an incremental response whose resources take more bytes than this is split

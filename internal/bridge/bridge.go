@@ -53,6 +53,7 @@ type Bridge struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	engine  *source.Engine
+	xds     *xds.Server
 	sink    *sink.Server
 	files   *filesource.Source // nil without sources.files
 	ready   *admin.Readiness
@@ -138,6 +139,7 @@ func (b *Bridge) wireTranslation() {
 	// sources' first state (startRunners), not for a first build that may precede it.
 	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run})
 	b.translator = ctrl
+	b.xds.Gateways = ctrl // gateway proxies' classes are built while they are connected
 	b.translationFaults = metrics.FaultsFrom(ctrl)
 }
 
@@ -168,7 +170,8 @@ func (b *Bridge) wireSource() {
 	mcp.RegisterResourceSinkServer(b.grpc, b.sink)
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
-	(&xds.Server{Engine: b.engine}).Register(b.grpc)
+	b.xds = &xds.Server{Engine: b.engine}
+	b.xds.Register(b.grpc)
 }
 
 // namespaceOf is the namespace of a resource for consumers' views: the Envoy resources the

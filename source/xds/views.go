@@ -1,27 +1,41 @@
 package xds
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
 
 // ListenerView is the part of the listener collection a proxy is served when it subscribes to
 // listeners by wildcard, chosen by Istio's node ID convention (TYPE~IP~ID~DOMAIN): a sidecar
-// gets the outbound listeners (0.0.0.0_PORT), a gateway ("router") the gateway listeners
-// (NS/NAME/0.0.0.0_PORT), any other node all of them. Without it an Envoy sidecar would also
-// receive the API listeners meant for proxyless gRPC and the gateways' listeners, which bind
-// the same ports. Proxyless gRPC clients ask for their API listener by name and are not
-// affected. view names the part, for sharing responses between proxies of one kind.
-func ListenerView(nodeID string) (view string, include func(name string) bool) {
+// gets the outbound listeners (0.0.0.0_PORT); a gateway ("router") the listeners of its
+// gateway class (gateway.CLASS/0.0.0.0_PORT: the merge of the Gateways whose selector its
+// labels satisfy, see translate.GatewayClass); any other node all of them. Without it an
+// Envoy sidecar would also receive the API listeners meant for proxyless gRPC and the
+// gateways' listeners, which bind the same ports. Proxyless gRPC clients ask for their API
+// listener by name and are not affected. view names the part, for sharing responses between
+// proxies of one kind.
+func ListenerView(node source.Node) (view string, include func(name string) bool) {
 	switch {
-	case strings.HasPrefix(nodeID, "sidecar~"):
+	case strings.HasPrefix(node.ID, "sidecar~"):
 		return "sidecar", isOutboundListener
-	case strings.HasPrefix(nodeID, "router~"):
-		return "router", isGatewayListener
+	case isRouter(node.ID):
+		prefix := translate.GatewayClassPrefix(GatewayClassOf(node).ID())
+		return "router:" + prefix, func(name string) bool { return strings.HasPrefix(name, prefix) }
 	}
 	return "", nil
 }
 
-func isOutboundListener(name string) bool { return strings.HasPrefix(name, outboundPrefix) }
+func isRouter(nodeID string) bool { return strings.HasPrefix(nodeID, "router~") }
 
-func isGatewayListener(name string) bool { return strings.Contains(name, "/"+outboundPrefix) }
+// GatewayClassOf is the gateway class of a gateway proxy's node: its labels, and the
+// namespaces it narrows itself to.
+func GatewayClassOf(node source.Node) translate.GatewayClass {
+	return translate.GatewayClass{Labels: node.Labels, Namespaces: node.Namespaces}
+}
+
+func isOutboundListener(name string) bool { return strings.HasPrefix(name, outboundPrefix) }
 
 // outboundPrefix starts every outbound listener name (translate/envoy.OutboundListenerName; a test there holds the two together).
 const outboundPrefix = "0.0.0.0_"

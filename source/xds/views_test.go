@@ -4,11 +4,31 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpbridge/mcpbridge/translate"
 )
+
+// labelsMetadata is node metadata with LABELS, as Istio's agent sends a workload's labels.
+func labelsMetadata(labels map[string]string) *structpb.Struct {
+	if labels == nil {
+		return nil
+	}
+	fields := map[string]any{}
+	for k, v := range labels {
+		fields[k] = v
+	}
+	md, err := structpb.NewStruct(map[string]any{"LABELS": fields})
+	if err != nil {
+		panic(err)
+	}
+	return md
+}
 
 func listenerNames(t *testing.T, m *discovery.DiscoveryResponse) []string {
 	t.Helper()
@@ -28,21 +48,29 @@ func listenerNames(t *testing.T, m *discovery.DiscoveryResponse) []string {
 // node may come on the stream's first request for another type.
 func TestWildcardListenersFollowTheNodesKind(t *testing.T) {
 	s := startServer(t)
-	const outbound, gateway, api = "0.0.0.0_9080", "bookinfo/gw/0.0.0.0_80", "reviews.bookinfo.svc.cluster.local:9080"
+	ingress := map[string]string{"istio": "ingressgateway"}
+	egress := map[string]string{"istio": "egressgateway"}
+	ingressPrefix := translate.GatewayClassPrefix(translate.GatewayClass{Labels: ingress}.ID())
+	egressPrefix := translate.GatewayClassPrefix(translate.GatewayClass{Labels: egress}.ID())
+	outbound, api := "0.0.0.0_9080", "reviews.bookinfo.svc.cluster.local:9080"
+	gateway, otherGateway := ingressPrefix+"0.0.0.0_80", egressPrefix+"0.0.0.0_80"
 	s.putEnvoy(t, ListenerType, map[string]proto.Message{
 		outbound: &listener.Listener{Name: outbound}, gateway: &listener.Listener{Name: gateway}, api: &listener.Listener{Name: api},
+		otherGateway: &listener.Listener{Name: otherGateway},
 	})
 	cases := []struct {
-		node string
-		want []string
+		node   string
+		labels map[string]string
+		want   []string
 	}{
-		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", []string{outbound}},
-		{"router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", []string{gateway}},
-		{"plain-envoy", []string{outbound, gateway, api}},
+		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", nil, []string{outbound}},
+		{"router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", ingress, []string{gateway}},
+		{"router~10.0.0.3~egress.istio-system~istio-system.svc.cluster.local", egress, []string{otherGateway}},
+		{"plain-envoy", nil, []string{outbound, gateway, otherGateway, api}},
 	}
 	for _, tc := range cases {
 		c := newSotW(t, s.addr)
-		c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, Node: &core.Node{Id: tc.node}})
+		c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, Node: &core.Node{Id: tc.node, Metadata: labelsMetadata(tc.labels)}})
 		c.ack(c.recv())
 		c.send(&discovery.DiscoveryRequest{TypeUrl: ListenerType})
 		m := c.recv()

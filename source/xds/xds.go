@@ -5,9 +5,12 @@
 package xds
 
 import (
+	"sync"
+
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
@@ -53,7 +56,7 @@ type typeInfo struct {
 	order      translate.Dependencies // what goes before it on an aggregated stream
 	// scope narrows a wildcard subscription by the client's node (listeners: a sidecar's are
 	// not a gateway's)
-	scope func(node string) (string, func(string) bool)
+	scope func(node source.Node) (string, func(string) bool)
 }
 
 // Response order on one ADS stream when several types are due at once. What must wait for
@@ -104,6 +107,50 @@ func (ti typeInfo) request(typeURL string) *source.Request {
 // Server serves every xDS service. Register it with Register.
 type Server struct {
 	Engine *source.Engine
+	// Gateways, if set, is told of each connected gateway proxy's class, so that its
+	// listeners and routes are built (the translation controller). Nil: gateway proxies get
+	// whatever classes are built.
+	Gateways GatewayClasses
+}
+
+// GatewayClasses is what builds gateway classes' outputs while proxies of them are connected.
+type GatewayClasses interface {
+	AcquireGatewayClass(translate.GatewayClass) (release func())
+}
+
+// gatewayHold acquires the class of a stream's gateway proxy, once, from the first request
+// that names its node (on the receiving goroutine), and releases it when the stream ends (on
+// the handler's, which may come first: then nothing is acquired).
+type gatewayHold struct {
+	classes GatewayClasses
+
+	mu         sync.Mutex
+	seen, done bool
+	release    func()
+}
+
+func (h *gatewayHold) see(req *source.Request) {
+	if h.classes == nil || req.Node == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen || h.done {
+		return
+	}
+	h.seen = true
+	if isRouter(req.Node) {
+		h.release = h.classes.AcquireGatewayClass(GatewayClassOf(source.Node{ID: req.Node, Labels: req.NodeLabels, Namespaces: req.NodeNamespaces}))
+	}
+}
+
+func (h *gatewayHold) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	if h.release != nil {
+		h.release()
+	}
 }
 
 // Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s.
@@ -115,12 +162,14 @@ func (x *Server) Register(s *grpc.Server) {
 // sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
-	a := &sotwStream{stream: stream, defaultType: defaultType}
+	a := &sotwStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
+	defer a.gateway.end()
 	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, source.PeerAddr(stream.Context()))
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
-	a := &deltaStream{stream: stream, defaultType: defaultType}
+	a := &deltaStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
+	defer a.gateway.end()
 	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, source.PeerAddr(stream.Context()))
 }
 
@@ -140,6 +189,7 @@ func (a *ads) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.Delt
 type sotwStream struct {
 	stream      grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
 	defaultType string
+	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
 }
 
 func (a *sotwStream) Recv() (*source.Request, error) {
@@ -147,7 +197,9 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sotwRequest(m, a.defaultType), nil
+	req := sotwRequest(m, a.defaultType)
+	a.gateway.see(req)
+	return req, nil
 }
 
 // nodeNamespaces is the narrowing a node asks for in its metadata (source.NodeNamespacesKey,
@@ -155,6 +207,22 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 func nodeNamespaces(n *core.Node) []string {
 	v := n.GetMetadata().GetFields()[source.NodeNamespacesKey]
 	return source.ParseNodeNamespaces(v.GetStringValue())
+}
+
+// nodeLabels are the workload labels in a node's metadata, under LABELS, as Istio's agent
+// writes them (a struct of strings); nil when there are none.
+func nodeLabels(n *core.Node) map[string]string {
+	fields := n.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()
+	if len(fields) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(fields))
+	for k, v := range fields {
+		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			out[k] = s.StringValue
+		}
+	}
+	return out
 }
 
 // sotwRequest turns a DiscoveryRequest into an engine request.
@@ -170,6 +238,7 @@ func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Requ
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
 	req.NodeNamespaces = nodeNamespaces(m.GetNode())
+	req.NodeLabels = nodeLabels(m.GetNode())
 	return req
 }
 
@@ -179,6 +248,7 @@ func (a *sotwStream) Layout() *wire.Layout     { return sotwLayout }
 type deltaStream struct {
 	stream      grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 	defaultType string
+	gateway     gatewayHold
 }
 
 func (a *deltaStream) Recv() (*source.Request, error) {
@@ -186,7 +256,9 @@ func (a *deltaStream) Recv() (*source.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return deltaRequest(m, a.defaultType), nil
+	req := deltaRequest(m, a.defaultType)
+	a.gateway.see(req)
+	return req, nil
 }
 
 // deltaRequest turns a DeltaDiscoveryRequest into an engine request.
@@ -207,6 +279,7 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	req.ErrorDetail = m.GetErrorDetail()
 	req.Node = m.GetNode().GetId()
 	req.NodeNamespaces = nodeNamespaces(m.GetNode())
+	req.NodeLabels = nodeLabels(m.GetNode())
 	return req
 }
 

@@ -13,6 +13,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Build translates a complete set of Istio resources, by collection (canonical or alias),
@@ -36,6 +37,9 @@ type Options struct {
 	Logger *slog.Logger
 	// DomainSuffix completes short host names; empty means DefaultDomainSuffix.
 	DomainSuffix string
+	// GatewayClassGrace is how long a gateway class's outputs outlive its last proxy
+	// (AcquireGatewayClass); zero means DefaultGatewayClassGrace.
+	GatewayClassGrace time.Duration
 }
 
 // retryDelay is how long the controller waits before writing again after the store refused
@@ -52,6 +56,7 @@ type Controller struct {
 	t       *Translator
 	ready   chan struct{}
 	running atomic.Bool
+	classes *classRegistry
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
@@ -87,12 +92,21 @@ func New(opts Options) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Controller{
-		st:    opts.Store,
-		log:   log.With("component", "translate"),
-		t:     NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix}),
-		ready: make(chan struct{}),
-		revs:  map[string]uint64{},
+		st:      opts.Store,
+		log:     log.With("component", "translate"),
+		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix}),
+		ready:   make(chan struct{}),
+		revs:    map[string]uint64{},
+		classes: newClassRegistry(opts.GatewayClassGrace),
 	}
+}
+
+// AcquireGatewayClass says that a gateway proxy of a class is connected: the class's
+// listeners and routes are built (from the next translation) and kept until its last proxy
+// has been gone for the grace period. Call release when the proxy goes. Safe for concurrent
+// use; the xDS server calls it for each gateway proxy's stream.
+func (c *Controller) AcquireGatewayClass(class translate.GatewayClass) (release func()) {
+	return c.classes.acquire(class)
 }
 
 // Ready is closed once the first full build is written.
@@ -110,6 +124,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// Watch before the first read, so that a change made during it is not missed.
 	w := c.st.Watch(InputCollections()...)
 	defer w.Close()
+	defer c.classes.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -122,6 +137,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-w.C():
+		case <-c.classes.wake:
 		case <-retry.C:
 		}
 	}
@@ -135,6 +151,7 @@ func (c *Controller) sync() error {
 	for _, coll := range InputCollections() {
 		c.read(v, coll)
 	}
+	c.classes.apply(c.t)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)

@@ -34,7 +34,12 @@ func startController(t *testing.T, st *store.Store) *harness {
 	if st == nil {
 		st = newStore()
 	}
-	ctrl := New(Options{Store: st, Logger: testLogger(t)})
+	return runController(t, st, New(Options{Store: st, Logger: testLogger(t)}))
+}
+
+// runController runs a controller until the end of the test.
+func runController(t *testing.T, st *store.Store, ctrl *Controller) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctrl.Run(ctx) }()

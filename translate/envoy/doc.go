@@ -20,10 +20,12 @@
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
 //     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port.
-//   - Gateway listener of one Gateway and server port: NAMESPACE/NAME/0.0.0.0_PORT, with RDS of
-//     NAMESPACE/NAME/http.PORT. Istio names these 0.0.0.0_PORT and http.PORT within the one
-//     gateway proxy a Gateway selects; the bridge serves every gateway to every client, so the
-//     gateway's name keeps them apart.
+//   - Gateway listeners and routes, per gateway class (the gateway proxies of one set of
+//     labels, translate.GatewayClass): gateway.CLASS/0.0.0.0_PORT, with RDS of
+//     gateway.CLASS/http.PORT for the port's plaintext HTTP servers, or one filter chain per
+//     HTTPS server with RDS of gateway.CLASS/https.PORT.PORTNAME.NAME.NAMESPACE. These are
+//     Istio's names within one gateway proxy's configuration, behind the class's prefix: the
+//     bridge serves one collection to every client.
 //
 // Short host names ("reviews") are completed in the resource's namespace
 // ("reviews.bookinfo.svc.cluster.local"); ServiceEntry hosts are taken as written.
@@ -68,11 +70,24 @@
 // A host without a VirtualService gets one route to its own cluster. A host with several
 // VirtualServices takes the oldest (then first by name); an exact host wins over a wildcard.
 //
-// Gateway: HTTP, HTTP2 and GRPC servers, grouped by port. A VirtualService bound to the gateway
-// (gateways: "name" in its namespace, or "namespace/name") gets a virtual host for each of its
-// hosts that a server host admits ("namespace/host" patterns), named by the narrower of the
-// two; VirtualServices with the same host on a gateway have their routes joined, oldest first.
-// tls.httpsRedirect requires TLS on the virtual host.
+// Gateway: a gateway proxy gets the Gateways whose selector its labels satisfy (node metadata
+// LABELS; an empty selector selects every gateway proxy), merged as istiod merges them
+// (mergeGateways), oldest Gateway first: plaintext HTTP, HTTP2 and GRPC servers on a port share
+// one listener and route configuration; HTTPS servers (SIMPLE, MUTUAL, ISTIO_MUTUAL) and TLS
+// PASSTHROUGH servers share a port as filter chains matched by SNI; a server that would mix the
+// two on a port, or repeat a TLS host of the port, is left out with a fault of its Gateway
+// naming the port, the server it conflicts with and the class. Classes are built while a
+// gateway proxy of theirs is connected (Controller.AcquireGatewayClass, which the xDS server
+// calls), and kept for a grace period after the last one goes. A VirtualService bound to the
+// gateway (gateways: "name" in its namespace, or "namespace/name") gets a virtual host for
+// each of its hosts that a server host admits ("namespace/host" patterns), named by the
+// narrower of the two; VirtualServices with the same host on a port have their routes joined,
+// oldest first. tls.httpsRedirect requires TLS on the virtual host. An HTTPS server's
+// certificates are named for the proxy's own agent to serve by SDS (cluster sds-grpc), as
+// istiod names them: credentialName "kubernetes://NAME" (and "-cacert" for MUTUAL), files
+// "file-cert:CERT~KEY" and "file-root:CA", ISTIO_MUTUAL "default" and "ROOTCA"; the bridge
+// serves no secret. A PASSTHROUGH server routes each SNI host of its VirtualServices' tls
+// routes to a TCP proxy of the route's destinations.
 //
 // # Faults
 //
@@ -96,9 +111,10 @@
 //
 // # Left out
 //
-// Not translated, and reported as faults where a resource asks for them: TLS origination and
-// termination (DestinationRule tls, Gateway HTTPS and TLS servers: they need certificates the
-// bridge does not serve), TCP and TLS routes, sourceLabels and sourceNamespace matches (a
+// Not translated, and reported as faults where a resource asks for them: TLS origination
+// (DestinationRule tls), Gateway TCP servers, TLS servers that terminate (only PASSTHROUGH is
+// translated) and AUTO_PASSTHROUGH, TCP routes, TLS routes outside Gateways' passthrough
+// servers, sourceLabels and sourceNamespace matches (a
 // shared configuration has no client identity), delegate VirtualServices, corsPolicy,
 // PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
 // retryRemoteLocalities. Silently not modelled: a redirect's derivePort, exportTo (every

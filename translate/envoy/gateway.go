@@ -1,11 +1,9 @@
 package envoy
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
-	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -60,59 +58,32 @@ func appendRouteConfiguration(out []byte, name string, vhosts [][]byte) []byte {
 	return out
 }
 
-// buildGateway builds a Gateway's listeners and route configurations, one per server port.
-// Its virtual hosts come from the VirtualServices bound to it: each VirtualService host that
-// a server on the port admits (by namespace and host pattern) becomes a virtual host, or joins
-// the routes of one that an older VirtualService already made for the same host.
-func (t *Translator) buildGateway(key string) *unitState {
+// checkGateway reports the faults of a Gateway on its own: servers the translation leaves out
+// (see classify), and VirtualServices bound to it that none of its servers admits. What it
+// serves is built per gateway class (buildGatewayClass), where it merges with the others.
+func (t *Translator) checkGateway(key string) *unitState {
 	b := newBuild(t, kindGateway, key)
 	gw := t.gws[key]
 	if gw == nil {
 		return b.u
 	}
-	vss := t.boundVirtualServices(key)
-	admitted := keySet{}
-	for _, ps := range serversByPort(gw, b.fs) {
-		t.buildGatewayPort(b, gw, ps, vss, admitted)
+	var http, passthrough []*networking.Server
+	for i, s := range gw.spec.GetServers() {
+		switch kind, why := classify(s); kind {
+		case serverLeftOut:
+			b.fs.add(kindGateway, key, "servers[%d]: %s; the server is left out", i, why)
+		case serverPassthrough:
+			passthrough = append(passthrough, s)
+		default:
+			http = append(http, s)
+		}
 	}
-	for _, vs := range vss {
-		if _, ok := admitted[vs.Key]; !ok {
+	for _, vs := range t.boundVirtualServices(key) {
+		if len(admittedHosts(gw, http, vs)) == 0 && len(passthroughRoutes(gw, passthrough, vs)) == 0 {
 			b.fs.add(kindVirtualService, vs.Key, "no server of Gateway %s admits any of its hosts; it routes nothing there", key)
 		}
 	}
 	return b.u
-}
-
-// portServers are a gateway's HTTP servers on one port.
-type portServers struct {
-	port    uint32
-	servers []*networking.Server
-}
-
-// serversByPort groups the HTTP servers by port, in order. Servers that are not plain HTTP
-// are left out with a fault: terminating TLS needs certificates the bridge does not serve,
-// and TCP and TLS passthrough need filter chains it does not build.
-func serversByPort(gw *gateway, fs *faults) []portServers {
-	var out []portServers
-	for i, s := range gw.spec.GetServers() {
-		field := fmt.Sprintf("servers[%d]", i)
-		n := s.GetPort().GetNumber()
-		switch proto := parseProtocol(s.GetPort().GetProtocol(), s.GetPort().GetName()); {
-		case n == 0 || n > 65535:
-			fs.add(kindGateway, gw.Key, "%s.port.number: %d is not a port number; the server is left out", field, n)
-			continue
-		case !proto.routed() || proto == protoAuto && s.GetPort().GetProtocol() != "":
-			fs.add(kindGateway, gw.Key, "%s.port.protocol: %s is not translated (only HTTP, HTTP2 and GRPC servers are); the server is left out", field, s.GetPort().GetProtocol())
-			continue
-		}
-		idx := slices.IndexFunc(out, func(ps portServers) bool { return ps.port == n })
-		if idx < 0 {
-			out = append(out, portServers{port: n})
-			idx = len(out) - 1
-		}
-		out[idx].servers = append(out[idx].servers, s)
-	}
-	return out
 }
 
 func (t *Translator) boundVirtualServices(gateway string) []*virtualService {
@@ -121,39 +92,7 @@ func (t *Translator) boundVirtualServices(gateway string) []*virtualService {
 		out = append(out, t.vss[key])
 	}
 	slices.SortFunc(out, byAge)
-
 	return out
-}
-
-// buildGatewayPort builds the listener and route configuration of one port, and adds to
-// admitted the VirtualServices that got a virtual host on it.
-func (t *Translator) buildGatewayPort(b *build, gw *gateway, ps portServers, vss []*virtualService, admitted keySet) {
-	rc := newRouteContext(b, ps.port, gw.Key)
-	vhosts := map[string]*routepb.VirtualHost{}
-	for _, vs := range vss {
-		for _, domain := range admittedHosts(gw, ps.servers, vs) {
-			admitted[vs.Key] = struct{}{}
-			vh := vhosts[domain]
-			if vh == nil {
-				vh = &routepb.VirtualHost{Name: APIListenerName(domain, ps.port), Domains: domains(domain, ps.port)}
-				if redirectsToHTTPS(ps.servers, domain, gw.Namespace, vs.Namespace) {
-					vh.RequireTls = routepb.VirtualHost_ALL
-				}
-				vhosts[domain] = vh
-			}
-			vh.Routes = append(vh.Routes, rc.virtualServiceRoutes(vs)...)
-		}
-	}
-	cfg := &routepb.RouteConfiguration{Name: GatewayRouteName(gw.Key, ps.port)}
-	for _, d := range sortedKeys(vhosts) {
-		cfg.VirtualHosts = append(cfg.VirtualHosts, vhosts[d])
-	}
-	b.put(RouteType, cfg.Name, cfg)
-	if l, err := gatewayListener(gw.Key, ps.port, rc.usesFault); err != nil {
-		b.invalid("Listener", GatewayListenerName(gw.Key, ps.port), err)
-	} else {
-		b.put(ListenerType, l.GetName(), l)
-	}
 }
 
 // admittedHosts are the virtual host names a VirtualService gets on a gateway's servers:
@@ -241,8 +180,11 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 			b.fs.add(kindVirtualService, key, "gateways: %s is not a known Gateway; nothing is served for it", g)
 		}
 	}
-	if len(vs.spec.GetTcp()) > 0 || len(vs.spec.GetTls()) > 0 {
-		b.fs.add(kindVirtualService, key, "tcp and tls routes are not translated; only http routes are")
+	if len(vs.spec.GetTcp()) > 0 {
+		b.fs.add(kindVirtualService, key, "tcp routes are not translated; only http routes, and tls routes on Gateways' PASSTHROUGH servers, are")
+	}
+	if len(vs.spec.GetTls()) > 0 && vs.mesh {
+		b.fs.add(kindVirtualService, key, "tls routes are translated on Gateways' PASSTHROUGH servers only, not for the mesh")
 	}
 	return b.u
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current translation")
@@ -53,7 +54,9 @@ func goldenCases(t *testing.T) map[string][]string {
 func TestGoldenOutputs(t *testing.T) {
 	for name, files := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
-			outs, faults := Build(loadInputs(t, files...), TranslatorOptions{})
+			// The gateway proxies of the inputs: Istio's default ingress gateway.
+			ingress := translate.GatewayClass{Labels: map[string]string{"istio": "ingressgateway", "app": "istio-ingressgateway"}}
+			outs, faults := Build(loadInputs(t, files...), TranslatorOptions{GatewayClasses: []translate.GatewayClass{ingress}})
 			for _, r := range outs {
 				if err := validateDeep(r.Body()); err != nil {
 					t.Errorf("%s %q fails validation: %v", typeName(r.TypeURL), r.Name, err)

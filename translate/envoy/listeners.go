@@ -5,6 +5,7 @@ import (
 	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	faultpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -27,11 +28,14 @@ func httpFilters(usesFault bool) ([]*hcmpb.HttpFilter, error) {
 // filterConfigs are the filters' typed configurations, the same for every listener: encoded
 // once, and only ever read (concurrent host builds marshal them).
 var filterConfigs = func() (c struct {
-	router, fault *anypb.Any
-	err           error
+	router, fault, tlsInspector *anypb.Any
+	err                         error
 }) {
 	if c.router, c.err = pack(&routerpb.Router{}); c.err == nil {
 		c.fault, c.err = pack(&faultpb.HTTPFault{})
+	}
+	if c.err == nil {
+		c.tlsInspector, c.err = pack(&tlsinspectorpb.TlsInspector{})
 	}
 	return c
 }()
@@ -70,12 +74,6 @@ func outboundListener(port uint32, usesFault bool) (*listenerpb.Listener, error)
 	return httpListener(name, "outbound_"+name, OutboundRouteName(port), port, corepb.TrafficDirection_OUTBOUND, usesFault)
 }
 
-// gatewayListener is the listener of one gateway's servers on one port.
-func gatewayListener(gateway string, port uint32, usesFault bool) (*listenerpb.Listener, error) {
-	name := GatewayListenerName(gateway, port)
-	return httpListener(name, name, GatewayRouteName(gateway, port), port, corepb.TrafficDirection_INBOUND, usesFault)
-}
-
 func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool) (*listenerpb.Listener, error) {
 	hcm, err := connectionManager(statPrefix, routeName, usesFault)
 	if err != nil {
@@ -88,5 +86,47 @@ func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.Tr
 		FilterChains: []*listenerpb.FilterChain{{
 			Filters: []*listenerpb.Filter{{Name: hcmFilterName, ConfigType: &listenerpb.Filter_TypedConfig{TypedConfig: hcm}}},
 		}},
+	}, nil
+}
+
+// tlsListener is a gateway listener whose filter chains are chosen by SNI: the TLS inspector
+// reads the client hello's server name before a chain is picked.
+func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*listenerpb.Listener, error) {
+	if filterConfigs.err != nil {
+		return nil, filterConfigs.err
+	}
+	return &listenerpb.Listener{
+		Name:             name,
+		Address:          socketAddress("0.0.0.0", port),
+		TrafficDirection: corepb.TrafficDirection_INBOUND,
+		ListenerFilters: []*listenerpb.ListenerFilter{{
+			Name: tlsInspectorName, ConfigType: &listenerpb.ListenerFilter_TypedConfig{TypedConfig: filterConfigs.tlsInspector},
+		}},
+		FilterChains: chains,
+	}, nil
+}
+
+// httpsFilterChain terminates an HTTPS server's TLS and routes by its own route
+// configuration: matched by its hosts as SNI names (any name, when one is "*").
+func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain, error) {
+	certs, err := serverCertificates(ms.s.GetTls())
+	if err != nil {
+		return nil, err
+	}
+	tlsContext, err := pack(downstreamTLS(ms.s.GetTls(), certs, []string{"h2", "http/1.1"}))
+	if err != nil {
+		return nil, err
+	}
+	hcm, err := connectionManager(ms.route, ms.route, usesFault)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerpb.FilterChain{
+		Name:             ms.route,
+		FilterChainMatch: &listenerpb.FilterChainMatch{ServerNames: sniHosts(ms.s)},
+		TransportSocket: &corepb.TransportSocket{
+			Name: tlsTransportSocketName, ConfigType: &corepb.TransportSocket_TypedConfig{TypedConfig: tlsContext},
+		},
+		Filters: []*listenerpb.Filter{{Name: hcmFilterName, ConfigType: &listenerpb.Filter_TypedConfig{TypedConfig: hcm}}},
 	}, nil
 }

@@ -2,10 +2,10 @@ package envoy
 
 import (
 	"slices"
-
-	"github.com/mcpbridge/mcpbridge/translate"
 	"strconv"
 	"strings"
+
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Envoy resource type URLs. They are also the store collections that hold the derived
@@ -59,19 +59,51 @@ func OutboundListenerName(port uint32) string {
 // alone ("9080"): it holds one virtual host per host on that port.
 func OutboundRouteName(port uint32) string { return strconv.FormatUint(uint64(port), 10) }
 
-// GatewayListenerName is the listener of one Gateway's servers on one port:
-// "NAMESPACE/NAME/0.0.0.0_PORT". Istio names a gateway's listener "0.0.0.0_PORT" within the
-// configuration of the one gateway proxy it selects; the bridge serves every gateway to every
-// client, so the name carries the gateway's own name to keep gateways apart from each other
-// and from the sidecar outbound listeners.
-func GatewayListenerName(gateway string, port uint32) string {
-	return gateway + "/" + OutboundListenerName(port)
+// Gateway outputs belong to a gateway class (translate.GatewayClass): the gateway workloads of
+// one set of labels (and namespaces), which get the merge of every Gateway that selects them,
+// as istiod computes it for each gateway proxy. A class's outputs are named under its prefix,
+// "gateway.CLASS/", with Istio's own names after it: listeners "0.0.0.0_PORT", route
+// configurations "http.PORT" (a port's plaintext HTTP servers, merged) and
+// "https.PORT.PORTNAME.GATEWAY.NAMESPACE" (one HTTPS server's). The prefix keeps classes apart
+// from each other and from the sidecar outbound listeners in the one collection every client
+// reads; a Kubernetes namespace has no ".", so it is never taken for one (Namespacer).
+
+// GatewayClassPrefix is what every output name of a gateway class starts with.
+func GatewayClassPrefix(class string) string { return translate.GatewayClassPrefix(class) }
+
+// GatewayListenerName is a gateway class's listener for a port: "gateway.CLASS/0.0.0.0_PORT".
+func GatewayListenerName(class string, port uint32) string {
+	return GatewayClassPrefix(class) + OutboundListenerName(port)
 }
 
-// GatewayRouteName is the route configuration of GatewayListenerName: "NAMESPACE/NAME/http.PORT"
-// (Istio's "http.PORT", prefixed by the gateway for the same reason).
-func GatewayRouteName(gateway string, port uint32) string {
-	return gateway + "/http." + strconv.FormatUint(uint64(port), 10)
+// GatewayHTTPRouteName is the route configuration of a class's plaintext HTTP servers on a
+// port: "gateway.CLASS/http.PORT".
+func GatewayHTTPRouteName(class string, port uint32) string {
+	return GatewayClassPrefix(class) + "http." + strconv.FormatUint(uint64(port), 10)
+}
+
+// GatewayHTTPSRouteName is the route configuration of one HTTPS server that terminates TLS:
+// "gateway.CLASS/https.PORT.PORTNAME.NAME.NAMESPACE", Istio's name for it.
+func GatewayHTTPSRouteName(class string, port uint32, portName, gateway string) string {
+	ns, name, _ := strings.Cut(gateway, "/")
+	return GatewayClassPrefix(class) + "https." + strconv.FormatUint(uint64(port), 10) + "." + portName + "." + name + "." + ns
+}
+
+// classSelects reports whether a Gateway applies to a class: its selector is satisfied by the
+// class's labels (an empty selector selects every gateway workload), and its namespace is one
+// the class takes.
+func classSelects(c translate.GatewayClass, gw *gateway) bool {
+	if c.Namespaces != nil {
+		if _, ok := slices.BinarySearch(c.Namespaces, gw.Namespace); !ok {
+			return false
+		}
+	}
+	for k, v := range gw.spec.GetSelector() {
+		if got, ok := c.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Filter names, as Envoy and grpc-go know them.
@@ -169,7 +201,10 @@ func NewNamespacer(domainSuffix string) Namespacer {
 // false for a cluster-scoped one.
 func (n Namespacer) NamespaceOf(name string) (namespace string, namespaced bool) {
 	if ns, _, ok := strings.Cut(name, "/"); ok {
-		return ns, true // a gateway's
+		if strings.Contains(ns, ".") {
+			return "", false // a gateway class's: its Gateways may be of any namespace
+		}
+		return ns, true
 	}
 	host := name
 	if rest, ok := strings.CutPrefix(name, "outbound|"); ok {

@@ -15,8 +15,9 @@ func TestNamesFollowIstio(t *testing.T) {
 		{APIListenerName("a.example.com", 80), "a.example.com:80"},
 		{OutboundListenerName(9080), "0.0.0.0_9080"},
 		{OutboundRouteName(9080), "9080"},
-		{GatewayListenerName("ingress/edge", 443), "ingress/edge/0.0.0.0_443"},
-		{GatewayRouteName("ingress/edge", 443), "ingress/edge/http.443"},
+		{GatewayListenerName("c1", 443), "gateway.c1/0.0.0.0_443"},
+		{GatewayHTTPRouteName("c1", 80), "gateway.c1/http.80"},
+		{GatewayHTTPSRouteName("c1", 443, "https-edge", "ingress/edge"), "gateway.c1/https.443.https-edge.edge.ingress"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
@@ -116,8 +117,9 @@ func TestNamespacerReadsTheNamespaceFromTheNameAlone(t *testing.T) {
 		{ClusterName(80, "v1", "reviews.bookinfo.svc.cluster.local"), "bookinfo", true},
 		{APIListenerName("reviews.bookinfo.svc.cluster.local", 9080), "bookinfo", true},
 		{HostRouteName("reviews.bookinfo.svc.cluster.local", 9080), "bookinfo", true},
-		{"gw-ns/ingress/0.0.0.0_80", "gw-ns", true},
-		{"gw-ns/ingress/http.80", "gw-ns", true},
+		{GatewayListenerName("c1", 80), "", false}, // a gateway class's: its Gateways may be of any namespace
+		{GatewayHTTPRouteName("c1", 80), "", false},
+		{"ns/name", "ns", true},
 		{OutboundListenerName(80), "", false},
 		{OutboundRouteName(80), "", false},
 		{ClusterName(443, "", "api.example.com"), "", false},

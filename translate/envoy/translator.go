@@ -3,12 +3,14 @@ package envoy
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Translator turns Istio config into Envoy resources, incrementally. It is the pure layer
@@ -41,6 +43,8 @@ type Translator struct {
 	vsByGateway   map[string]keyList // gateway key → VirtualServices bound to it
 	weByNamespace map[string]keySet
 	selectorsByNS map[string]keyList // namespace → ServiceEntries with a workloadSelector
+	// classes are the gateway classes whose outputs are built, by ID (SetGatewayClass).
+	classes map[string]translate.GatewayClass
 
 	// dependents maps what a unit read to the units that read it, from their last build.
 	dependents map[depKey]map[unitKey]struct{}
@@ -87,7 +91,8 @@ const (
 	unitHost           unitKind = iota // one host of the mesh: its clusters, routes and listeners
 	unitEndpoints                      // one host's load assignments (EDS), apart: most changes are endpoints
 	unitPort                           // the outbound listener and route configuration of a port
-	unitGateway                        // one Gateway
+	unitGateway                        // the checks of one Gateway
+	unitGatewayClass                   // the merged Gateways of one gateway class: its listeners and routes
 	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
 )
 
@@ -188,10 +193,31 @@ func (u *unitState) vhost(p uint32) (vh []byte, usesFault, ok bool) {
 	return nil, false, false
 }
 
+// SetGatewayClass builds, from the next Translate, the outputs of a gateway class. The xDS
+// server tells the controller which classes its connected gateway proxies are of.
+func (t *Translator) SetGatewayClass(c translate.GatewayClass) {
+	id := c.ID()
+	t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
+	t.classes[id] = c
+}
+
+// RemoveGatewayClass stops building a class's outputs; the next Translate removes them.
+func (t *Translator) RemoveGatewayClass(id string) {
+	if _, ok := t.classes[id]; ok {
+		delete(t.classes, id)
+		t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
+	}
+}
+
+// GatewayClasses returns the classes built, by ID.
+func (t *Translator) GatewayClasses() map[string]translate.GatewayClass { return maps.Clone(t.classes) }
+
 // TranslatorOptions configures a Translator.
 type TranslatorOptions struct {
 	// DomainSuffix completes short host names (see DefaultDomainSuffix, the default).
 	DomainSuffix string
+	// GatewayClasses are built from the start (SetGatewayClass), for tools and tests.
+	GatewayClasses []translate.GatewayClass
 }
 
 // NewTranslator returns a Translator with no inputs.
@@ -205,10 +231,13 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
 		seByHost: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
-		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{},
+		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{},
+	}
+	for _, c := range opts.GatewayClasses {
+		t.SetGatewayClass(c)
 	}
 	return t
 }
@@ -298,14 +327,21 @@ func (t *Translator) Translate() (Delta, Stats) {
 			st.Endpoints++
 		}
 	}
-	for _, kind := range []unitKind{unitGateway, unitVirtualService, unitPort} {
+	if len(t.dirtyOf(unitGateway)) > 0 {
+		// A Gateway's change, or a change to what is bound to one, may change the merge of
+		// any class: there are few, and each is rebuilt.
+		for id := range t.classes {
+			t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
+		}
+	}
+	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
 			switch kind {
 			case unitPort:
 				st.Ports++
-			case unitGateway:
+			case unitGateway, unitGatewayClass:
 				st.Gateways++
 			}
 		}
@@ -355,7 +391,9 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 	case unitPort:
 		u = t.buildPort(parsePort(key.name))
 	case unitGateway:
-		u = t.buildGateway(key.name)
+		u = t.checkGateway(key.name)
+	case unitGatewayClass:
+		u = t.buildGatewayClass(key.name)
 	case unitVirtualService:
 		u = t.checkVirtualService(key.name)
 	}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // mesh is a set of inputs a test edits: by collection, by name.
@@ -270,7 +272,8 @@ func translated(t *testing.T) (*Translator, mesh) {
 			m[coll][name] = withVersion(r, "v1") // as the store versions every resource
 		}
 	}
-	tr := NewTranslator(TranslatorOptions{})
+	// The examples' ingress gateway proxy is connected: its class is built.
+	tr := NewTranslator(TranslatorOptions{GatewayClasses: []translate.GatewayClass{ingressClass}})
 	for coll, rs := range m.inputs() {
 		feed(tr, coll, rs, nil)
 	}
@@ -308,8 +311,8 @@ func TestVirtualServiceChangeRebuildsOnlyItsHost(t *testing.T) {
 func TestDestinationRuleChangeRebuildsWhatRoutesToItsHost(t *testing.T) {
 	tr, m := translated(t)
 	coll := collectionOf(kindDestinationRule)
-	// productpage's rule loses its subsets: productpage itself and the gateway that routes
-	// to it are rebuilt; nothing else reads productpage.
+	// productpage's rule loses its subsets: productpage itself and the gateway class that
+	// routes to it are rebuilt; nothing else reads productpage.
 	dr := edit(t, m[coll]["bookinfo/productpage"], &networking.DestinationRule{}, "v2", func(dr *networking.DestinationRule) {
 		dr.Subsets = nil
 	})

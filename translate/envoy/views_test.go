@@ -3,28 +3,34 @@ package envoy
 import (
 	"testing"
 
+	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/xds"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // The xDS server picks listeners by these names (xds.ListenerView): the two must agree.
+// A gateway gets its own class's listeners: those of the labels it has.
 func TestListenerViewFollowsTheNodeKind(t *testing.T) {
-	names := []string{OutboundListenerName(9080), GatewayListenerName("bookinfo/gw", 80), APIListenerName("reviews.bookinfo.svc.cluster.local", 9080)}
+	ingress := map[string]string{"istio": "ingressgateway"}
+	class := translate.GatewayClass{Labels: ingress}.ID()
+	other := translate.GatewayClass{Labels: map[string]string{"istio": "egressgateway"}}.ID()
+	names := []string{OutboundListenerName(9080), GatewayListenerName(class, 80), APIListenerName("reviews.bookinfo.svc.cluster.local", 9080), GatewayListenerName(other, 80)}
 	cases := []struct {
-		node, view string
-		want       []bool // per name above
+		node source.Node
+		want []bool // per name above
 	}{
-		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", "sidecar", []bool{true, false, false}},
-		{"router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", "router", []bool{false, true, false}},
-		{"my-envoy", "", []bool{true, true, true}},
+		{source.Node{ID: "sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local"}, []bool{true, false, false, false}},
+		{source.Node{ID: "router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", Labels: ingress}, []bool{false, true, false, false}},
+		{source.Node{ID: "my-envoy"}, []bool{true, true, true, true}},
 	}
 	for _, c := range cases {
 		view, include := xds.ListenerView(c.node)
-		if view != c.view {
-			t.Errorf("%s: view %q, want %q", c.node, view, c.view)
+		if (view == "") != (include == nil) {
+			t.Errorf("%s: view %q with include %v", c.node.ID, view, include != nil)
 		}
 		for i, name := range names {
 			if got := include == nil || include(name); got != c.want[i] {
-				t.Errorf("%s: %s included = %v, want %v", c.node, name, got, c.want[i])
+				t.Errorf("%s: %s included = %v, want %v", c.node.ID, name, got, c.want[i])
 			}
 		}
 	}

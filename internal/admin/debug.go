@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
 // CollectionOf maps any name of a kind (MCP collection or alias, xDS type URL, AMCS type URL)
@@ -245,4 +246,29 @@ func (d *debug) producerList() ProducersResponse {
 
 func (d *debug) producers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, d.opts.Logger, http.StatusOK, d.producerList())
+}
+
+// GatewaysResponse is GET /debug/gateways: the gateway classes built for the gateway proxies
+// connected (and those in their grace period), with the Gateways each merges and the
+// listeners it has, and the Gateways' faults: a server left out of a merge (a conflicting
+// protocol on a port, a TLS host already served) is one, also counted in
+// mcpbridge_translation_faults{kind="Gateway"}.
+type GatewaysResponse struct {
+	Classes []envoy.GatewayClassInfo `json:"classes"`
+	Faults  []metrics.Fault          `json:"faults"`
+}
+
+func (d *debug) gateways(w http.ResponseWriter, _ *http.Request) {
+	resp := GatewaysResponse{Classes: []envoy.GatewayClassInfo{}, Faults: []metrics.Fault{}}
+	if d.opts.GatewayClasses != nil {
+		resp.Classes = d.opts.GatewayClasses()
+	}
+	if d.opts.TranslationFaults != nil {
+		for _, f := range d.opts.TranslationFaults() {
+			if f.Kind == "Gateway" {
+				resp.Faults = append(resp.Faults, f)
+			}
+		}
+	}
+	writeJSON(w, d.opts.Logger, http.StatusOK, resp)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
 // Options is what the admin endpoints read. Only Ready is required: without Metrics there is
@@ -29,6 +30,8 @@ type Options struct {
 	// Version is shown on the status page.
 	Version string
 	Logger  *slog.Logger
+	// GatewayClasses, if set, lists the gateway classes built (/debug/gateways).
+	GatewayClasses func() []envoy.GatewayClassInfo
 	// Admin, if set, guards the debug views, the profiles and the status page: a request it
 	// refuses is answered 403 with its reason. /healthz, /readyz and /metrics stay open.
 	Admin func(r *http.Request) error
@@ -65,6 +68,7 @@ func Handler(opts Options) *http.ServeMux {
 		mux.Handle("GET /debug/clients", guard(d.clients))
 		mux.Handle("GET /debug/clients/{id}", guard(d.client))
 		mux.Handle("GET /debug/producers", guard(d.producers))
+		mux.Handle("GET /debug/gateways", guard(d.gateways))
 		mux.Handle("GET /{$}", guard(newStatusPage(d).ServeHTTP))
 	}
 	// Go's profiles (heap, CPU, goroutines): how an operator or a benchmark sees where a

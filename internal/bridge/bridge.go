@@ -313,9 +313,18 @@ func (b *Bridge) wireAdmin() error {
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
-		Admin: b.adminCheck(),
+		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(),
 	})
 	return nil
+}
+
+// gatewayClasses lists the translation's gateway classes for /debug/gateways; nil without
+// translation.
+func (b *Bridge) gatewayClasses() func() []envoy.GatewayClassInfo {
+	if b.translator == nil {
+		return nil
+	}
+	return b.translator.GatewayClasses
 }
 
 // adminCheck guards the debug views and the status page when the HTTP port authenticates its

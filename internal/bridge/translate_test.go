@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -97,6 +99,27 @@ func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
 	}
 	if len(rc.VirtualHosts) != 1 || !slices.Contains(rc.VirtualHosts[0].Domains, "bookinfo.example.com") {
 		t.Fatalf("route configuration %v, want the bookinfo virtual host", rc.VirtualHosts)
+	}
+
+	// /debug/gateways shows the class, its proxy, its Gateway and its listener.
+	code, body := httpGet(t, b.httpURL+"/debug/gateways")
+	if code != http.StatusOK {
+		t.Fatalf("/debug/gateways: %d %s", code, body)
+	}
+	var dbg struct {
+		Classes []struct {
+			ID        string
+			Proxies   int
+			Gateways  []string
+			Listeners []string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &dbg); err != nil {
+		t.Fatal(err)
+	}
+	if len(dbg.Classes) != 1 || dbg.Classes[0].ID != class || dbg.Classes[0].Proxies != 1 ||
+		!slices.Equal(dbg.Classes[0].Gateways, []string{"bookinfo/bookinfo-gateway"}) || !slices.Equal(dbg.Classes[0].Listeners, []string{want}) {
+		t.Fatalf("/debug/gateways: %s", body)
 	}
 
 	other := listeners("router~10.0.0.3~edge-1.edge~edge.svc.cluster.local", map[string]any{"app": "edge"})

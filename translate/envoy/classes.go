@@ -108,6 +108,17 @@ func (r *classRegistry) apply(t *Translator) {
 	}
 }
 
+// counts are the connected proxies of each class.
+func (r *classRegistry) counts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.refs))
+	for id, ref := range r.refs {
+		out[id] = ref.count
+	}
+	return out
+}
+
 // stop disarms the drop timers.
 func (r *classRegistry) stop() {
 	r.mu.Lock()

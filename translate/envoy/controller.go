@@ -67,6 +67,7 @@ type Controller struct {
 	processed uint64
 	waiters   []waiter
 	faults    []Fault
+	classInfo []GatewayClassInfo
 	stats     ControllerStats
 }
 
@@ -254,7 +255,14 @@ func (c *Controller) finish(rev uint64, stats Stats, written int) {
 		newFaults = c.t.Faults()
 	}
 	covered := c.coveredRevision(rev)
+	var classInfo []GatewayClassInfo
+	if stats.Gateways > 0 {
+		classInfo = c.t.GatewayClassInfo()
+	}
 	c.mu.Lock()
+	if stats.Gateways > 0 {
+		c.classInfo = classInfo
+	}
 	old := c.faults
 	if stats.FaultsChanged {
 		c.faults = newFaults
@@ -323,6 +331,18 @@ func (c *Controller) Faults() []Fault {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.faults)
+}
+
+// GatewayClasses describes the gateway classes built, with their connected proxies.
+func (c *Controller) GatewayClasses() []GatewayClassInfo {
+	c.mu.Lock()
+	out := slices.Clone(c.classInfo)
+	c.mu.Unlock()
+	counts := c.classes.counts()
+	for i := range out {
+		out[i].Proxies = counts[out[i].ID]
+	}
+	return out
 }
 
 // Stats returns what the controller has done so far.

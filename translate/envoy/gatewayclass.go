@@ -414,3 +414,34 @@ func admitsSNI(gw *gateway, servers []*networking.Server, vs *virtualService, sn
 	}
 	return false
 }
+
+// GatewayClassInfo is one gateway class as /debug/gateways shows it.
+type GatewayClassInfo struct {
+	ID         string            `json:"id"`
+	Labels     map[string]string `json:"labels"`
+	Namespaces []string          `json:"namespaces,omitempty"`
+	// Proxies are the gateway proxies of the class connected now (0 during the grace period
+	// after the last one went).
+	Proxies int `json:"proxies"`
+	// Gateways are the Gateways merged for the class, oldest first.
+	Gateways []string `json:"gateways"`
+	// Listeners are its listeners' names.
+	Listeners []string `json:"listeners"`
+}
+
+// GatewayClassInfo describes the classes built, by ID.
+func (t *Translator) GatewayClassInfo() []GatewayClassInfo {
+	out := make([]GatewayClassInfo, 0, len(t.classes))
+	for _, id := range slices.Sorted(maps.Keys(t.classes)) {
+		c := t.classes[id]
+		info := GatewayClassInfo{ID: id, Labels: c.Labels, Namespaces: c.Namespaces, Gateways: []string{}, Listeners: []string{}}
+		for _, gw := range t.classGateways(c) {
+			info.Gateways = append(info.Gateways, gw.Key)
+		}
+		for _, o := range t.units[unitKey{unitGatewayClass, id}].outputsOf(ListenerType) {
+			info.Listeners = append(info.Listeners, o)
+		}
+		out = append(out, info)
+	}
+	return out
+}

@@ -166,6 +166,20 @@ func (u *unitState) set(o output) int {
 	return len(u.outputs) - 1
 }
 
+// outputsOf are the names of the unit's outputs of a type.
+func (u *unitState) outputsOf(typeURL string) []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	for _, o := range u.outputs {
+		if o.typeURL == typeURL {
+			out = append(out, o.enc.Name())
+		}
+	}
+	return out
+}
+
 // output returns the unit's output of a key.
 func (u *unitState) output(k outKey) (output, bool) {
 	if u == nil {

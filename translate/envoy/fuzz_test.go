@@ -10,6 +10,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // FuzzBuild translates arbitrary Istio YAML: whatever a producer sends, the translation must
@@ -41,13 +42,18 @@ func FuzzBuild(f *testing.F) {
     - destination: {host: echo, subset: v1}
       weight: 20
 `)))
+	f.Add([]byte(meshYAML + gatewayYAML("shop", "edge", 1, "istio: ingressgateway",
+		"  - port: {number: 443, name: tls, protocol: TLS}\n    hosts: [\"*.pass.example.com\"]\n    tls: {mode: PASSTHROUGH}\n"+
+			"  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [\"web.example.com\"]\n    tls: {mode: MUTUAL, credentialName: web}\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, _ := filesource.Decode(data, "fuzz.yaml")
 		in := map[string][]*mcpapi.Resource{}
 		for _, o := range objs {
 			in[o.Kind.Collection] = append(in[o.Kind.Collection], o.Resource)
 		}
-		outs, faults := Build(in, TranslatorOptions{})
+		// Gateway proxies of two classes: one selecting Istio's default ingress, one selecting
+		// only Gateways without a selector.
+		outs, faults := Build(in, TranslatorOptions{GatewayClasses: []translate.GatewayClass{ingressClass, {}}})
 		for _, r := range outs {
 			if err := validateDeep(r.Body()); err != nil {
 				t.Fatalf("%s %q is served but invalid: %v", typeName(r.TypeURL), r.Name, err)

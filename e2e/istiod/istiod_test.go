@@ -5,6 +5,7 @@ package istiod
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -28,6 +29,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcpbridge/mcpbridge/internal/certtest"
 )
 
 var (
@@ -141,7 +144,7 @@ func TestIstiodFollowsTheBridge(t *testing.T) {
 	if *istiodBin == "" || *kubeapiBin == "" {
 		t.Fatal("-istiod and -kubeapi are required: run make e2e-istiod")
 	}
-	e := setup(t)
+	e := setup(t, false)
 
 	var results []string
 	step := func(name string, f func(t *testing.T)) {
@@ -262,6 +265,38 @@ func TestIstiodFollowsTheBridge(t *testing.T) {
 	})
 }
 
+// TestIstiodOverTLS is the secured recipe of docs/istiod.md: the bridge serves TLS and has
+// authz rules, istiod's config source has tlsSettings (mode SIMPLE). istiod must verify the
+// bridge's certificate, be served as an unauthenticated consumer, and follow an edit.
+func TestIstiodOverTLS(t *testing.T) {
+	if *istiodBin == "" || *kubeapiBin == "" {
+		t.Fatal("-istiod and -kubeapi are required: run make e2e-istiod")
+	}
+	e := setup(t, true)
+	e.waitConfigzMatchesBridge(t)
+	var list struct {
+		Clients []struct {
+			Node     string `json:"node"`
+			Identity string `json:"identity"`
+		} `json:"clients"`
+	}
+	if err := getJSON("http://"+e.bridgeHTTP+"/debug/clients", &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list.Clients {
+		t.Logf("bridge client %s: identity %q", c.Node, c.Identity)
+		// istiod's config source client presents no certificate: under authz rules the
+		// bridge knows it as "unauthenticated".
+		if strings.Contains(c.Node, istiodPod) && c.Identity != "unauthenticated" {
+			t.Errorf("istiod's identity is %q, want unauthenticated", c.Identity)
+		}
+	}
+	e.write(t, "db.yaml", serviceEntry("db", "db.example.com", 8080))
+	start := time.Now()
+	e.waitConfigzMatchesBridge(t)
+	t.Logf("an edit reached istiod over TLS in %s", time.Since(start).Round(time.Millisecond))
+}
+
 // env is the running mesh: the Kubernetes API istiod needs, the bridge, istiod.
 type env struct {
 	// top is the whole test: the processes live as long as it does, not as one step.
@@ -271,6 +306,7 @@ type env struct {
 	bridgeGRPC, bridgeHTTP string
 	istiodGRPC, istiodHTTP string
 	keepalive              keepalive
+	tls                    *tlsFiles // nil: plaintext on loopback
 
 	bridgeBin string
 	bridge    *proc
@@ -279,7 +315,45 @@ type env struct {
 
 type keepalive struct{ minPing, time, timeout string }
 
-func setup(t *testing.T) *env {
+// tlsFiles are the bridge's certificate, key and client CA, and the CA istiod trusts.
+type tlsFiles struct {
+	cert, key, clientCA string
+	caPEM               []byte
+}
+
+func newTLS(t *testing.T, dir string) *tlsFiles {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca := certtest.NewCA(t, "mesh-ca")
+	server := ca.Server(t, func(c *x509.Certificate) { c.DNSNames = append(c.DNSNames, bridgeSAN) })
+	f := &tlsFiles{caPEM: ca.PEM, clientCA: ca.Write(t, dir, "ca")}
+	f.cert, f.key = server.Write(t, dir, "mcpbridge")
+	return f
+}
+
+// meshConfig is istiod's MeshConfig: the bridge as its only config source.
+func (e *env) meshConfig() string {
+	m := "configSources:\n- address: xds://" + e.bridgeGRPC + "\n"
+	if e.tls != nil {
+		// SIMPLE is the only mode istiod implements for a config source: it checks the
+		// server's certificate (caCertificates is the PEM itself, not a file) and presents none.
+		m += "  tlsSettings:\n    mode: SIMPLE\n    sni: " + bridgeSAN + "\n    subjectAltNames: [" + bridgeSAN + "]\n    caCertificates: |\n"
+		for _, line := range strings.Split(strings.TrimSpace(string(e.tls.caPEM)), "\n") {
+			m += "      " + line + "\n"
+		}
+	}
+	return m
+}
+
+// bridgeSAN is the DNS name in the bridge's certificate, as a Service's would be; istiod
+// checks it (tlsSettings.subjectAltNames) and sends it as SNI, while dialling 127.0.0.1.
+const bridgeSAN = "mcpbridge.istio-system.svc"
+
+// setup starts the Kubernetes API, the bridge and istiod. With tlsOn, the bridge serves TLS
+// with client certificates asked for but not required (client_auth: request) and authz rules,
+// and istiod verifies the bridge's certificate: the configuration of docs/istiod.md.
+func setup(t *testing.T, tlsOn bool) *env {
 	dir := t.TempDir()
 	e := &env{
 		top:        t,
@@ -297,6 +371,9 @@ func setup(t *testing.T) *env {
 	}
 	e.write(t, "api.yaml", yamlDocs(serviceEntryAPI, virtualServiceAPI("5s", "v1"), destinationRuleAPI))
 	e.write(t, "policies.yaml", policies)
+	if tlsOn {
+		e.tls = newTLS(t, filepath.Join(dir, "certs"))
+	}
 
 	// The bridge is built from this tree, so that the test always runs the code under test,
 	// and with the race detector: a race under a real istiod ends it with status 66, which
@@ -324,7 +401,7 @@ func setup(t *testing.T) *env {
 	e.startBridge(t)
 
 	mesh := filepath.Join(dir, "mesh.yaml")
-	if err := os.WriteFile(mesh, []byte("configSources:\n- address: xds://"+e.bridgeGRPC+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(mesh, []byte(e.meshConfig()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
@@ -385,6 +462,20 @@ sources:
 log:
   level: debug
 `, e.bridgeGRPC, e.keepalive.minPing, e.keepalive.time, e.keepalive.timeout, e.bridgeHTTP, e.cfgDir)
+	if e.tls != nil {
+		// Producers would present certificates of the mesh CA; istiod presents none, so it is
+		// "unauthenticated", and only a rule for that identity lets it read.
+		cfg = strings.Replace(cfg, "grpc:\n", fmt.Sprintf(`grpc:
+  tls: {cert_file: %s, key_file: %s, client_ca_file: %s, client_auth: request}
+`, e.tls.cert, e.tls.key, e.tls.clientCA), 1)
+		cfg += `authz:
+  rules:
+    - identity: unauthenticated
+      consume: {collections: ["*"], namespaces: ["*"]}
+    - identity: spiffe://cluster.local/ns/istio-system/sa/config-producer
+      produce: {collections: ["*"], namespaces: ["*"]}
+`
+	}
 	path := filepath.Join(e.dir, "bridge.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -295,6 +295,28 @@ func TestIstiodOverTLS(t *testing.T) {
 	start := time.Now()
 	e.waitConfigzMatchesBridge(t)
 	t.Logf("an edit reached istiod over TLS in %s", time.Since(start).Round(time.Millisecond))
+
+	// What istiod subscribes to, and what it acknowledges: every kind of its config schema, and
+	// core/v1alpha1/MeshConfig, which istiod reads (pkg/adsc) but never ACKs when it is not
+	// empty, and does not use: its mesh config comes from --meshConfig.
+	eventually(t, "istiod's ACK of every Istio kind", propagation, func() error {
+		c, err := e.istiodStream()
+		if err != nil {
+			return err
+		}
+		var lines, unacked []string
+		for _, sub := range c.Subscriptions {
+			lines = append(lines, fmt.Sprintf("%s -> %q acked=%v", sub.Type, sub.Collection, sub.Acked))
+			if !sub.Acked && sub.Type != "core/v1alpha1/MeshConfig" {
+				unacked = append(unacked, sub.Type)
+			}
+		}
+		if len(unacked) > 0 {
+			return fmt.Errorf("not acknowledged: %v", unacked)
+		}
+		t.Logf("istiod's %d subscriptions:\n%s", len(lines), strings.Join(lines, "\n"))
+		return nil
+	})
 }
 
 // env is the running mesh: the Kubernetes API istiod needs, the bridge, istiod.
@@ -663,7 +685,9 @@ type clientInfo struct {
 	Node          string    `json:"node"`
 	Connected     time.Time `json:"connected"`
 	Subscriptions []struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		Collection string `json:"collection"`
+		Acked      bool   `json:"acked"`
 	} `json:"subscriptions"`
 }
 

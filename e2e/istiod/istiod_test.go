@@ -259,8 +259,9 @@ func TestIstiodFollowsTheBridge(t *testing.T) {
 	})
 
 	step("idle stream survives istiod's keepalive pings", func(t *testing.T) {
-		// istiod pings every 10s; gRPC's default enforcement would answer the third ping within
-		// 5 minutes with GOAWAY too_many_pings: 45s covers four.
+		// istiod pings every 10s; gRPC's default enforcement (one ping per 5 minutes, two
+		// strikes allowed) answers its fourth with GOAWAY too_many_pings, at about 40s: 45s
+		// covers it.
 		e.idle(t, 45*time.Second)
 	})
 }

@@ -11,7 +11,7 @@ LDFLAGS   := -X github.com/mcpbridge/mcpbridge/internal/buildinfo.Version=$(VERS
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHTIME ?= 1x
 
-.PHONY: all build run test bench bench-scale generate lint fuzz fuzz-model tools-protoc clean
+.PHONY: all build run test bench bench-scale generate lint fuzz fuzz-model tools-protoc clean e2e-istiod
 
 all: build
 
@@ -55,6 +55,26 @@ fuzz-model:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# The istiod end-to-end test (docs/istiod.md), not part of make test: a real istiod whose only
+# config source is the bridge, and a proxy of that istiod. ISTIOD_VERSION is the one pin of
+# istiod: istio.io/istio is published as pseudo-versions only. pilot-discovery is built once
+# per version into bin/istiod/VERSION/ (about 7 minutes on 2 cores, then cached); kubeapi, the
+# Kubernetes API server istiod needs (e2e/istiod/kubeapi, a module of its own), into bin/e2e/.
+# Neither enters the bridge's go.mod.
+ISTIOD_VERSION ?= v0.0.0-20260827124520-eed52ebb66ad
+ISTIOD_BIN     := bin/istiod/$(ISTIOD_VERSION)/pilot-discovery
+KUBEAPI_BIN    := bin/e2e/kubeapi
+
+$(ISTIOD_BIN):
+	GOBIN=$(abspath $(dir $@)) $(GO) install istio.io/istio/pilot/cmd/pilot-discovery@$(ISTIOD_VERSION)
+
+$(KUBEAPI_BIN): e2e/istiod/kubeapi/main.go e2e/istiod/kubeapi/go.mod e2e/istiod/kubeapi/go.sum
+	cd e2e/istiod/kubeapi && $(GO) build -o $(abspath $@) .
+
+e2e-istiod: $(ISTIOD_BIN) $(KUBEAPI_BIN)
+	$(GO) test -tags e2e_istiod -count=1 -timeout 20m -v ./e2e/istiod/ \
+	  -istiod=$(abspath $(ISTIOD_BIN)) -kubeapi=$(abspath $(KUBEAPI_BIN))
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are the versions pinned in go.mod.
 tools-protoc:

@@ -11,7 +11,7 @@ LDFLAGS   := -X github.com/mcpbridge/mcpbridge/internal/buildinfo.Version=$(VERS
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHTIME ?= 1x
 
-.PHONY: all build run test bench bench-scale generate lint fuzz fuzz-model tools-protoc clean e2e-istiod
+.PHONY: all build run test bench bench-scale generate lint fuzz fuzz-model tools-protoc clean image e2e-istiod
 
 all: build
 
@@ -24,6 +24,17 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+	cd deploy/image && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
+
+# The container image, without a Docker daemon or a registry (deploy/image, a module of its
+# own): a tarball for docker load / podman load, and its digest. Timestamps come from the last
+# commit (SOURCE_DATE_EPOCH), so the same commit gives the same digest.
+IMAGE             ?= bin/mcpbridge-image.tar
+REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+image:
+	cd deploy/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . -src $(CURDIR) \
+	  -version '$(VERSION)' -revision '$(REVISION)' -o $(abspath $(IMAGE))
 
 # Benchmarks only (no tests): numbers for CONTRACT.md section 7. BENCHTIME=2s for steadier figures.
 bench:
@@ -55,6 +66,7 @@ fuzz-model:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd deploy/image && $(GO) vet ./...
 
 # The istiod end-to-end test (docs/istiod.md), not part of make test: a real istiod whose only
 # config source is the bridge, and a proxy of that istiod. ISTIOD_VERSION is the one pin of

@@ -30,7 +30,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "mcpbridge.labels" -}}
 helm.sh/chart: {{ include "mcpbridge.chart" . }}
 {{ include "mcpbridge.selectorLabels" . }}
-app.kubernetes.io/version: {{ include "mcpbridge.imageTag" . | quote }}
+{{- /* A label value: no "+" (semver build metadata), at most 63 characters. */}}
+app.kubernetes.io/version: {{ include "mcpbridge.imageTag" . | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
 app.kubernetes.io/component: config-source
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package helm
+
+const raceEnabled = false

@@ -8,12 +8,18 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
-// ValidateResource checks the body of a resource of a collection, for store.Options.Validate.
+// ValidateResource checks the body of a resource of a collection, for store.Options.Validate:
+// every resource a producer pushes (ResourceSink, upstreams) passes here before it is stored.
 //
 // For a collection of a known kind (canonical or alias), the body must be present, its Any type
-// URL must be the kind's, and its bytes must unmarshal into the kind's message: a sink that
-// received it can then trust it. A collection the table does not name is opaque and passes
-// unchecked. The resource's name is not checked here; the store does that.
+// URL must be the kind's, its bytes must unmarshal into the kind's message, and that message
+// must pass the kind's validation, istiod's (Kind.Validate): a sink that received it can then
+// trust it, and istiod does not drop it. A collection the table does not name is opaque and
+// passes unchecked. The resource's name is not checked here; the store does that.
+//
+// The body is unmarshalled once, here, and dropped: the store keeps the producer's bytes. The
+// file source does not come this way: it validates the message it decoded from YAML, and hands
+// the store encoded resources.
 func ValidateResource(collection string, r *mcpapi.Resource) error {
 	k, ok := ByCollection(collection)
 	if !ok {
@@ -27,11 +33,16 @@ func ValidateResource(collection string, r *mcpapi.Resource) error {
 		return fmt.Errorf("body type %q does not match the collection's kind %s: want %q",
 			body.GetTypeUrl(), k.Kind, k.AMCSTypeURL)
 	}
-	return k.CheckBody(body.GetValue())
+	msg := k.New()
+	if err := proto.Unmarshal(body.GetValue(), msg); err != nil {
+		return fmt.Errorf("body does not unmarshal as %s: %w", k.Message, err)
+	}
+	return k.Validate(r.GetMetadata(), msg)
 }
 
 // CheckBody reports whether value is a valid encoding of the kind's message: whether
-// proto.Unmarshal accepts it, found without building the message (see checkWire).
+// proto.Unmarshal accepts it, found without building the message (see checkWire). It does not
+// validate the message: the translation uses it on bodies the store already validated.
 func (k *Kind) CheckBody(value []byte) error {
 	if checkWire(value, k.desc) != nil {
 		// Unmarshalled only now, for the error it names.

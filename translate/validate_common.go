@@ -206,35 +206,37 @@ func (p path) withKey(key string) path {
 }
 
 func (p *path) String() string {
-	var steps []*path
-	for s := p; s != nil; s = s.up {
-		steps = append(steps, s)
-	}
 	var b strings.Builder
-	for i := len(steps) - 1; i >= 0; i-- {
-		s := steps[i]
-		switch s.step {
-		case stepField:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.name)
-		case stepIndex:
+	p.write(&b)
+	return b.String()
+}
+
+// write writes the path, root first. It keeps no pointer to any step, so that the steps,
+// which live on the stacks of the functions that walk a resource, stay there.
+func (p *path) write(b *strings.Builder) {
+	if p.up != nil {
+		p.up.write(b)
+	}
+	switch p.step {
+	case stepField:
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p.name)
+	case stepIndex:
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(p.idx))
+		b.WriteByte(']')
+	case stepKey:
+		if plainKey(p.name) {
+			b.WriteByte('.')
+			b.WriteString(p.name)
+		} else {
 			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.idx))
+			b.WriteString(strconv.Quote(p.name))
 			b.WriteByte(']')
-		case stepKey:
-			if plainKey(s.name) {
-				b.WriteByte('.')
-				b.WriteString(s.name)
-			} else {
-				b.WriteByte('[')
-				b.WriteString(strconv.Quote(s.name))
-				b.WriteByte(']')
-			}
 		}
 	}
-	return b.String()
 }
 
 // plainKey is a map key written .key in a path, as the file source writes them; any other is

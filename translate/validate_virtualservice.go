@@ -609,40 +609,40 @@ func validateHeaderValueSyntax(value string) error {
 }
 
 // headersAt checks the header operations of a route or a destination, as validateHTTPRoute
-// and validateHTTPRouteDestinations do.
+// and validateHTTPRouteDestinations do: a request header to add or set may be the authority,
+// no other header written may be Host or a pseudo-header, and values are Envoy's syntax.
 func (v *validator) headersAt(p *path, h *networking.Headers) {
 	if h == nil {
 		return
 	}
 	req, resp := p.f("request"), p.f("response")
+	v.headerOperationsAt(&req, h.GetRequest(), true)
+	v.headerOperationsAt(&resp, h.GetResponse(), false)
+}
+
+func (v *validator) headerOperationsAt(p *path, ops *networking.Headers_HeaderOperations, request bool) {
+	if ops == nil {
+		return
+	}
 	for _, op := range [...]struct {
-		at       *path
-		name     string
-		set      map[string]string
-		request  bool
-		removing []string
-	}{
-		{at: &req, name: "add", set: h.GetRequest().GetAdd(), request: true},
-		{at: &req, name: "set", set: h.GetRequest().GetSet(), request: true},
-		{at: &req, name: "remove", removing: h.GetRequest().GetRemove()},
-		{at: &resp, name: "add", set: h.GetResponse().GetAdd()},
-		{at: &resp, name: "set", set: h.GetResponse().GetSet()},
-		{at: &resp, name: "remove", removing: h.GetResponse().GetRemove()},
-	} {
-		fp := op.at.f(op.name)
+		name string
+		set  map[string]string
+	}{{"add", ops.GetAdd()}, {"set", ops.GetSet()}} {
+		fp := p.f(op.name)
 		for name, value := range op.set {
 			kp := fp.k(name)
-			if op.request {
+			if request {
 				v.add(&kp, validateHTTPHeaderWithAuthorityOperationName(name))
 			} else {
 				v.add(&kp, validateHTTPHeaderOperationName(name))
 			}
 			v.add(&kp, validateHTTPHeaderValue(value))
 		}
-		for i, name := range op.removing {
-			ip := fp.i(i)
-			v.add(&ip, validateHTTPHeaderOperationName(name))
-		}
+	}
+	rp := p.f("remove")
+	for i, name := range ops.GetRemove() {
+		ip := rp.i(i)
+		v.add(&ip, validateHTTPHeaderOperationName(name))
 	}
 }
 

@@ -42,7 +42,7 @@ func FuzzBuild(f *testing.F) {
       weight: 20
 `)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, _ := filesource.Decode(data, "fuzz.yaml")
+		objs, _ := filesource.DecodeUnchecked(data, "fuzz.yaml")
 		in := map[string][]*mcpapi.Resource{}
 		for _, o := range objs {
 			in[o.Kind.Collection] = append(in[o.Kind.Collection], o.Resource)

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	extensions "istio.io/api/extensions/v1alpha1"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
@@ -65,6 +66,9 @@ type Kind struct {
 	desc protoreflect.MessageDescriptor
 	// check is the kind's validation, istiod's ValidateXxx for it (validate_*.go).
 	check func(v *validator, spec proto.Message)
+	// fastValid, if set, says whether a well-formed body is surely valid, reading it in
+	// place (validate_fast.go); false sends it to check.
+	fastValid func(md *mcpapi.Metadata, value []byte) bool
 
 	plural  string   // lower-case plural, the last segment of the collection
 	aliases []string // versions other than Version under which Istio serves the kind
@@ -106,6 +110,12 @@ type index struct {
 }
 
 var byName = buildIndex(table)
+
+func init() {
+	// Set here, not in the table: the fast path is an optimisation of check, not a name.
+	se, _ := ByAMCSTypeURL(anyPrefix + string((&networking.ServiceEntry{}).ProtoReflect().Descriptor().FullName()))
+	se.fastValid = fastServiceEntryValid
+}
 
 func newKind(group, version, kind, plural string, prototype proto.Message, aliases []string, check func(*validator, proto.Message)) *Kind {
 	mt := prototype.ProtoReflect().Type()

@@ -73,8 +73,11 @@ func (k *Kind) Validate(md *mcpapi.Metadata, spec proto.Message) error {
 		return fmt.Errorf("body is not a %s", k.Message)
 	}
 	v := &validator{labels: md.GetLabels(), annotations: md.GetAnnotations()}
-	v.namespace, v.name, _ = strings.Cut(md.GetName(), "/")
-	v.metadata()
+	v.name = md.GetName()
+	if ns, name, ok := strings.Cut(v.name, "/"); ok {
+		v.namespace, v.name = ns, name
+	}
+	v.metadata(md.GetName())
 	k.check(v, spec)
 	if len(v.faults) == 0 {
 		return nil
@@ -155,9 +158,15 @@ const (
 	annotationDryRun          = "istio.io/dry-run"
 )
 
-// metadata mirrors the checks of validateMetadata that apply to every kind (the dry-run
-// annotation is AuthorizationPolicy's: see validateAuthorizationPolicy).
-func (v *validator) metadata() {
+// metadata checks the resource's name as istiod reads it from a config source (pkg/adsc,
+// mcpToPilot: every kind it reads is namespaced, and a name that is not namespace/name is
+// dropped as "invalid name"), and mirrors the checks of validateMetadata that apply to every
+// kind (the dry-run annotation is AuthorizationPolicy's: see validateAuthorizationPolicy).
+func (v *validator) metadata(fullName string) {
+	if strings.Count(fullName, "/") != 1 {
+		np := metadataRoot.f("name")
+		v.errorf(&np, "invalid name %s: istiod reads namespace/name", fullName)
+	}
 	for _, a := range [...]string{annotationAlwaysReject, annotationParentNamespace, annotationParentNames} {
 		if _, ok := v.annotations[a]; ok {
 			p := annotationPath(a)

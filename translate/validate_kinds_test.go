@@ -731,3 +731,16 @@ func FuzzValidateSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestNameIsNamespaceSlashName: istiod reads a resource of a config source only under a
+// namespace/name (pkg/adsc, mcpToPilot) and drops any other as "invalid name".
+func TestNameIsNamespaceSlashName(t *testing.T) {
+	k, _ := ByAMCSTypeURL("type.googleapis.com/istio.networking.v1alpha3.DestinationRule")
+	for _, name := range []string{"reviews", "a/b/c", ""} {
+		err := k.Validate(&mcpapi.Metadata{Name: name}, &networking.DestinationRule{Host: "r"})
+		wantErr(t, err, "name "+name, "field metadata.name", "istiod reads namespace/name")
+	}
+	if err := k.Validate(&mcpapi.Metadata{Name: "shop/reviews"}, &networking.DestinationRule{Host: "r"}); err != nil {
+		t.Errorf("shop/reviews: %v", err)
+	}
+}

@@ -39,7 +39,10 @@ func TestServiceEntryFastPathTakesCommonShapes(t *testing.T) {
 	for _, se := range []*networking.ServiceEntry{
 		bigServiceEntry(3),
 		seSpec(nil),
-		seSpec(func(se *networking.ServiceEntry) { se.Resolution = networking.ServiceEntry_NONE; se.Addresses = []string{"10.0.0.0/8"} }),
+		seSpec(func(se *networking.ServiceEntry) {
+			se.Resolution = networking.ServiceEntry_NONE
+			se.Addresses = []string{"10.0.0.0/8"}
+		}),
 		seSpec(func(se *networking.ServiceEntry) {
 			se.Endpoints = []*networking.WorkloadEntry{{Address: "api.internal", Ports: map[string]uint32{"https": 8443}}}
 		}),

@@ -56,14 +56,7 @@ func (v *validator) trafficPolicyAt(p *path, tp *networking.TrafficPolicy) {
 		v.errorf(p, "tunnel and proxyProtocol must not be set together")
 		return
 	}
-	op := p.f("outlierDetection")
-	v.outlierDetectionAt(&op, tp.OutlierDetection)
-	cp := p.f("connectionPool")
-	v.connectionPoolAt(&cp, tp.ConnectionPool)
-	lp := p.f("loadBalancer")
-	v.loadBalancerAt(&lp, tp.LoadBalancer, tp.OutlierDetection)
-	tlsp := p.f("tls")
-	v.clientTLSAt(&tlsp, tp.Tls)
+	v.policyPartsAt(p, tp.OutlierDetection, tp.ConnectionPool, tp.LoadBalancer, tp.Tls)
 	pp := p.f("portLevelSettings")
 	for i, pl := range tp.PortLevelSettings {
 		ip := pp.i(i)
@@ -79,14 +72,7 @@ func (v *validator) trafficPolicyAt(p *path, tp *networking.TrafficPolicy) {
 			v.errorf(&ip, "port traffic policy must have at least one field")
 			continue
 		}
-		op := ip.f("outlierDetection")
-		v.outlierDetectionAt(&op, pl.OutlierDetection)
-		cp := ip.f("connectionPool")
-		v.connectionPoolAt(&cp, pl.ConnectionPool)
-		lp := ip.f("loadBalancer")
-		v.loadBalancerAt(&lp, pl.LoadBalancer, pl.OutlierDetection)
-		tlsp := ip.f("tls")
-		v.clientTLSAt(&tlsp, pl.Tls)
+		v.policyPartsAt(&ip, pl.OutlierDetection, pl.ConnectionPool, pl.LoadBalancer, pl.Tls)
 	}
 	if t := tp.Tunnel; t != nil {
 		tunp := p.f("tunnel")
@@ -108,6 +94,21 @@ func (v *validator) trafficPolicyAt(p *path, tp *networking.TrafficPolicy) {
 		verp := vp.f("version")
 		v.errorf(&verp, "proxy protocol version is invalid: %d", pr.Version)
 	}
+}
+
+// policyPartsAt checks what a traffic policy and a port's share, as validateTrafficPolicy and
+// validatePortTrafficPolicies do.
+func (v *validator) policyPartsAt(p *path, o *networking.OutlierDetection, pool *networking.ConnectionPoolSettings,
+	lb *networking.LoadBalancerSettings, tls *networking.ClientTLSSettings,
+) {
+	op := p.f("outlierDetection")
+	v.outlierDetectionAt(&op, o)
+	cp := p.f("connectionPool")
+	v.connectionPoolAt(&cp, pool)
+	lp := p.f("loadBalancer")
+	v.loadBalancerAt(&lp, lb, o)
+	tlsp := p.f("tls")
+	v.clientTLSAt(&tlsp, tls)
 }
 
 // outlierDetectionAt mirrors validateOutlierDetection.
@@ -333,19 +334,7 @@ func (v *validator) localityLbSettingAt(p *path, lb *networking.LocalityLoadBala
 		v.add(&tp, validateLocalities(to))
 	}
 	v.add(&dp, validateLocalities(from))
-	fp := p.f("failover")
-	for i, f := range lb.GetFailover() {
-		ip := fp.i(i)
-		if f.From == f.To {
-			v.errorf(&ip, "locality lb failover settings must specify different regions")
-		}
-		if strings.Contains(f.From, "/") || strings.Contains(f.To, "/") {
-			v.errorf(&ip, "locality lb failover only specify region")
-		}
-		if strings.Contains(f.To, "*") || strings.Contains(f.From, "*") {
-			v.errorf(&ip, "locality lb failover region should not contain '*' wildcard")
-		}
-	}
+	failoverAt(v, p, lb.GetFailover(), "locality lb", "locality lb failover only specify region")
 }
 
 // zoneAwareLbSettingAt mirrors agent.ValidateZoneAwareLbSetting.
@@ -362,17 +351,29 @@ func (v *validator) zoneAwareLbSettingAt(p *path, lb *networking.ZoneAwareLoadBa
 			}
 		}
 	}
+	failoverAt(v, p, lb.GetFailover(), "zone aware lb",
+		"zone aware lb failover only specifies region; zone and subzone failover are handled automatically")
+}
+
+// failoverAt checks failover regions as ValidateLocalityLbSetting and
+// ValidateZoneAwareLbSetting do: two different regions, no zone, no wildcard. lb and
+// regionOnly are their words.
+func failoverAt[F interface {
+	GetFrom() string
+	GetTo() string
+}](v *validator, p *path, failovers []F, lb, regionOnly string) {
 	fp := p.f("failover")
-	for i, f := range lb.GetFailover() {
+	for i, f := range failovers {
 		ip := fp.i(i)
-		if f.From == f.To {
-			v.errorf(&ip, "zone aware lb failover settings must specify different regions")
+		from, to := f.GetFrom(), f.GetTo()
+		if from == to {
+			v.errorf(&ip, "%s failover settings must specify different regions", lb)
 		}
-		if strings.Contains(f.From, "/") || strings.Contains(f.To, "/") {
-			v.errorf(&ip, "zone aware lb failover only specifies region; zone and subzone failover are handled automatically")
+		if strings.Contains(from, "/") || strings.Contains(to, "/") {
+			v.errorf(&ip, "%s", regionOnly)
 		}
-		if strings.Contains(f.To, "*") || strings.Contains(f.From, "*") {
-			v.errorf(&ip, "zone aware lb failover region should not contain '*' wildcard")
+		if strings.Contains(to, "*") || strings.Contains(from, "*") {
+			v.errorf(&ip, "%s failover region should not contain '*' wildcard", lb)
 		}
 	}
 }

@@ -134,17 +134,7 @@ func (v *validator) providersAt(p *path, providers []*telemetry.ProviderRef) {
 func validateWasmPlugin(v *validator, w *extensions.WasmPlugin) {
 	v.policySelectionAt(w.GetSelector(), w.GetTargetRef(), w.GetTargetRefs())
 	v.wasmCodeAt(&specRoot, w.Url, w.Sha256, w.ImagePullSecret, w.PluginName, w.VmConfig, "255")
-	mp := specRoot.f("match")
-	for i, sel := range w.Match {
-		ip := mp.i(i)
-		if sel == nil {
-			v.errorf(&ip, "spec.Match[%d] is nil", i)
-			return
-		}
-		if v.trafficPortsAt(&ip, i, sel.GetPorts()) {
-			return
-		}
-	}
+	trafficMatchAt(v, w.Match)
 }
 
 // validateTrafficExtension mirrors Istio's ValidateTrafficExtension: exactly one of a Wasm
@@ -176,17 +166,7 @@ func validateTrafficExtension(v *validator, t *extensions.TrafficExtension) {
 		wp := specRoot.f("wasm")
 		v.wasmCodeAt(&wp, wasm.Url, wasm.Sha256, wasm.ImagePullSecret, wasm.PluginName, wasm.VmConfig, "256")
 	}
-	mp := specRoot.f("match")
-	for i, sel := range t.Match {
-		ip := mp.i(i)
-		if sel == nil {
-			v.errorf(&ip, "spec.Match[%d] is nil", i)
-			return
-		}
-		if v.trafficPortsAt(&ip, i, sel.GetPorts()) {
-			return
-		}
-	}
+	trafficMatchAt(v, t.Match)
 }
 
 // wasmCodeAt checks where a Wasm module comes from and how it runs, as ValidateWasmPlugin
@@ -270,22 +250,33 @@ func validateWasmPluginURL(raw string) error {
 	return fmt.Errorf("url contains unsupported scheme: %s", u.Scheme)
 }
 
-// trafficPortsAt checks the ports of a traffic selector as validateWasmPluginMatch and
-// validateTrafficExtensionMatch do; like them, it stops at the first fault, and reports
-// whether it found one.
-func (v *validator) trafficPortsAt(p *path, sel int, ports []*typev1beta1.PortSelector) bool {
-	pp := p.f("ports")
-	for i, port := range ports {
-		ip := pp.i(i)
-		if port == nil {
-			v.errorf(&ip, "spec.Match[%d].Ports[%d] is nil", sel, i)
-			return true
+// trafficMatchAt checks the traffic selectors of a WasmPlugin or a TrafficExtension as
+// validateWasmPluginMatch and validateTrafficExtensionMatch do: each is set, and its ports are
+// in range. Like them, it stops at the first fault.
+func trafficMatchAt[S interface {
+	comparable
+	GetPorts() []*typev1beta1.PortSelector
+}](v *validator, selectors []S) {
+	mp := specRoot.f("match")
+	var none S
+	for i, sel := range selectors {
+		ip := mp.i(i)
+		if sel == none {
+			v.errorf(&ip, "spec.Match[%d] is nil", i)
+			return
 		}
-		if n := port.GetNumber(); n == 0 || n > 65535 {
-			np := ip.f("number")
-			v.errorf(&np, "spec.Match[%d].Ports[%d] is out of range: %d", sel, i, n)
-			return true
+		pp := ip.f("ports")
+		for j, port := range sel.GetPorts() {
+			jp := pp.i(j)
+			if port == nil {
+				v.errorf(&jp, "spec.Match[%d].Ports[%d] is nil", i, j)
+				return
+			}
+			if n := port.GetNumber(); n == 0 || n > 65535 {
+				np := jp.f("number")
+				v.errorf(&np, "spec.Match[%d].Ports[%d] is out of range: %d", i, j, n)
+				return
+			}
 		}
 	}
-	return false
 }

@@ -249,6 +249,16 @@ var validationCases = map[string][]validationCase{
 				Distribute: []*networking.LocalityLoadBalancerSetting_Distribute{{From: "us-west/*", To: map[string]uint32{"us-west/zone1/*": 60}}},
 			}},
 		}}, field: "spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[0].to", mentions: "total locality weight 60 != 100"},
+		{name: "failover to the same region", spec: &networking.DestinationRule{Host: "r", TrafficPolicy: &networking.TrafficPolicy{
+			LoadBalancer: &networking.LoadBalancerSettings{LocalityLbSetting: &networking.LocalityLoadBalancerSetting{
+				Failover: []*networking.LocalityLoadBalancerSetting_Failover{{From: "us-east", To: "us-east"}},
+			}},
+		}}, field: "spec.trafficPolicy.loadBalancer.localityLbSetting.failover[0]", mentions: "locality lb failover settings must specify different regions"},
+		{name: "zone-aware failover to a zone", spec: &networking.DestinationRule{Host: "r", TrafficPolicy: &networking.TrafficPolicy{
+			LoadBalancer: &networking.LoadBalancerSettings{ZoneAwareLbSetting: &networking.ZoneAwareLoadBalancerSetting{
+				Failover: []*networking.ZoneAwareLoadBalancerSetting_Failover{{From: "us-east", To: "us-west/zone1"}},
+			}},
+		}}, field: "spec.trafficPolicy.loadBalancer.zoneAwareLbSetting.failover[0]", mentions: "zone aware lb failover only specifies region"},
 		{name: "port level policy without port", spec: &networking.DestinationRule{Host: "r", TrafficPolicy: &networking.TrafficPolicy{
 			PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE}}},
 		}}, field: "spec.trafficPolicy.portLevelSettings[0].port", mentions: "portTrafficPolicy must have valid port"},
@@ -498,6 +508,10 @@ var validationCases = map[string][]validationCase{
 		{name: "neither", spec: &extensions.TrafficExtension{}, field: "spec", mentions: "exactly one of wasm or lua must be set"},
 		{name: "empty Lua", spec: &extensions.TrafficExtension{FilterConfig: &extensions.TrafficExtension_Lua{Lua: &extensions.LuaConfig{}}},
 			field: "spec.lua.inlineCode", mentions: "lua.inlineCode cannot be empty"},
+		{name: "match port out of range", spec: &extensions.TrafficExtension{
+			FilterConfig: &extensions.TrafficExtension_Lua{Lua: &extensions.LuaConfig{InlineCode: "x"}},
+			Match:        []*extensions.TrafficSelector{{Ports: []*typev1beta1.PortSelector{{Number: 70000}}}},
+		}, field: "spec.match[0].ports[0].number", mentions: "spec.Match[0].Ports[0] is out of range: 70000"},
 		{name: "Wasm without URL", spec: &extensions.TrafficExtension{FilterConfig: &extensions.TrafficExtension_Wasm{Wasm: &extensions.WasmConfig{}}},
 			field: "spec.wasm.url", mentions: "url field needs to be set"},
 	},

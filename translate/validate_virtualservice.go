@@ -448,25 +448,18 @@ func validateHTTPHeaderNameOrJwtClaimRoute(name string) error {
 }
 
 // validateProbeHeaderName mirrors ValidateProbeHeaderName: [-A-Za-z0-9]+.
-func validateProbeHeaderName(name string) error {
-	if name == "" {
-		return errors.New("header name cannot be empty")
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !isAlnum(c) && c != '-' {
-			return fmt.Errorf("header name %s is not a valid header name", name)
-		}
-	}
-	return nil
-}
+func validateProbeHeaderName(name string) error { return headerNameOf(name, "-") }
 
 // validateStrictHTTPHeaderName mirrors ValidateStrictHTTPHeaderName: [-_A-Za-z0-9]+.
-func validateStrictHTTPHeaderName(name string) error {
+func validateStrictHTTPHeaderName(name string) error { return headerNameOf(name, "-_") }
+
+// headerNameOf checks a header name of letters, digits and the characters of extra.
+func headerNameOf(name, extra string) error {
 	if name == "" {
 		return errors.New("header name cannot be empty")
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' {
+		if c := name[i]; !isAlnum(c) && !strings.ContainsRune(extra, rune(c)) {
 			return fmt.Errorf("header name %s is not a valid header name", name)
 		}
 	}
@@ -906,19 +899,9 @@ func (v *validator) httpRouteDestinationsAt(p *path, ds []*networking.HTTPRouteD
 			v.errorf(&ip, "weight may not be nil")
 			continue
 		}
-		dp := ip.f("destination")
-		if d.Destination == nil {
-			v.errorf(&dp, "destination is required")
-		}
 		hp := ip.f("headers")
 		v.headersAt(&hp, d.Headers)
-		if !gatewaySemantics {
-			v.destinationAt(&dp, d.Destination)
-		}
-		if d.Weight < 0 {
-			wp := ip.f("weight")
-			v.errorf(&wp, "weight %d < 0", d.Weight)
-		}
+		v.weightedDestinationAt(&ip, d.Destination, d.Weight, gatewaySemantics)
 		total += d.Weight
 	}
 	if len(ds) > 1 && total == 0 {
@@ -926,8 +909,13 @@ func (v *validator) httpRouteDestinationsAt(p *path, ds []*networking.HTTPRouteD
 	}
 }
 
-// routeDestinationsAt mirrors validateRouteDestinations (TCP and TLS routes).
-func (v *validator) routeDestinationsAt(p *path, ds []*networking.RouteDestination, gatewaySemantics bool) {
+// routeDestinationsAt mirrors validateRouteDestinations (TCP and TLS routes) at a route's
+// "route" field, which must not be empty (required says so).
+func (v *validator) routeDestinationsAt(route *path, required string, ds []*networking.RouteDestination, gatewaySemantics bool) {
+	p := route.f("route")
+	if len(ds) == 0 {
+		v.errorf(&p, "%s", required)
+	}
 	var total int32
 	for i, d := range ds {
 		ip := p.i(i)
@@ -935,21 +923,27 @@ func (v *validator) routeDestinationsAt(p *path, ds []*networking.RouteDestinati
 			v.errorf(&ip, "weight may not be nil")
 			continue
 		}
-		dp := ip.f("destination")
-		if d.Destination == nil {
-			v.errorf(&dp, "destination is required")
-		}
-		if !gatewaySemantics {
-			v.destinationAt(&dp, d.Destination)
-		}
-		if d.Weight < 0 {
-			wp := ip.f("weight")
-			v.errorf(&wp, "weight %d < 0", d.Weight)
-		}
+		v.weightedDestinationAt(&ip, d.Destination, d.Weight, gatewaySemantics)
 		total += d.Weight
 	}
 	if len(ds) > 1 && total == 0 {
-		v.errorf(p, "total destination weight = 0")
+		v.errorf(&p, "total destination weight = 0")
+	}
+}
+
+// weightedDestinationAt checks a route's destination and its weight, as
+// validateRouteDestinations and validateHTTPRouteDestinations do.
+func (v *validator) weightedDestinationAt(p *path, d *networking.Destination, weight int32, gatewaySemantics bool) {
+	dp := p.f("destination")
+	if d == nil {
+		v.errorf(&dp, "destination is required")
+	}
+	if !gatewaySemantics {
+		v.destinationAt(&dp, d)
+	}
+	if weight < 0 {
+		wp := p.f("weight")
+		v.errorf(&wp, "weight %d < 0", weight)
 	}
 }
 
@@ -1009,25 +1003,9 @@ func (v *validator) tlsRouteAt(p *path, r *networking.TLSRoute, vs *networking.V
 			jp := sp.i(j)
 			v.sniHostAt(&jp, sni, vs)
 		}
-		dp := ip.f("destinationSubnets")
-		for j, subnet := range m.DestinationSubnets {
-			jp := dp.i(j)
-			v.add(&jp, validateIPSubnet(subnet))
-		}
-		if m.Port != 0 {
-			pp := ip.f("port")
-			v.add(&pp, validatePort(int(m.Port)))
-		}
-		lp := ip.f("sourceLabels")
-		v.labelsAt(&lp, m.SourceLabels)
-		gp := ip.f("gateways")
-		v.gatewayNamesAt(&gp, m.Gateways, false)
+		v.l4MatchAt(&ip, m.DestinationSubnets, m.Port, m.SourceLabels, m.Gateways)
 	}
-	rp := p.f("route")
-	if len(r.Route) == 0 {
-		v.errorf(&rp, "TLS route is required")
-	}
-	v.routeDestinationsAt(&rp, r.Route, gatewaySemantics)
+	v.routeDestinationsAt(p, "TLS route is required", r.Route, gatewaySemantics)
 }
 
 // sniHostAt mirrors validateSniHost: a domain (an IP address only warns) that is a subset of
@@ -1065,23 +1043,24 @@ func (v *validator) tcpRouteAt(p *path, r *networking.TCPRoute, gatewaySemantics
 			v.errorf(&ip, "tcp match may not be nil")
 			continue
 		}
-		dp := ip.f("destinationSubnets")
-		for j, subnet := range m.DestinationSubnets {
-			jp := dp.i(j)
-			v.add(&jp, validateIPSubnet(subnet))
-		}
-		if m.Port != 0 {
-			pp := ip.f("port")
-			v.add(&pp, validatePort(int(m.Port)))
-		}
-		lp := ip.f("sourceLabels")
-		v.labelsAt(&lp, m.SourceLabels)
-		gp := ip.f("gateways")
-		v.gatewayNamesAt(&gp, m.Gateways, false)
+		v.l4MatchAt(&ip, m.DestinationSubnets, m.Port, m.SourceLabels, m.Gateways)
 	}
-	rp := p.f("route")
-	if len(r.Route) == 0 {
-		v.errorf(&rp, "TCP route is required")
+	v.routeDestinationsAt(p, "TCP route is required", r.Route, gatewaySemantics)
+}
+
+// l4MatchAt checks what TLS and TCP matches share, as validateTLSMatch and validateTCPMatch do.
+func (v *validator) l4MatchAt(p *path, subnets []string, port uint32, sourceLabels map[string]string, gateways []string) {
+	dp := p.f("destinationSubnets")
+	for j, subnet := range subnets {
+		jp := dp.i(j)
+		v.add(&jp, validateIPSubnet(subnet))
 	}
-	v.routeDestinationsAt(&rp, r.Route, gatewaySemantics)
+	if port != 0 {
+		pp := p.f("port")
+		v.add(&pp, validatePort(int(port)))
+	}
+	lp := p.f("sourceLabels")
+	v.labelsAt(&lp, sourceLabels)
+	gp := p.f("gateways")
+	v.gatewayNamesAt(&gp, gateways, false)
 }

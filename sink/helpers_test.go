@@ -47,7 +47,10 @@ func serviceEntry(name, host string) *mcpapi.Resource {
 }
 
 func virtualService(name, host string) *mcpapi.Resource {
-	return resource(name, &networking.VirtualService{Hosts: []string{host}})
+	// A route: istiod refuses a VirtualService without one.
+	return resource(name, &networking.VirtualService{Hosts: []string{host}, Http: []*networking.HTTPRoute{{
+		Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}},
+	}}})
 }
 
 func resource(name string, body proto.Message) *mcpapi.Resource {

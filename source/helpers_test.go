@@ -3,8 +3,10 @@ package source
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +81,10 @@ func serviceEntry(name, host string) *mcpapi.Resource {
 
 func virtualService(name, host string) *mcpapi.Resource {
 	body := &anypb.Any{}
-	vs := &networking.VirtualService{Hosts: []string{host}}
+	// A route: istiod refuses a VirtualService without one.
+	vs := &networking.VirtualService{Hosts: []string{host}, Http: []*networking.HTTPRoute{{
+		Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}},
+	}}}
 	if err := anypb.MarshalFrom(body, vs, proto.MarshalOptions{Deterministic: true}); err != nil {
 		panic(err)
 	}
@@ -91,7 +96,7 @@ func (b *bridge) put(t testing.TB, coll string, names ...string) store.Result {
 	t.Helper()
 	var rs []*mcpapi.Resource
 	for _, n := range names {
-		host := fmt.Sprintf("%s.%d.example", n, time.Now().UnixNano())
+		host := fmt.Sprintf("%s.%d.example", dnsLabel(n), time.Now().UnixNano())
 		if coll == vsColl {
 			rs = append(rs, virtualService(n, host))
 			continue
@@ -169,4 +174,19 @@ func assertNames(t *testing.T, what string, got []string, want ...string) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
 	}
+}
+
+// dnsLabel makes a resource name ("ns/a") a DNS label for a host ("ns-a"), as istiod's
+// validation wants hosts: letters, digits and dashes, 63 at most.
+func dnsLabel(name string) string {
+	b := []byte(strings.ToLower(name))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 40 {
+		b = append(b[:32], fmt.Sprintf("-%x", crc32.ChecksumIEEE([]byte(name)))...)
+	}
+	return "h" + strings.Trim(string(b), "-") + "0"
 }

@@ -7,11 +7,19 @@
 // (type.googleapis.com/istio.networking.v1alpha3.ServiceEntry). The bridge stores a resource once,
 // under the canonical collection, and answers to all three names.
 //
-// Aliases: Istio serves the networking kinds under v1alpha3, v1beta1 and v1, and the security
-// kinds under v1beta1 and, since Istio 1.22, v1. In istio.io/api the newer versions are Go type
-// aliases of the oldest one, so every version of a kind has one body message; the collection and
-// xDS type URL of every version therefore resolve to the same Kind. EnvoyFilter exists only as
-// v1alpha3 and has no aliases.
+// The table holds every kind of istio.io/api that istiod reads from a config source: the
+// collections of Istio's collections.Pilot (pkg/config/schema/collections), which is what istiod
+// subscribes to on an xds:// config source (pkg/adsc ConfigInitialRequests), each by the type
+// URL of its schema's preferred version: networking.istio.io/v1/ServiceEntry,
+// security.istio.io/v1/AuthorizationPolicy, telemetry.istio.io/v1/Telemetry,
+// networking.istio.io/v1beta1/ProxyConfig, extensions.istio.io/v1alpha1/WasmPlugin, and so on.
+//
+// Aliases: Istio serves the networking kinds under v1alpha3, v1beta1 and v1, the security kinds
+// under v1beta1 and, since Istio 1.22, v1, and Telemetry under v1alpha1 and v1. In istio.io/api
+// the newer versions are Go type aliases of the oldest one, so every version of a kind has one
+// body message; the collection and xDS type URL of every version therefore resolve to the same
+// Kind. The canonical version of a kind is the one of its message's package. EnvoyFilter,
+// ProxyConfig (v1beta1), WasmPlugin and TrafficExtension (v1alpha1) have one version each.
 package translate
 
 import (
@@ -19,8 +27,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	extensions "istio.io/api/extensions/v1alpha1"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 const (
@@ -52,30 +64,42 @@ type Kind struct {
 	New func() proto.Message
 	// desc describes the body message.
 	desc protoreflect.MessageDescriptor
+	// check is the kind's validation, istiod's ValidateXxx for it (validate_*.go).
+	check func(v *validator, spec proto.Message)
+	// fastValid, if set, says whether a well-formed body is surely valid, reading it in
+	// place (validate_fast.go); false sends it to check.
+	fastValid func(md *mcpapi.Metadata, value []byte) bool
 
 	plural  string   // lower-case plural, the last segment of the collection
 	aliases []string // versions other than Version under which Istio serves the kind
 }
 
-// networkingAliases and securityAliases are the versions Istio serves besides the canonical one.
+// networkingAliases, securityAliases and telemetryAliases are the versions Istio serves besides
+// the canonical one (the VersionAliases and Version of the kinds' schemas in Istio's
+// pkg/config/schema/collections).
 var (
 	networkingAliases = []string{"v1beta1", "v1"}
 	securityAliases   = []string{"v1"}
+	telemetryAliases  = []string{"v1"}
 )
 
 // table is the naming table, in the order of the contract. It is built once and never modified.
 var table = []*Kind{
-	newKind("networking.istio.io", "v1alpha3", "ServiceEntry", "serviceentries", &networking.ServiceEntry{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "VirtualService", "virtualservices", &networking.VirtualService{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "DestinationRule", "destinationrules", &networking.DestinationRule{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "Gateway", "gateways", &networking.Gateway{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "Sidecar", "sidecars", &networking.Sidecar{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "EnvoyFilter", "envoyfilters", &networking.EnvoyFilter{}, nil),
-	newKind("networking.istio.io", "v1alpha3", "WorkloadEntry", "workloadentries", &networking.WorkloadEntry{}, networkingAliases),
-	newKind("networking.istio.io", "v1alpha3", "WorkloadGroup", "workloadgroups", &networking.WorkloadGroup{}, networkingAliases),
-	newKind("security.istio.io", "v1beta1", "AuthorizationPolicy", "authorizationpolicies", &security.AuthorizationPolicy{}, securityAliases),
-	newKind("security.istio.io", "v1beta1", "PeerAuthentication", "peerauthentications", &security.PeerAuthentication{}, securityAliases),
-	newKind("security.istio.io", "v1beta1", "RequestAuthentication", "requestauthentications", &security.RequestAuthentication{}, securityAliases),
+	newKind("networking.istio.io", "v1alpha3", "ServiceEntry", "serviceentries", &networking.ServiceEntry{}, networkingAliases, rule(validateServiceEntry)),
+	newKind("networking.istio.io", "v1alpha3", "VirtualService", "virtualservices", &networking.VirtualService{}, networkingAliases, rule(validateVirtualService)),
+	newKind("networking.istio.io", "v1alpha3", "DestinationRule", "destinationrules", &networking.DestinationRule{}, networkingAliases, rule(validateDestinationRule)),
+	newKind("networking.istio.io", "v1alpha3", "Gateway", "gateways", &networking.Gateway{}, networkingAliases, rule(validateGateway)),
+	newKind("networking.istio.io", "v1alpha3", "Sidecar", "sidecars", &networking.Sidecar{}, networkingAliases, rule(validateSidecar)),
+	newKind("networking.istio.io", "v1alpha3", "EnvoyFilter", "envoyfilters", &networking.EnvoyFilter{}, nil, rule(validateEnvoyFilter)),
+	newKind("networking.istio.io", "v1alpha3", "WorkloadEntry", "workloadentries", &networking.WorkloadEntry{}, networkingAliases, rule(validateWorkloadEntry)),
+	newKind("networking.istio.io", "v1alpha3", "WorkloadGroup", "workloadgroups", &networking.WorkloadGroup{}, networkingAliases, rule(validateWorkloadGroup)),
+	newKind("security.istio.io", "v1beta1", "AuthorizationPolicy", "authorizationpolicies", &security.AuthorizationPolicy{}, securityAliases, rule(validateAuthorizationPolicy)),
+	newKind("security.istio.io", "v1beta1", "PeerAuthentication", "peerauthentications", &security.PeerAuthentication{}, securityAliases, rule(validatePeerAuthentication)),
+	newKind("security.istio.io", "v1beta1", "RequestAuthentication", "requestauthentications", &security.RequestAuthentication{}, securityAliases, rule(validateRequestAuthentication)),
+	newKind("networking.istio.io", "v1beta1", "ProxyConfig", "proxyconfigs", &networkingv1beta1.ProxyConfig{}, nil, rule(validateProxyConfig)),
+	newKind("telemetry.istio.io", "v1alpha1", "Telemetry", "telemetries", &telemetry.Telemetry{}, telemetryAliases, rule(validateTelemetry)),
+	newKind("extensions.istio.io", "v1alpha1", "WasmPlugin", "wasmplugins", &extensions.WasmPlugin{}, nil, rule(validateWasmPlugin)),
+	newKind("extensions.istio.io", "v1alpha1", "TrafficExtension", "trafficextensions", &extensions.TrafficExtension{}, nil, rule(validateTrafficExtension)),
 }
 
 // index maps every name of every kind, canonical or alias, to its Kind.
@@ -87,7 +111,13 @@ type index struct {
 
 var byName = buildIndex(table)
 
-func newKind(group, version, kind, plural string, prototype proto.Message, aliases []string) *Kind {
+func init() {
+	// Set here, not in the table: the fast path is an optimisation of check, not a name.
+	se, _ := ByAMCSTypeURL(anyPrefix + string((&networking.ServiceEntry{}).ProtoReflect().Descriptor().FullName()))
+	se.fastValid = fastServiceEntryValid
+}
+
+func newKind(group, version, kind, plural string, prototype proto.Message, aliases []string, check func(*validator, proto.Message)) *Kind {
 	mt := prototype.ProtoReflect().Type()
 	name := mt.Descriptor().FullName()
 	return &Kind{
@@ -100,9 +130,15 @@ func newKind(group, version, kind, plural string, prototype proto.Message, alias
 		Message:     name,
 		New:         func() proto.Message { return mt.New().Interface() },
 		desc:        mt.Descriptor(),
+		check:       check,
 		plural:      plural,
 		aliases:     aliases,
 	}
+}
+
+// rule adapts a kind's validation of its own message to the table's signature.
+func rule[M proto.Message](f func(*validator, M)) func(*validator, proto.Message) {
+	return func(v *validator, spec proto.Message) { f(v, spec.(M)) }
 }
 
 // collectionName follows Istio's scheme: "istio/" + the group without ".istio.io" + version + plural.

@@ -94,8 +94,76 @@ var contractTable = []contractRow{
 		[]string{"istio/security/v1/requestauthentications"},
 		[]string{"security.istio.io/v1/RequestAuthentication"},
 	},
+	// The kinds istiod also subscribes to (Istio's collections.Pilot), beyond the contract's
+	// table: each by the type URL istiod asks for, its schema's preferred version.
+	{
+		"ProxyConfig", "networking.istio.io", "v1beta1",
+		"istio/networking/v1beta1/proxyconfigs", "networking.istio.io/v1beta1/ProxyConfig",
+		"type.googleapis.com/istio.networking.v1beta1.ProxyConfig",
+		nil, nil, // Istio serves ProxyConfig as v1beta1 only
+	},
+	{
+		"Telemetry", "telemetry.istio.io", "v1alpha1",
+		"istio/telemetry/v1alpha1/telemetries", "telemetry.istio.io/v1alpha1/Telemetry",
+		"type.googleapis.com/istio.telemetry.v1alpha1.Telemetry",
+		[]string{"istio/telemetry/v1/telemetries"},
+		[]string{"telemetry.istio.io/v1/Telemetry"},
+	},
+	{
+		"WasmPlugin", "extensions.istio.io", "v1alpha1",
+		"istio/extensions/v1alpha1/wasmplugins", "extensions.istio.io/v1alpha1/WasmPlugin",
+		"type.googleapis.com/istio.extensions.v1alpha1.WasmPlugin",
+		nil, nil,
+	},
+	{
+		"TrafficExtension", "extensions.istio.io", "v1alpha1",
+		"istio/extensions/v1alpha1/trafficextensions", "extensions.istio.io/v1alpha1/TrafficExtension",
+		"type.googleapis.com/istio.extensions.v1alpha1.TrafficExtension",
+		nil, nil,
+	},
 }
 
+// istiodTypeURLs are the type URLs istiod asks an xds:// config source for, besides
+// core/v1alpha1/MeshConfig: the GroupVersionKind of every schema of Istio's collections.Pilot,
+// written out from Istio's pkg/config/schema/collections (istio.io/istio at the commit of
+// 2026-08-27), as pkg/adsc's ConfigInitialRequests sends them.
+var istiodTypeURLs = []string{
+	"security.istio.io/v1/AuthorizationPolicy",
+	"networking.istio.io/v1/DestinationRule",
+	"networking.istio.io/v1alpha3/EnvoyFilter",
+	"networking.istio.io/v1/Gateway",
+	"security.istio.io/v1/PeerAuthentication",
+	"networking.istio.io/v1beta1/ProxyConfig",
+	"security.istio.io/v1/RequestAuthentication",
+	"networking.istio.io/v1/ServiceEntry",
+	"networking.istio.io/v1/Sidecar",
+	"telemetry.istio.io/v1/Telemetry",
+	"extensions.istio.io/v1alpha1/TrafficExtension",
+	"networking.istio.io/v1/VirtualService",
+	"extensions.istio.io/v1alpha1/WasmPlugin",
+	"networking.istio.io/v1/WorkloadEntry",
+	"networking.istio.io/v1/WorkloadGroup",
+}
+
+// TestEveryTypeIstiodAsksForIsAKind: istiod waits for an answer to every type it asks for and
+// reads what it gets; each must be a kind of the table, not an opaque collection.
+func TestEveryTypeIstiodAsksForIsAKind(t *testing.T) {
+	kinds := map[string]bool{}
+	for _, u := range istiodTypeURLs {
+		k, ok := ByXDSTypeURL(u)
+		if !ok {
+			t.Errorf("istiod asks for %s: not a kind of the table", u)
+			continue
+		}
+		kinds[k.Kind] = true
+	}
+	if len(kinds) != len(Kinds()) {
+		t.Errorf("istiod asks for %d kinds, the table has %d: every kind is one istiod reads", len(kinds), len(Kinds()))
+	}
+}
+
+// TestKindsMatchContractTable: the table of CONTRACT.md section 5, then the kinds istiod reads
+// beyond it.
 func TestKindsMatchContractTable(t *testing.T) {
 	kinds := Kinds()
 	if len(kinds) != len(contractTable) {
@@ -155,6 +223,7 @@ func TestLookupsByEveryName(t *testing.T) {
 func TestUnknownNames(t *testing.T) {
 	for _, c := range []string{
 		"", "istio/networking/v1alpha3/unknowns", "istio/networking/v1/envoyfilters",
+		"istio/networking/v1/proxyconfigs", "istio/extensions/v1/wasmplugins", "istio/telemetry/v1beta1/telemetries",
 		"istio/networking/v1alpha3/ServiceEntries", "istio/security/v1alpha1/authorizationpolicies",
 		"example.com/opaque",
 	} {
@@ -165,7 +234,8 @@ func TestUnknownNames(t *testing.T) {
 			t.Errorf("CanonicalCollection(%q) = %q, want it unchanged", c, got)
 		}
 	}
-	for _, u := range []string{"", "networking.istio.io/v1/EnvoyFilter", "networking.istio.io/v1alpha3/serviceentry", "istio.networking.v1alpha3.ServiceEntry"} {
+	for _, u := range []string{"", "networking.istio.io/v1/EnvoyFilter", "networking.istio.io/v1alpha3/serviceentry", "istio.networking.v1alpha3.ServiceEntry",
+		"networking.istio.io/v1/ProxyConfig", "extensions.istio.io/v1/WasmPlugin", "telemetry.istio.io/v1beta1/Telemetry"} {
 		if k, ok := ByXDSTypeURL(u); ok {
 			t.Errorf("ByXDSTypeURL(%q) = %s, want not found", u, k.Kind)
 		}

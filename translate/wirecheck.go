@@ -15,7 +15,7 @@ import (
 // of fields that enforce it are UTF-8, packed repeated scalars hold whole values, and nested
 // messages (map entries too) recursively, to protobuf-go's recursion limit. A known field
 // with another wire type than its own is an unknown field to protobuf-go, as any unknown
-// field, and accepted. FuzzCheckWireAgreesWithUnmarshal holds it to proto.Unmarshal.
+// field, and accepted. FuzzCheckBodyAgreesWithUnmarshal holds it to proto.Unmarshal.
 func checkWire(b []byte, md protoreflect.MessageDescriptor) error {
 	return checkMessage(b, md, recursionLimit)
 }

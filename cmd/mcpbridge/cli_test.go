@@ -139,6 +139,26 @@ func TestValidateNamesFileDocumentAndFieldOfEachFault(t *testing.T) {
 	assertOneLine(t, stderr, "validate: 2 faults")
 }
 
+// TestValidateReportsWhatIstiodRefuses: validate reads files as serve's file source does, so
+// it reports what istiod's validation would refuse, a line per field.
+func TestValidateReportsWhatIstiodRefuses(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "mesh.yaml", serviceEntryYAML("x", "x.example")+"---\n"+
+		"apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: shop}\n"+
+		"spec:\n  host: \"\"\n  subsets: [{name: v_1}]\n")
+	code, stdout, stderr := runCLI(t, "validate", dir)
+	if code != exitRuntime {
+		t.Fatalf("exit %d, want 1; stdout %q", code, stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want one line per fault, got %q", stdout)
+	}
+	mustHave(t, "the host's line", lines[0], file+": document 2 (line 6): DestinationRule shop/reviews: field spec.host: empty domain name not allowed")
+	mustHave(t, "the subset's line", lines[1], file+": document 2 (line 6): DestinationRule shop/reviews: field spec.subsets[0].name: subset name is invalid: v_1")
+	assertOneLine(t, stderr, "validate: 2 faults")
+}
+
 func TestValidateBadCommandLinesExit2(t *testing.T) {
 	for _, args := range [][]string{{"validate"}, {"validate", filepath.Join(t.TempDir(), "missing.yaml")}} {
 		code, _, stderr := runCLI(t, args...)
@@ -159,8 +179,10 @@ func TestPushACKsEveryCollectionAndStoresUnderTheProducerID(t *testing.T) {
 	}
 	mustHave(t, "stdout", stdout, "ACK  istio/networking/v1alpha3/serviceentries (5 resources)",
 		"ACK  istio/networking/v1alpha3/gateways (1 resource)", "ACK  istio/security/v1beta1/peerauthentications (0 resources)")
-	if n := strings.Count(stdout, "ACK "); n != 11 {
-		t.Errorf("%d ACKs, want one per collection the bridge asks for (11):\n%s", n, stdout)
+	// The 11 kinds of the contract's table and the 4 more istiod reads: ProxyConfig,
+	// Telemetry, WasmPlugin, TrafficExtension.
+	if n := strings.Count(stdout, "ACK "); n != 15 {
+		t.Errorf("%d ACKs, want one per collection the bridge asks for (15):\n%s", n, stdout)
 	}
 	_, es := b.Store().View().Snapshot(seCollection)
 	if len(es) != 5 || es[0].Owner != "producer:team-a" {

@@ -355,7 +355,9 @@ func TestAuthzTypeOutsideTheGrantIsRefusedAloneOnAnAggregatedStream(t *testing.T
 	s := startSecured(t, nil)
 	s.mesh(t, "payments/a")
 	if _, err := s.Store().ReplaceOwner("test-vs", map[string][]*mcpapi.Resource{vsColl: {{Metadata: &mcpapi.Metadata{Name: "payments/v"},
-		Body: mustAny(t, &networking.VirtualService{Hosts: []string{"v.example"}})}}}); err != nil {
+		Body: mustAny(t, &networking.VirtualService{Hosts: []string{"v.example"}, Http: []*networking.HTTPRoute{{
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "v.example"}}},
+		}}})}}}); err != nil {
 		t.Fatal(err)
 	}
 	conn := s.conn(t, idApp)

@@ -53,7 +53,9 @@ func write(t *testing.T, b *running, names ...string) {
 	t.Helper()
 	var rs []*mcpapi.Resource
 	for _, n := range names {
-		rs = append(rs, serviceEntry(n, n+".example"))
+		// "ns/a" hosts "a.ns.example": a host istiod accepts.
+		ns, name, _ := strings.Cut(n, "/")
+		rs = append(rs, serviceEntry(n, name+"."+ns+".example"))
 	}
 	if _, err := b.Store().Apply("limits-test", store.Update{Collection: seColl, Resources: rs}); err != nil {
 		t.Fatal(err)

@@ -77,7 +77,22 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // followed by nothing or by whitespace. Unknown fields are errors, in spec as at the top level
 // and in metadata, so that a typo is reported instead of silently ignored; status and the
 // metadata fields that only a Kubernetes API server sets are accepted and ignored.
+//
+// A document that decodes is then validated as istiod validates its kind (translate's
+// Kind.Validate): each fault istiod would refuse it for is a *DecodeError of its own, naming the
+// field. The decoded message is validated and dropped: what is kept is its encoding.
 func Decode(data []byte, file string) ([]Object, []error) {
+	return decode(data, file, true)
+}
+
+// DecodeUnchecked is Decode without istiod's validation: every document that decodes is an
+// object, whatever istiod would say of it. It is for the tests of what must withstand
+// resources istiod refuses (the translation reports its own faults on them), not for serving.
+func DecodeUnchecked(data []byte, file string) ([]Object, []error) {
+	return decode(data, file, false)
+}
+
+func decode(data []byte, file string, validate bool) ([]Object, []error) {
 	var (
 		objs []Object
 		errs []error
@@ -91,10 +106,12 @@ func Decode(data []byte, file string) ([]Object, []error) {
 			continue
 		}
 		doc++
-		dd := &docDecoder{file: file, doc: doc, line: d.line, yaml: fast}
-		obj, err := dd.decode(d.text)
-		if err != nil {
-			errs = append(errs, err)
+		dd := &docDecoder{file: file, doc: doc, line: d.line, yaml: fast, unchecked: !validate}
+		obj, faults := dd.decode(d.text)
+		if len(faults) > 0 {
+			for _, f := range faults {
+				errs = append(errs, f)
+			}
 			continue
 		}
 		if obj == nil {
@@ -168,6 +185,7 @@ type docDecoder struct {
 	doc, line  int
 	kind, name string
 	yaml       *fastYAML // the fast parser, shared by the documents of a file
+	unchecked  bool      // DecodeUnchecked: no validation
 }
 
 func (d *docDecoder) fail(field string, err error) *DecodeError {
@@ -178,62 +196,103 @@ func (d *docDecoder) fail(field string, err error) *DecodeError {
 // the output of kubectl get -o yaml can be served as it is.
 var topLevelFields = []string{"apiVersion", "kind", "metadata", "spec", "status"}
 
-// decode returns the document's object, or nil for a document that is YAML null. The fast path
-// (fastYAML, fastDecode) takes the plain documents; whatever it refuses, and every fault, goes to
-// the general path.
-func (d *docDecoder) decode(text []byte) (*Object, *DecodeError) {
+// decode returns the document's object, or nil for a document that is YAML null, or its faults.
+// The fast path (fastYAML, fastDecode) takes the plain documents; whatever it refuses, and every
+// fault of decoding, goes to the general path. Either way, what decodes is then validated.
+func (d *docDecoder) decode(text []byte) (*Object, []*DecodeError) {
 	if d.yaml == nil {
 		d.yaml = &fastYAML{}
 	}
+	var (
+		obj  *Object
+		spec proto.Message
+		derr *DecodeError
+	)
 	p := d.yaml
-	if !p.parse(text) {
-		return d.decodeGeneral(text, nil)
+	switch {
+	case !p.parse(text):
+		obj, spec, derr = d.decodeGeneral(text, nil)
+	case p.null():
+		return nil, nil
+	default:
+		var ok bool
+		if obj, spec, ok = d.fastDecode(p); !ok {
+			js := []byte(nil)
+			if !p.extended {
+				js = p.json()
+			}
+			obj, spec, derr = d.decodeGeneral(text, js)
+		}
 	}
-	if p.null() {
+	if derr != nil {
+		return nil, []*DecodeError{derr}
+	}
+	if obj == nil {
 		return nil, nil
 	}
-	if obj, ok := d.fastDecode(p); ok {
+	if d.unchecked {
 		return obj, nil
 	}
-	if p.extended {
-		return d.decodeGeneral(text, nil)
+	if faults := d.validate(obj, spec); len(faults) > 0 {
+		return nil, faults
 	}
-	return d.decodeGeneral(text, p.json())
+	return obj, nil
+}
+
+// validate checks a decoded document as istiod would (translate's Kind.Validate), each fault
+// a *DecodeError naming its field.
+func (d *docDecoder) validate(obj *Object, spec proto.Message) []*DecodeError {
+	err := obj.Kind.Validate(obj.Resource.GetMetadata(), spec)
+	if err == nil {
+		return nil
+	}
+	var invalid *translate.InvalidError
+	if !errors.As(err, &invalid) {
+		return []*DecodeError{d.fail("spec", err)}
+	}
+	faults := make([]*DecodeError, 0, len(invalid.Faults)+1)
+	for _, f := range invalid.Faults {
+		faults = append(faults, d.fail(f.Field, errors.New(f.Message)))
+	}
+	if invalid.More > 0 {
+		faults = append(faults, d.fail("spec", fmt.Errorf("%d more faults", invalid.More)))
+	}
+	return faults
 }
 
 // decodeGeneral decodes a document from its JSON: js, the fast parser's reading of text, or if
-// nil, the YAML decoder's.
-func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, *DecodeError) {
+// nil, the YAML decoder's. It returns the object (nil for null) and its spec, not validated.
+func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, proto.Message, *DecodeError) {
 	if js == nil {
 		var err error
 		if js, err = yaml.YAMLToJSONStrict(text); err != nil {
-			return nil, d.fail("", d.yamlError(err))
+			return nil, nil, d.fail("", d.yamlError(err))
 		}
 	}
 	if bytes.Equal(js, []byte("null")) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(js, &top); err != nil {
-		return nil, d.fail("", errors.New("a document must be a mapping with apiVersion, kind, metadata and spec"))
+		return nil, nil, d.fail("", errors.New("a document must be a mapping with apiVersion, kind, metadata and spec"))
 	}
 	// The kind first: a document of another kind is better reported as such than by its fields.
 	k, derr := d.kindOf(top)
 	if derr != nil {
-		return nil, derr
+		return nil, nil, derr
 	}
 	for _, f := range sortedKeys(top) {
 		if !slices.Contains(topLevelFields, f) {
-			return nil, d.fail(f, errors.New("unknown field"))
+			return nil, nil, d.fail(f, errors.New("unknown field"))
 		}
 	}
 	meta, derr := d.metadata(top["metadata"])
 	if derr != nil {
-		return nil, derr
+		return nil, nil, derr
 	}
-	body, derr := d.spec(k, top["spec"])
+	body, spec, derr := d.spec(k, top["spec"])
 	if derr != nil {
-		return nil, derr
+		return nil, nil, derr
 	}
 	return &Object{
 		Kind:     k,
@@ -241,7 +300,7 @@ func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, *DecodeError) {
 		File:     d.file,
 		Doc:      d.doc,
 		Line:     d.line,
-	}, nil
+	}, spec, nil
 }
 
 // yamlLine finds the line numbers in the YAML parser's messages.
@@ -412,21 +471,22 @@ func timestamp(raw json.RawMessage) (*timestamppb.Timestamp, error) {
 // without resourceVersion by a hash of its bytes, and map order must not change that hash.
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
-// spec decodes spec into the kind's message, unknown fields being errors, and wraps it in an Any.
-func (d *docDecoder) spec(k *translate.Kind, raw json.RawMessage) (*anypb.Any, *DecodeError) {
+// spec decodes spec into the kind's message, unknown fields being errors, and wraps it in an
+// Any; it returns the message too, to be validated.
+func (d *docDecoder) spec(k *translate.Kind, raw json.RawMessage) (*anypb.Any, proto.Message, *DecodeError) {
 	if raw == nil || bytes.Equal(raw, []byte("null")) {
-		return nil, d.fail("spec", errors.New("missing"))
+		return nil, nil, d.fail("spec", errors.New("missing"))
 	}
 	msg := k.New()
 	raw = normalizeDurations(raw, msg.ProtoReflect().Descriptor())
 	if err := protojson.Unmarshal(raw, msg); err != nil {
-		return nil, d.fail(protojsonField(raw, err), cleanProtojsonError(err))
+		return nil, nil, d.fail(protojsonField(raw, err), cleanProtojsonError(err))
 	}
 	body := &anypb.Any{}
 	if err := anypb.MarshalFrom(body, msg, deterministic); err != nil {
-		return nil, d.fail("spec", fmt.Errorf("encoding %s: %w", k.Message, err))
+		return nil, nil, d.fail("spec", fmt.Errorf("encoding %s: %w", k.Message, err))
 	}
-	return body, nil
+	return body, msg, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpbridge/mcpbridge/translate"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,9 +23,9 @@ import (
 // every fault, so that the general path decodes the document and names what is wrong: the fast
 // path may refuse anything, but what it accepts it decodes to the very object the general path
 // gives. FuzzFastDecodeAgreesWithGeneral checks that on every input.
-func (d *docDecoder) fastDecode(p *fastYAML) (*Object, bool) {
+func (d *docDecoder) fastDecode(p *fastYAML) (*Object, proto.Message, bool) {
 	if p.null() || p.nodes[0].kind != mappingNode {
-		return nil, false
+		return nil, nil, false
 	}
 	var apiVersion, kind string
 	meta, spec := int32(-1), int32(-1)
@@ -45,23 +46,23 @@ func (d *docDecoder) fastDecode(p *fastYAML) (*Object, bool) {
 			ok = false
 		}
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 	if apiVersion == "" || kind == "" || meta < 0 || spec < 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	k, ok := translate.ByGroupVersionKind(apiVersion, kind)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	md, ok := p.metadata(meta)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	body, ok := p.spec(k, spec)
+	body, msg, ok := p.spec(k, spec)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	// Decode names the kind and the name in the fault of a name defined twice. The lookup
 	// matched kind exactly, so k.Kind is the document's kind.
@@ -72,7 +73,7 @@ func (d *docDecoder) fastDecode(p *fastYAML) (*Object, bool) {
 		File:     d.file,
 		Doc:      d.doc,
 		Line:     d.line,
-	}, true
+	}, msg, true
 }
 
 // nonEmptyString returns a string node's value; false for any other node or an empty string.
@@ -152,17 +153,18 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 	return nil, false
 }
 
-// spec decodes spec into the kind's message and wraps it in an Any, as the general path does.
-func (p *fastYAML) spec(k *translate.Kind, i int32) (*anypb.Any, bool) {
+// spec decodes spec into the kind's message and wraps it in an Any, as the general path does;
+// it returns the message too, to be validated.
+func (p *fastYAML) spec(k *translate.Kind, i int32) (*anypb.Any, proto.Message, bool) {
 	msg := k.New()
 	if !p.setFields(i, msg.ProtoReflect(), 0) {
-		return nil, false
+		return nil, nil, false
 	}
 	body := &anypb.Any{}
 	if err := anypb.MarshalFrom(body, msg, deterministic); err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return body, true
+	return body, msg, true
 }
 
 // maxMessageDepth bounds the nesting of messages the fast path decodes; Istio's messages nest a

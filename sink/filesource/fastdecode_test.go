@@ -437,7 +437,7 @@ func fastAgrees(t testing.TB, text []byte) bool {
 		return false
 	}
 	fast := &docDecoder{file: "f.yaml", doc: 2, line: 3}
-	got, ok := fast.fastDecode(p)
+	got, _, ok := fast.fastDecode(p)
 	if !ok {
 		return false
 	}
@@ -445,7 +445,7 @@ func fastAgrees(t testing.TB, text []byte) bool {
 	// the fast parser's JSON.
 	for _, js := range [][]byte{nil, p.json()} {
 		general := &docDecoder{file: "f.yaml", doc: 2, line: 3}
-		want, err := general.decodeGeneral(text, js)
+		want, _, err := general.decodeGeneral(text, js)
 		if err != nil || want == nil {
 			t.Fatalf("the fast path accepted what the general path rejects (%v):\n%s", err, text)
 		}

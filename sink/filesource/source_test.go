@@ -359,8 +359,9 @@ func TestSourceConfigMapVolume(t *testing.T) {
 				t.Fatalf("store serves %v, want mesh.yaml's reviews once", got)
 			}
 			version := "..v2-" + tc.name
-			mount(version, serviceEntry("reviews", version))
-			h.waitFor("the swapped content", func() bool { return h.host("bookinfo/reviews") == version })
+			host := "v2-" + tc.name // a host istiod accepts: no empty label
+			mount(version, serviceEntry("reviews", host))
+			h.waitFor("the swapped content", func() bool { return h.host("bookinfo/reviews") == host })
 		})
 	}
 }

@@ -1,8 +1,8 @@
 package xds
 
 import (
+	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -261,7 +261,7 @@ func TestStateOfTheWorldSendsAnMCPCollectionWhole(t *testing.T) {
 		var rs []*mcpapi.Resource
 		for i, n := range names {
 			rs = append(rs, &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: n},
-				Body: anyOf(&networking.ServiceEntry{Hosts: []string{n + strconv.Itoa(i) + time.Now().String()}})})
+				Body: anyOf(&networking.ServiceEntry{Hosts: []string{fmt.Sprintf("h%d-%d.example", i, time.Now().UnixNano())}})})
 		}
 		if _, err := s.store.Apply("test", store.Update{Collection: "istio/networking/v1alpha3/serviceentries", Resources: rs}); err != nil {
 			t.Fatal(err)

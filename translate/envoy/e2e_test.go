@@ -24,10 +24,13 @@ import (
 	"google.golang.org/grpc/status"
 	grpcxds "google.golang.org/grpc/xds" // registers the xDS resolver's balancers and filters
 	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
 	xdsserver "github.com/mcpbridge/mcpbridge/source/xds"
+	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // These tests run grpc-go's own xDS client against a bridge (store, translation controller,
@@ -57,7 +60,30 @@ func startBridge(t *testing.T) *bridge {
 // here).
 func startBridgeWith(t *testing.T, opts source.Options) *bridge {
 	t.Helper()
-	h := startController(t, nil)
+	return startBridgeOn(t, nil, opts)
+}
+
+// startBridgeUnchecked is startBridge on a store that checks only that bodies are of their
+// kind and well formed, not istiod's validation: for the tests that feed the translation
+// resources istiod refuses, to show that it reports them and goes on.
+func startBridgeUnchecked(t *testing.T) *bridge {
+	t.Helper()
+	return startBridgeOn(t, store.New(store.Options{Validate: func(collection string, r *mcpapi.Resource) error {
+		k, ok := translate.ByCollection(collection)
+		if !ok {
+			return nil
+		}
+		if r.GetBody().GetTypeUrl() != k.AMCSTypeURL {
+			return fmt.Errorf("body type %q is not %q", r.GetBody().GetTypeUrl(), k.AMCSTypeURL)
+		}
+		return k.CheckBody(r.GetBody().GetValue())
+	}}), source.Options{})
+}
+
+// startBridgeOn serves the translation of st (nil: a new store) with an engine of opts.
+func startBridgeOn(t *testing.T, st *store.Store, opts source.Options) *bridge {
+	t.Helper()
+	h := startController(t, st)
 	opts.Store, opts.Logger = h.st, testLogger(t).With("component", "source")
 	eng := source.New(opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -446,7 +472,7 @@ func TestGRPCClientHonoursRouteTimeout(t *testing.T) {
 // TestGRPCClientIsNotDisturbedByOtherFaults checks that a faulty VirtualService for another
 // host leaves this host served.
 func TestGRPCClientIsNotDisturbedByOtherFaults(t *testing.T) {
-	b := startBridge(t)
+	b := startBridgeUnchecked(t) // istiod would refuse the broken VirtualService too
 	bs := startBackends(t, "v1-a")
 	res, err := b.st.ReplaceOwner(testOwner, decodeYAML(t, echoService(bs["v1-a"])+`---
 apiVersion: networking.istio.io/v1
@@ -502,7 +528,7 @@ spec:
 // acknowledged each listener, its route configuration, the clusters its routes name and
 // their load assignments. A NACK of any of them fails the test.
 func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
-	b := startBridge(t)
+	b := startBridgeUnchecked(t) // the golden inputs hold faults istiod refuses too
 	m := allTestdata(t)
 	res, err := b.st.ReplaceOwner(testOwner, m.inputs())
 	if err != nil {

@@ -46,7 +46,7 @@ func FuzzBuild(f *testing.F) {
 		"  - port: {number: 443, name: tls, protocol: TLS}\n    hosts: [\"*.pass.example.com\"]\n    tls: {mode: PASSTHROUGH}\n"+
 			"  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [\"web.example.com\"]\n    tls: {mode: MUTUAL, credentialName: web}\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, _ := filesource.Decode(data, "fuzz.yaml")
+		objs, _ := filesource.DecodeUnchecked(data, "fuzz.yaml")
 		in := map[string][]*mcpapi.Resource{}
 		for _, o := range objs {
 			in[o.Kind.Collection] = append(in[o.Kind.Collection], o.Resource)

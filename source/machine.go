@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -28,6 +30,10 @@ type machine struct {
 	nodeLabels     map[string]string
 	nodeNamespaces []string
 	nodeSeen       bool
+	// nodeMetadata (encoded: a few KiB for an Istio proxy, held compact rather than as a
+	// decoded Struct) and nodeAnnotations, from the same request, for the status view only.
+	nodeMetadata    []byte
+	nodeAnnotations map[string]string
 
 	subs         map[string]*subscription   // by the client's name for the type
 	byCollection map[string][]*subscription // several keys may name one collection (aliases)
@@ -90,6 +96,10 @@ func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 		m.node = req.Node
 		if !m.nodeSeen {
 			m.nodeSeen, m.nodeLabels, m.nodeNamespaces = true, req.NodeLabels, req.NodeNamespaces
+			m.nodeAnnotations = req.NodeAnnotations
+			if req.NodeMetadata != nil {
+				m.nodeMetadata, _ = proto.Marshal(req.NodeMetadata) // a Struct always encodes
+			}
 		}
 	}
 	sub := m.subs[req.Key]

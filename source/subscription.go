@@ -137,6 +137,12 @@ type subscription struct {
 	lastAck      *record
 	lastNack     *record
 	nacked       bool // the latest answer was a NACK: the client does not hold sentRev
+	// ackedRev is the revision through which the client holds every addition it asked for:
+	// the sentRev of its latest ACK, moved on while nothing it asked for changes. rejected
+	// are the revision ranges of responses it refused and was not sent again (status.go):
+	// what the status view (CSDS) reads; never read on the serving path.
+	ackedRev uint64
+	rejected []rejection
 
 	label   string              // the collection as metrics label it
 	metrics *metrics.Collection // nil without metrics
@@ -750,6 +756,9 @@ func (s *subscription) sent(p *pending, nonce string) {
 // aside, which p carries when set).
 func (s *subscription) caughtUp(rev uint64, p *pending) {
 	s.sentRev = rev
+	if s.phase == phaseIdle && !s.nacked && s.lastAck != nil {
+		s.ackedRev = rev // nothing it asked for changed: it holds rev as it held the last
+	}
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
 	s.fresh, s.freshAll = nil, false
 	if p != nil {
@@ -777,8 +786,13 @@ func (s *subscription) answered(nonce string, detail string, nack bool, now time
 			}
 		}
 		s.lastNack = rec
+		s.rejected = rejectedAfter(s.rejected, rejection{from: s.ackedRev, to: s.sentRev, rec: rec})
 	} else {
 		s.lastAck = rec
+		s.ackedRev = s.sentRev
+		if s.whole() {
+			s.rejected = nil // a whole state replaced what the client refused before
+		}
 	}
 	return rec
 }

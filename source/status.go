@@ -176,6 +176,8 @@ type subState struct {
 	names             []string // sorted
 	fresh             []string // sorted: asked anew, not sent yet
 	freshAll          bool
+	freshSent         map[string]struct{} // asked anew, in the response in flight (immutable)
+	freshAllSent      bool
 	sentRev, ackedRev uint64
 	sentVer           string
 	lastAck, lastNack *record
@@ -190,7 +192,7 @@ func (m *machine) statusState() []subState {
 		out[i] = subState{
 			key: sub.key, collection: sub.collection, phase: sub.phase, nacked: sub.nacked,
 			wildcard: sub.wildcard, include: sub.include, vis: sub.vis,
-			names: sortedNames(sub.names), freshAll: sub.freshAll,
+			names: sortedNames(sub.names), freshAll: sub.freshAll, freshSent: sub.freshSent, freshAllSent: sub.freshAllSent,
 			sentRev: sub.sentRev, ackedRev: sub.ackedRev, sentVer: sub.sentVer,
 			lastAck: sub.lastAck, lastNack: sub.lastNack, rejected: sub.rejected,
 		}
@@ -298,10 +300,18 @@ func (st *subState) resource(e *store.Entry) ResourceStatus {
 		return rs
 	}
 	for _, r := range st.rejected {
-		if e.Revision > r.from && e.Revision <= r.to {
+		if r.covers(e) {
 			rs.State, rs.Rejected = StateError, r.rec
 			return rs
 		}
+	}
+	if _, fresh := st.freshSent[e.Name]; fresh || st.freshAllSent {
+		// Newly asked: sent whatever its revision, and held only once ACKed.
+		rs.State = StateNotSent
+		if st.phase == phaseAwaiting {
+			rs.State, rs.Version = StateStale, st.sentVer
+		}
+		return rs
 	}
 	switch {
 	case e.Revision <= st.ackedRev:
@@ -321,11 +331,26 @@ func (st *subState) ackedVersion() string {
 	return st.lastAck.Version
 }
 
-// rejection is a response the client refused: the resources written in (from, to] that it
-// carried, which the client does not hold. rec is the NACK.
+// rejection is a response the client refused: it carried the resources written in
+// (from, to], and the names newly asked (names, or all for a wildcard entered anew) as they
+// were at to; the client holds none of them in that version. rec is the NACK.
 type rejection struct {
 	from, to uint64
 	rec      *record
+	names    map[string]struct{} // immutable
+	all      bool
+}
+
+// covers tells whether the refused response carried the current version of a resource.
+func (r *rejection) covers(e *store.Entry) bool {
+	if e.Revision > r.to {
+		return false
+	}
+	if e.Revision > r.from || r.all {
+		return true
+	}
+	_, ok := r.names[e.Name]
+	return ok
 }
 
 // maxRejections bounds the ranges a subscription keeps: a client that refuses response
@@ -338,7 +363,7 @@ const maxRejections = 8
 func rejectedAfter(rs []rejection, r rejection) []rejection {
 	out := make([]rejection, 0, min(len(rs)+1, maxRejections))
 	if len(rs) >= maxRejections {
-		out = append(out, rejection{from: rs[0].from, to: rs[1].to, rec: rs[1].rec})
+		out = append(out, rejection{from: rs[0].from, to: rs[1].to, rec: rs[1].rec, names: union(rs[0].names, rs[1].names), all: rs[0].all || rs[1].all})
 		rs = rs[2:]
 	}
 	return append(append(out, rs...), r)
@@ -348,4 +373,21 @@ func rejectedAfter(rs []rejection, r rejection) []rejection {
 // client ACKs one, it holds everything it asked for, whatever it refused before.
 func (s *subscription) whole() bool {
 	return s.mode == StateOfTheWorld && !(s.partialSotW && !s.wildcard)
+}
+
+func union(a, b map[string]struct{}) map[string]struct{} {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make(map[string]struct{}, len(a)+len(b))
+	for n := range a {
+		out[n] = struct{}{}
+	}
+	for n := range b {
+		out[n] = struct{}{}
+	}
+	return out
 }

@@ -235,6 +235,13 @@ func (st *subState) evaluate(snaps *snapshots, resources bool) TypeStatus {
 		}
 	}
 	var missing []string
+	if resources {
+		n := len(st.names)
+		if st.wildcard {
+			n = len(snaps.get(st.collection)) // at most: sized once rather than grown
+		}
+		ts.Resources = make([]ResourceStatus, 0, n)
+	}
 	if st.wildcard {
 		for _, e := range snaps.get(st.collection) {
 			if st.wants(e.Name) {

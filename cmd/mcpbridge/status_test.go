@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +152,26 @@ func TestStatusFailuresAndBadCommandLines(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errOut.String())
 		}
 		assertOneLine(t, errOut.String(), c.names)
+	}
+}
+
+// The status page shows the same table as mcpbridge status.
+func TestStatusPageShowsTheSameTable(t *testing.T) {
+	b := statusBridge(t)
+	resp, err := http.Get(b.URL() + "/?refresh=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	tags := regexp.MustCompile(`<[^>]*>`)
+	for node, want := range map[string]string{
+		"sidecar-1": "sidecar-1 SYNCED - - - ERROR " + b.Version(translate.EnvoyClusterType),
+		"istiod-1":  "istiod-1 - - - - SYNCED " + b.Version(seXDSType),
+	} {
+		row := regexp.MustCompile(`(?s)<tr data-node="` + node + `">.*?</tr>`).Find(page)
+		if got := strings.Join(strings.Fields(tags.ReplaceAllString(strings.ReplaceAll(string(row), "<td", " <td"), "")), " "); got != want {
+			t.Errorf("row of %s: %q, want %q", node, got, want)
+		}
 	}
 }

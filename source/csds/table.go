@@ -57,12 +57,15 @@ func Table(resp *status.ClientStatusResponse) []Row {
 			if cur, ok := worst[col]; !ok || rank(g.GetConfigStatus()) > rank(cur) {
 				worst[col] = g.GetConfigStatus()
 			}
-			// The version of the latest ACK: a type entry's version_info is the version the
-			// client ACKed, but for STALE, where it is the one in flight.
-			if g.GetConfigStatus() != status.ConfigStatus_STALE && g.GetVersionInfo() != "" {
-				if t := g.GetLastUpdated().AsTime().UnixNano(); g.GetLastUpdated() != nil && t > latest {
-					latest, row.Version = t, g.GetVersionInfo()
-				}
+			// The version of the latest ACK: a SYNCED type's version_info is the version
+			// the client ACKed, and last_updated when. (An ERROR type's version_info is also
+			// ACKed, but its time is the NACK's: it counts only when no type is SYNCED.)
+			switch t := g.GetLastUpdated().AsTime().UnixNano(); {
+			case g.GetVersionInfo() == "" || g.GetLastUpdated() == nil:
+			case g.GetConfigStatus() == status.ConfigStatus_SYNCED && t > latest:
+				latest, row.Version = t, g.GetVersionInfo()
+			case g.GetConfigStatus() == status.ConfigStatus_ERROR && latest < 0 && row.Version == "":
+				row.Version = g.GetVersionInfo()
 			}
 		}
 		for col, s := range worst {

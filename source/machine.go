@@ -48,6 +48,11 @@ type machine struct {
 	held int
 }
 
+// maxNodeMetadata bounds the encoded node metadata a stream keeps for the status view: an
+// Istio proxy's is a few KiB; a larger one is not kept (the status view shows the node without
+// metadata), so that a client cannot make each of its streams hold megabytes.
+const maxNodeMetadata = 64 << 10
+
 func newMachine(protocol string) *machine {
 	return &machine{
 		protocol: protocol, subs: map[string]*subscription{},
@@ -98,7 +103,9 @@ func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 			m.nodeSeen, m.nodeLabels, m.nodeNamespaces = true, req.NodeLabels, req.NodeNamespaces
 			m.nodeAnnotations = req.NodeAnnotations
 			if req.NodeMetadata != nil {
-				m.nodeMetadata, _ = proto.Marshal(req.NodeMetadata) // a Struct always encodes
+				if b, _ := proto.Marshal(req.NodeMetadata); len(b) <= maxNodeMetadata { // a Struct always encodes
+					m.nodeMetadata = b
+				}
 			}
 		}
 	}

@@ -28,6 +28,15 @@ import (
 //   - NOT_SENT: its current version has not been sent to this client (the subscription is
 //     new, the name was asked anew, or the change is about to go).
 //
+// Names newly asked (or a wildcard entered anew) go in a response whatever their revision:
+// the response in flight records them, STALE until ACKed, ERROR if refused.
+//
+// The view errs towards alarm, never towards calm: a resource is SYNCED only when the client
+// is known to hold its current version (TestMachineAgainstModel holds it to the model client
+// at every step). It may say ERROR of a resource the client got again after refusing it (a
+// name unsubscribed and asked again in delta), until the resource changes, and it keeps at
+// most maxRejections ranges per subscription.
+//
 // A type's state is the worst of its resources' and of its latest exchange's (never answered
 // at all: NOT_SENT; in flight: STALE; refused: ERROR), in the order ERROR, STALE, NOT_SENT,
 // SYNCED.

@@ -567,3 +567,26 @@ func TestCSDSStreamClientStatusAnswersEachRequest(t *testing.T) {
 		t.Errorf("after CloseSend: %v, want the stream to end cleanly", err)
 	}
 }
+
+// A node's metadata is kept for the matchers up to 64 KiB encoded: a larger one is not kept,
+// so that no client can make each of its streams hold megabytes; the node is listed still.
+func TestCSDSNodeMetadataOverTheCapIsNotKept(t *testing.T) {
+	b := bridgetest.Start(t)
+	conn := b.Dial(t)
+	for id, size := range map[string]int{"small": 1 << 10, "large": 65 << 10} {
+		c := newSotW(t, conn, xdsNode(id, map[string]any{"k": strings.Repeat("x", size)}))
+		c.send(&discovery.DiscoveryRequest{TypeUrl: seXDS})
+		c.ack(c.recv())
+	}
+	waitFor(t, conn, func(resp *status.ClientStatusResponse) error {
+		if got := nodes(resp); !slices.Equal(got, []string{"large", "small"}) {
+			return fmt.Errorf("nodes %v", got)
+		}
+		return nil
+	})
+	present := &matcher.NodeMatcher{NodeMetadatas: []*matcher.StructMatcher{{Path: metaKey("k"),
+		Value: &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_PresentMatch{PresentMatch: true}}}}}
+	if got := nodes(fetch(t, conn, present)); !slices.Equal(got, []string{"small"}) {
+		t.Errorf("nodes with metadata k: %v, want only the small one", got)
+	}
+}

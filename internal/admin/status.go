@@ -21,7 +21,7 @@ var statusHTML string
 // statusTemplate is parsed once; html/template escapes everything a client or producer sent
 // (node ids, NACK messages), so none of it can inject markup into an operator's browser.
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
-	"ago":  ago,
+	"ago": ago,
 	// state is a cell of the sync table: its state, or "-" for a type not subscribed.
 	"state": func(states map[string]string, col string) string {
 		if s := states[col]; s != "" {

@@ -128,10 +128,12 @@ func (e *Engine) Status(opts StatusOptions) []ClientStatus {
 	var out []ClientStatus
 	snaps := &snapshots{v: e.store.View()}
 	e.streams.Range(func(_, x any) bool {
-		client, subs := x.(*stream).statusState()
+		s := x.(*stream)
+		client := s.statusClient()
 		if opts.Include != nil && !opts.Include(&client) {
-			return true
+			return true // before its subscriptions are copied: a fetch of one node is cheap
 		}
+		subs := s.statusSubs()
 		cs := ClientStatus{StatusClient: client, Types: make([]TypeStatus, 0, len(subs))}
 		for i := range subs {
 			cs.Types = append(cs.Types, subs[i].evaluate(snaps, opts.Resources))
@@ -143,15 +145,21 @@ func (e *Engine) Status(opts StatusOptions) []ClientStatus {
 	return out
 }
 
-// statusState copies what the status view reads of a stream, under its lock.
-func (s *stream) statusState() (StatusClient, []subState) {
+// statusClient is the stream as the status view names it.
+func (s *stream) statusClient() StatusClient {
 	s.mu.Lock()
 	c := StatusClient{ID: s.id, Protocol: s.protocol, Peer: s.peer, Identity: s.identity, Node: s.m.node, Connected: s.connected}
 	meta, ann := s.m.nodeMetadata, s.m.nodeAnnotations // set once, never changed
-	subs := s.m.statusState()
 	s.mu.Unlock()
 	c.Metadata = decodeMetadata(meta, ann)
-	return c, subs
+	return c
+}
+
+// statusSubs copies what the status view reads of the stream's subscriptions, under its lock.
+func (s *stream) statusSubs() []subState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.statusState()
 }
 
 // decodeMetadata is a node's metadata as a Struct: the encoded xDS metadata, or MCP

@@ -11,6 +11,7 @@ import (
 
 	admin "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	status "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -588,5 +589,40 @@ func TestCSDSNodeMetadataOverTheCapIsNotKept(t *testing.T) {
 		Value: &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_PresentMatch{PresentMatch: true}}}}}
 	if got := nodes(fetch(t, conn, present)); !slices.Equal(got, []string{"small"}) {
 		t.Errorf("nodes with metadata k: %v, want only the small one", got)
+	}
+}
+
+// The streams of one node (Envoy's per-type streams, here CDS's own service beside ADS) are one
+// ClientConfig; a stream that named no node is one of its own.
+func TestCSDSGroupsTheStreamsOfOneNode(t *testing.T) {
+	b := bridgetest.Start(t)
+	b.LoadYAML(t, serviceEntries("shop/a"))
+	conn := b.Dial(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cds, err := clusterv3.NewClusterDiscoveryServiceClient(conn).StreamClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cds.Send(&discovery.DiscoveryRequest{Node: xdsNode("envoy-1", nil)}) // the service's type
+	r, err := cds.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cds.Send(&discovery.DiscoveryRequest{VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
+	ads := newSotW(t, conn, xdsNode("envoy-1", nil))
+	ads.send(&discovery.DiscoveryRequest{TypeUrl: seXDS})
+	ads.ack(ads.recv())
+	anonymous := newSotW(t, conn, nil)
+	anonymous.send(&discovery.DiscoveryRequest{TypeUrl: seXDS})
+	anonymous.recv()
+	resp := waitFor(t, conn, func(resp *status.ClientStatusResponse) error {
+		if err := hasStatus("envoy-1", seXDS, map[string]status.ConfigStatus{"": status.ConfigStatus_SYNCED})(resp); err != nil {
+			return err
+		}
+		return hasStatus("envoy-1", translate.EnvoyClusterType, map[string]status.ConfigStatus{"": status.ConfigStatus_SYNCED})(resp)
+	})
+	if got := nodes(resp); !slices.Equal(got, []string{"", "envoy-1"}) {
+		t.Errorf("ClientConfigs of nodes %v, want one for envoy-1 and one for the stream without a node", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -174,4 +175,42 @@ func TestStatusPageShowsTheSameTable(t *testing.T) {
 			t.Errorf("row of %s: %q, want %q", node, got, want)
 		}
 	}
+}
+
+// status with the TLS flags of watch, against a bridge that requires client certificates:
+// it lists a watch connected over mutual TLS; without a client certificate it fails, exit 1.
+func TestStatusOverMutualTLS(t *testing.T) {
+	b := serveMTLS(t)
+	flags := b.clientFlags(t, "spiffe://mesh.example/ns/ops/sa/oncall")
+	w := startCLI(t, append([]string{"watch", "--from", b.grpcAddr, "--xds", seXDSType, "--node", "watcher-1", "--output", "json"}, flags...)...)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, stdout, stderr := runCLI(t, append([]string{"status", "--addr", b.grpcAddr}, flags...)...)
+		if code != 0 {
+			t.Fatalf("status: exit %d, stderr %q", code, stderr)
+		}
+		if f := rowOf(stdout, "watcher-1"); len(f) == 7 && f[5] == "SYNCED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watcher-1 with ISTIO SYNCED:\n%s\nwatch: %s", stdout, w.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	noCert := []string{"--ca-file", filepath.Join(b.dir, "ca.pem"), "--server-name", "localhost"}
+	code, _, stderr := runCLI(t, append([]string{"status", "--addr", b.grpcAddr}, noCert...)...)
+	if code != exitRuntime {
+		t.Errorf("status without a client certificate: exit %d, want 1 (stderr %q)", code, stderr)
+	}
+	assertOneLine(t, stderr, "status: "+b.grpcAddr)
+}
+
+// rowOf is the fields of a node's row in a status table.
+func rowOf(table, node string) []string {
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == node {
+			return f
+		}
+	}
+	return nil
 }

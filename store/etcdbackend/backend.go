@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,6 +82,10 @@ type Backend struct {
 	ownerLocks sync.Map // owner → *sync.Mutex: one write per owner at a time on this replica
 	leases     leases
 	session    session
+	ingesting  atomic.Bool // elected ingester of the shared sources (Ingest)
+	// serving ends with Start's context: writes and presence changes still waiting for etcd
+	// or for this replica to apply them give up then, so that stopping never waits on them.
+	serving atomic.Pointer[context.Context]
 }
 
 // New checks the options; Start loads etcd's state.
@@ -128,6 +133,14 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// servingContext is Start's context (Background before Start).
+func (b *Backend) servingContext() context.Context {
+	if ctx := b.serving.Load(); ctx != nil {
+		return *ctx
+	}
+	return context.Background()
+}
+
 // Replica is this replica's name.
 func (b *Backend) Replica() string { return b.name }
 
@@ -148,6 +161,7 @@ func (b *Backend) Applied() int64 {
 // Start loads the prefix at the current revision R into the store, then follows it from R+1
 // until ctx ends. It returns once loaded: the replica then serves what etcd held at R.
 func (b *Backend) Start(ctx context.Context) error {
+	b.serving.Store(&ctx)
 	rev, err := b.load(ctx)
 	if err != nil {
 		return err

@@ -58,7 +58,10 @@ func startReplica(t *testing.T, cli *clientv3.Client, name string, tune func(*Op
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	t.Cleanup(func() {
+		cancel()
+		b.Close()
+	})
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

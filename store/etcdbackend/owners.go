@@ -23,7 +23,7 @@ func (b *Backend) SetOwnerPresent(owner string, present bool) (store.Result, err
 // alive for expiry, etcd deletes the owner's resources and every replica drops them. The
 // owner counts as present while any replica has a stream of it.
 func (b *Backend) SetOwnerPresence(owner string, present bool, expiry time.Duration) (store.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*b.timeout)
+	ctx, cancel := context.WithTimeout(b.servingContext(), 2*b.timeout)
 	defer cancel()
 	key := b.prefix + presenceKey(owner, b.name)
 	var rev int64
@@ -49,6 +49,20 @@ func (b *Backend) SetOwnerPresence(owner string, present bool, expiry time.Durat
 		rev = resp.Header.Revision
 	}
 	return b.waitApplied(ctx, rev, owner)
+}
+
+// Close ends this replica's session after its context ended: its presence keys go at once
+// (its producers count as gone from here) and another replica may be elected ingester.
+// Owner leases are let run out, not revoked: a producer that moves to another replica within
+// its expiry keeps its resources.
+func (b *Backend) Close() {
+	b.leases.stopAll()
+	if s := b.session.current(); s != nil {
+		_ = s.Close()
+	}
+	if b.session.end != nil {
+		b.session.end()
+	}
 }
 
 // leases are the owner leases this replica keeps alive: one per owner with a stream here.
@@ -167,9 +181,13 @@ func (l *leases) stopAll() {
 // lost (etcd unreachable for longer than its TTL), a new one is made and the presence keys of
 // the owners with a stream here are put again.
 type session struct {
-	b      *Backend
-	mu     sync.Mutex
-	s      *concurrency.Session
+	b  *Backend
+	mu sync.Mutex
+	s  *concurrency.Session
+	// life is the sessions' own context: not the serving one, so that Close can still
+	// revoke the lease once serving ended.
+	life context.Context
+	end  context.CancelFunc
 	owners map[string]bool
 }
 
@@ -178,9 +196,15 @@ func (s *session) init(b *Backend) {
 	s.owners = map[string]bool{}
 }
 
+func (s *session) newSession() (*concurrency.Session, error) {
+	return concurrency.NewSession(s.b.cli, concurrency.WithTTL(int((s.b.sessionTTL+time.Second-1)/time.Second)), concurrency.WithContext(s.life))
+}
+
 func (s *session) start(ctx context.Context) error {
-	sess, err := concurrency.NewSession(s.b.cli, concurrency.WithTTL(int((s.b.sessionTTL+time.Second-1)/time.Second)), concurrency.WithContext(ctx))
+	s.life, s.end = context.WithCancel(context.Background())
+	sess, err := s.newSession()
 	if err != nil {
+		s.end()
 		return fmt.Errorf("etcd backend: session: %w", err)
 	}
 	s.mu.Lock()
@@ -201,7 +225,7 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 		}
 		s.b.setNotReady("etcd unreachable: this replica's session lease was lost; serving the last state it applied")
 		for ctx.Err() == nil {
-			next, err := concurrency.NewSession(s.b.cli, concurrency.WithTTL(int((s.b.sessionTTL+time.Second-1)/time.Second)), concurrency.WithContext(ctx))
+			next, err := s.newSession()
 			if err == nil {
 				sess = next
 				break
@@ -231,6 +255,12 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 			}
 		}
 	}
+}
+
+func (s *session) current() *concurrency.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.s
 }
 
 func (s *session) lease() clientv3.LeaseID {

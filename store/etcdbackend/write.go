@@ -60,7 +60,7 @@ func (b *Backend) write(owner string, limit int, replaceAll bool, updates []stor
 	}
 	unlock := b.lockOwner(owner)
 	defer unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*b.timeout)
+	ctx, cancel := context.WithTimeout(b.servingContext(), 3*b.timeout)
 	defer cancel()
 	for range maxAttempts {
 		res, retry, err := b.attempt(ctx, owner, limit, replaceAll, prepared)

@@ -22,8 +22,8 @@ import (
 type applier struct {
 	store  *store.Store // read
 	writer store.Writer // written: the store, or a replicated backend in front of it
-	asked asked
-	node  SinkNode
+	asked  asked
+	node   SinkNode
 	// maxOwned is the most resources one owner may hold in all collections
 	// (limits.resources_per_producer); 0: no limit (upstreams, which the operator chose).
 	maxOwned int

@@ -222,10 +222,10 @@ func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
 			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
-		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
-		Log:         LogConfig{Level: "info", Format: "text"},
-		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
-		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
+		HTTP:    HTTPConfig{Address: "127.0.0.1:15014"},
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
+		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
 		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
 			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
 		}},

@@ -378,7 +378,9 @@ func TestFilesAreIngestedByOneReplica(t *testing.T) {
 		_, v := e.Body()
 		return string(v)
 	}
-	if !waitUntil(t, func() bool { return strings.Contains(hostOn(a), "one.example.com") && strings.Contains(hostOn(b), "one.example.com") }) {
+	if !waitUntil(t, func() bool {
+		return strings.Contains(hostOn(a), "one.example.com") && strings.Contains(hostOn(b), "one.example.com")
+	}) {
 		t.Fatal("the files' ServiceEntry is not served on both replicas")
 	}
 	ingesting := func() []string {
@@ -406,4 +408,3 @@ func TestFilesAreIngestedByOneReplica(t *testing.T) {
 		t.Fatal("an edit after the take-over is not served")
 	}
 }
-

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	mcpapi "istio.io/api/mcp/v1alpha1"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/etcdtest"
 	"github.com/mcpbridge/mcpbridge/internal/testlog"

@@ -186,8 +186,8 @@ type session struct {
 	s  *concurrency.Session
 	// life is the sessions' own context: not the serving one, so that Close can still
 	// revoke the lease once serving ended.
-	life context.Context
-	end  context.CancelFunc
+	life   context.Context
+	end    context.CancelFunc
 	owners map[string]bool
 }
 

@@ -71,6 +71,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	applied  int64         // the etcd revision applied to the store
+	seen     int64         // the newest etcd revision a watch response reported
 	advanced chan struct{} // closed and replaced each time applied moves
 	results  map[int64]map[string]store.Result
 	resRevs  []int64 // results' revisions, oldest first, for pruning
@@ -259,6 +260,7 @@ func (b *Backend) load(ctx context.Context) (int64, error) {
 		b.setPresentLocked(owner)
 	}
 	b.advanceLocked(resp.Header.Revision)
+	b.seen = max(b.seen, resp.Header.Revision)
 	b.notReady = ""
 	b.log.Info("loaded the store from etcd", "revision", resp.Header.Revision, "keys", len(resp.Kvs), "owners", len(state))
 	return resp.Header.Revision, nil
@@ -311,6 +313,9 @@ func (b *Backend) drain(ctx context.Context, ch clientv3.WatchChan, rev int64) i
 			return rev
 		}
 		b.setNotReady("")
+		b.mu.Lock()
+		b.seen = max(b.seen, resp.Header.Revision)
+		b.mu.Unlock()
 		rev = b.applyEvents(resp.Events, rev)
 		if resp.IsProgressNotify() && resp.Header.Revision > rev {
 			rev = resp.Header.Revision

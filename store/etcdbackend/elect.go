@@ -71,10 +71,13 @@ func (b *Backend) Ingesting() bool { return b.ingesting.Load() }
 
 // Status is what /debug/replica shows.
 type Status struct {
-	Backend   string `json:"backend"`
-	Replica   string `json:"replica"`
-	Prefix    string `json:"prefix"`
-	Applied   int64  `json:"applied_revision"`
+	Backend string `json:"backend"`
+	Replica string `json:"replica"`
+	Prefix  string `json:"prefix"`
+	Applied int64  `json:"applied_revision"`
+	// Seen is the newest etcd revision this replica heard of; Seen - Applied is its lag.
+	Seen      int64  `json:"etcd_revision"`
+	Lag       int64  `json:"lag_revisions"`
 	Ready     bool   `json:"ready"`
 	Reason    string `json:"not_ready_reason,omitempty"`
 	Ingesting bool   `json:"ingesting_shared_sources"`
@@ -83,7 +86,11 @@ type Status struct {
 // Status describes the replica.
 func (b *Backend) Status() Status {
 	ok, why := b.Ready()
-	return Status{Backend: "etcd", Replica: b.name, Prefix: b.prefix, Applied: b.Applied(), Ready: ok, Reason: why, Ingesting: b.Ingesting()}
+	b.mu.Lock()
+	applied, seen := b.applied, max(b.seen, b.applied)
+	b.mu.Unlock()
+	return Status{Backend: "etcd", Replica: b.name, Prefix: b.prefix, Applied: applied, Seen: seen, Lag: seen - applied,
+		Ready: ok, Reason: why, Ingesting: b.Ingesting()}
 }
 
 func ended(s *concurrency.Session) bool {

@@ -20,9 +20,10 @@ import (
 // them to the store and builds the answer. It holds no per-stream state, so the ResourceSink
 // server shares one between all its streams and an Upstream has its own.
 type applier struct {
-	store *store.Store
-	asked asked
-	node  SinkNode
+	store  *store.Store // read
+	writer store.Writer // written: the store, or a replicated backend in front of it
+	asked  asked
+	node   SinkNode
 	// maxOwned is the most resources one owner may hold in all collections
 	// (limits.resources_per_producer); 0: no limit (upstreams, which the operator chose).
 	maxOwned int
@@ -35,8 +36,8 @@ type applier struct {
 	unasked *metrics.Collection
 }
 
-func newApplier(st *store.Store, a asked, node SinkNode, m *metrics.Metrics) applier {
-	ap := applier{store: st, asked: a, node: node, metrics: m}
+func newApplier(st *store.Store, w store.Writer, a asked, node SinkNode, m *metrics.Metrics) applier {
+	ap := applier{store: st, writer: w, asked: a, node: node, metrics: m}
 	if m == nil {
 		return ap
 	}
@@ -47,6 +48,14 @@ func newApplier(st *store.Store, a asked, node SinkNode, m *metrics.Metrics) app
 	ap.colls[source.TriggerCollection] = m.Collection(metrics.RoleSink, source.TriggerCollection)
 	ap.unasked = m.Collection(metrics.RoleSink, metrics.UnaskedCollection)
 	return ap
+}
+
+// writerOr is w, or st when w is nil.
+func writerOr(w store.Writer, st *store.Store) store.Writer {
+	if w == nil {
+		return st
+	}
+	return w
 }
 
 // label is the metrics label and handles of a collection a producer named.
@@ -108,12 +117,16 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 		a.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedResource)
 		return a.nack(m, codes.PermissionDenied, err)
 	}
-	res, err := a.store.ApplyWithin(owner, a.maxOwned, update)
+	res, err := a.writer.ApplyWithin(owner, a.maxOwned, update)
 	var over *store.OwnerLimitError
 	if errors.As(err, &over) {
 		o := a.nack(m, codes.ResourceExhausted, fmt.Errorf("limits.resources_per_producer: %w; nothing of this message was applied", over))
 		o.limit = limits.ResourcesPerProducer
 		return o
+	}
+	var unavailable *store.UnavailableError
+	if errors.As(err, &unavailable) {
+		return a.nack(m, codes.Unavailable, fmt.Errorf("%w; nothing of this message was applied: send it again", unavailable))
 	}
 	if err != nil {
 		return a.nack(m, codes.InvalidArgument, err)

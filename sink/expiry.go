@@ -11,9 +11,11 @@ import (
 
 // presence counts each owner's open streams and, once an owner has none, arms a timer that
 // deletes its resources after the expiry. A timer per absent owner, not a sweep: nothing runs
-// while everyone is connected or nobody's expiry is due.
+// while everyone is connected or nobody's expiry is due. A writer that expires owners itself
+// (store.ExpiringWriter: the etcd backend's leases, which every replica honours) is told the
+// expiry instead, and no timer is armed here.
 type presence struct {
-	store  *store.Store
+	store  store.Writer
 	expiry time.Duration // 0: never
 	// anonymousExpiry is the expiry of owners named only by their IP address (0: expiry).
 	anonymousExpiry time.Duration
@@ -33,7 +35,7 @@ type ownerPresence struct {
 	armed uint64
 }
 
-func newPresence(st *store.Store, expiry, anonymousExpiry time.Duration, log *slog.Logger) *presence {
+func newPresence(st store.Writer, expiry, anonymousExpiry time.Duration, log *slog.Logger) *presence {
 	return &presence{store: st, expiry: expiry, anonymousExpiry: anonymousExpiry, log: log, owners: map[string]*ownerPresence{}}
 }
 
@@ -83,7 +85,7 @@ func (p *presence) close(owner string) {
 	}
 	p.setPresent(owner, false)
 	expiry := p.expiryOf(owner)
-	if expiry <= 0 || p.stopped {
+	if _, itself := p.store.(store.ExpiringWriter); expiry <= 0 || p.stopped || itself {
 		delete(p.owners, owner) // nothing to remember about an owner without streams
 		return
 	}
@@ -95,7 +97,13 @@ func (p *presence) close(owner string) {
 // setPresent tells the store whether the owner has a stream: a present owner's copies win
 // conflicts over an absent one's, so a producer that went away never shadows a live one.
 func (p *presence) setPresent(owner string, present bool) {
-	res, err := p.store.SetOwnerPresent(owner, present)
+	var res store.Result
+	var err error
+	if ew, ok := p.store.(store.ExpiringWriter); ok {
+		res, err = ew.SetOwnerPresence(owner, present, p.expiryOf(owner))
+	} else {
+		res, err = p.store.SetOwnerPresent(owner, present)
+	}
 	if err != nil {
 		p.log.Error("could not record the producer's presence", "owner", owner, "present", present, "error", err)
 		return

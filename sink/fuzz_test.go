@@ -39,7 +39,7 @@ func FuzzValidateResources(f *testing.F) {
 		}
 		st := fuzzStore(t)
 		before := dump(st)
-		a := applier{store: st, asked: asked, node: SinkNode{ID: "fuzz"}}
+		a := applier{store: st, writer: st, asked: asked, node: SinkNode{ID: "fuzz"}}
 		o := a.handle(fuzzOwner, producerRights{}, &m)
 		checkOutcome(t, &m, o, st, before)
 	})

@@ -23,7 +23,11 @@ import (
 
 // Options configures a Server.
 type Options struct {
+	// Store is read for what producers hold (resumption, authorization).
 	Store *store.Store
+	// Writer takes the producers' writes: a replicated backend in front of Store
+	// (store.backend: etcd). Nil: Store itself.
+	Writer store.Writer
 	// Collections are what the bridge asks every producer for, in this order. Empty means
 	// DefaultCollections.
 	Collections []Collection
@@ -84,12 +88,13 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxResourcesPerProducer < 0 {
 		return nil, fmt.Errorf("sink: resources per producer %d is negative", opts.MaxResourcesPerProducer)
 	}
-	ap := newApplier(opts.Store, a, opts.SinkNode, opts.Metrics)
+	w := writerOr(opts.Writer, opts.Store)
+	ap := newApplier(opts.Store, w, a, opts.SinkNode, opts.Metrics)
 	ap.maxOwned = opts.MaxResourcesPerProducer
 	return &Server{
 		applier:  ap,
 		authz:    opts.Authz,
-		presence: newPresence(opts.Store, opts.Expiry, opts.AnonymousExpiry, log),
+		presence: newPresence(w, opts.Expiry, opts.AnonymousExpiry, log),
 		metrics:  opts.Metrics,
 		refusals: limits.NewRefuser(opts.Metrics),
 		log:      log,

@@ -24,6 +24,8 @@ type UpstreamOptions struct {
 	// Target is the remote ResourceSource.
 	Target dial.Target
 	Store  *store.Store
+	// Writer takes the upstream's writes (see Options.Writer). Nil: Store itself.
+	Writer store.Writer
 	// Collections are what the bridge asks the upstream for. Empty means DefaultCollections.
 	Collections []Collection
 	// SinkNode is sent in every request.
@@ -97,7 +99,7 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 		owner:   UpstreamOwner(opts.Target.Address),
 		rights:  rights,
 		asking:  asking,
-		applier: newApplier(opts.Store, a, opts.SinkNode, opts.Metrics),
+		applier: newApplier(opts.Store, writerOr(opts.Writer, opts.Store), a, opts.SinkNode, opts.Metrics),
 		backoff: opts.Backoff,
 		metrics: opts.Metrics,
 		peer:    opts.Metrics.Peer(metrics.Upstream, opts.Target.Address),
@@ -229,7 +231,7 @@ func (u *Upstream) session(ctx context.Context, client mcp.ResourceSourceClient)
 var errResync = errors.New("resuming after a refused incremental message, to receive what it carried")
 
 func (u *Upstream) setPresent(present bool) {
-	if _, err := u.applier.store.SetOwnerPresent(u.owner, present); err != nil {
+	if _, err := u.applier.writer.SetOwnerPresent(u.owner, present); err != nil {
 		u.log.Error("could not record the upstream's presence", "present", present, "error", err)
 	}
 }

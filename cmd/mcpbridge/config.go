@@ -57,6 +57,16 @@ var defaults = map[string]any{
 	"sources.file_debounce":            "100ms",
 	"sources.startup_timeout":          "30s",
 	"store.tombstone_retention":        "5m",
+	"store.backend":                    "memory",
+	"store.etcd.endpoints":             []string{},
+	"store.etcd.prefix":                "/mcpbridge/",
+	"store.etcd.replica":               "",
+	"store.etcd.dial_timeout":          "5s",
+	"store.etcd.request_timeout":       "5s",
+	"store.etcd.session_ttl":           "10s",
+	"store.etcd.tls.ca_file":           "",
+	"store.etcd.tls.cert_file":         "",
+	"store.etcd.tls.key_file":          "",
 	"collections":                      []string{},
 	"memory.limit":                     "auto",
 	"memory.gc_percent":                bridge.DefaultGCPercent,
@@ -284,6 +294,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if err := validateLimits(c.Limits); err != nil {
 		return err
 	}
+	if err := validateStore(c.Store); err != nil {
+		return err
+	}
 	for key, d := range map[string]time.Duration{
 		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
 		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,
@@ -404,6 +417,41 @@ func validateAuthz(c *Config) error {
 		if t.Authz != nil {
 			return configErrorf("downstreams[%d].authz: only upstreams have one (what they may produce); a downstream is sent what the bridge serves", i)
 		}
+	}
+	return nil
+}
+
+// validateStore checks store.backend and, for etcd, store.etcd.
+func validateStore(s bridge.StoreConfig) error {
+	switch s.Backend {
+	case "memory":
+		return nil
+	case "etcd":
+	default:
+		return configErrorf("store.backend: %q is neither memory nor etcd", s.Backend)
+	}
+	e := s.Etcd
+	if len(e.Endpoints) == 0 {
+		return configErrorf("store.etcd.endpoints: store.backend etcd needs at least one endpoint (http://HOST:2379, or https:// with store.etcd.tls)")
+	}
+	for i, ep := range e.Endpoints {
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			return configErrorf("store.etcd.endpoints[%d]: %q is not an http:// or https:// URL", i, ep)
+		}
+	}
+	if e.Prefix == "" || !strings.HasPrefix(e.Prefix, "/") {
+		return configErrorf("store.etcd.prefix: %q must start with /", e.Prefix)
+	}
+	for key, d := range map[string]time.Duration{"store.etcd.dial_timeout": e.DialTimeout, "store.etcd.request_timeout": e.RequestTimeout} {
+		if d <= 0 {
+			return configErrorf("%s: must be a positive duration, got %s", key, d)
+		}
+	}
+	if e.SessionTTL < 2*time.Second {
+		return configErrorf("store.etcd.session_ttl: %s is under etcd's shortest lease of 2s", e.SessionTTL)
+	}
+	if (e.TLS.CertFile == "") != (e.TLS.KeyFile == "") {
+		return configErrorf("store.etcd.tls: cert_file and key_file go together")
 	}
 	return nil
 }

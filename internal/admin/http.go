@@ -32,6 +32,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// GatewayClasses, if set, lists the gateway classes built (/debug/gateways).
 	GatewayClasses func() []envoy.GatewayClassInfo
+	// Replica, if set, describes this replica of a replicated store (/debug/replica): its
+	// name, the etcd revision it applied, whether it ingests the shared sources.
+	Replica func() any
 	// Admin, if set, guards the debug views, the profiles and the status page: a request it
 	// refuses is answered 403 with its reason. /healthz, /readyz and /metrics stay open.
 	Admin func(r *http.Request) error
@@ -69,6 +72,9 @@ func Handler(opts Options) *http.ServeMux {
 		mux.Handle("GET /debug/clients/{id}", guard(d.client))
 		mux.Handle("GET /debug/producers", guard(d.producers))
 		mux.Handle("GET /debug/gateways", guard(d.gateways))
+		if opts.Replica != nil {
+			mux.Handle("GET /debug/replica", guard(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, opts.Logger, http.StatusOK, opts.Replica()) }))
+		}
 		mux.Handle("GET /{$}", guard(newStatusPage(d).ServeHTTP))
 	}
 	// Go's profiles (heap, CPU, goroutines): how an operator or a benchmark sees where a

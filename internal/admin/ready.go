@@ -12,10 +12,23 @@ import (
 type Readiness struct {
 	mu      sync.Mutex
 	pending map[string]bool
+	// checks are conditions that can be lost again (a replica cut off from etcd): each says
+	// why it is not met, or "" when it is.
+	checks map[string]func() string
 }
 
 // NewReadiness returns a tracker with nothing pending.
-func NewReadiness() *Readiness { return &Readiness{pending: map[string]bool{}} }
+func NewReadiness() *Readiness {
+	return &Readiness{pending: map[string]bool{}, checks: map[string]func() string{}}
+}
+
+// Check registers a condition that is asked each time readiness is: check returns why it is
+// not met ("" when it is). Unlike Wait's, it can be met and lost again.
+func (r *Readiness) Check(name string, check func() string) {
+	r.mu.Lock()
+	r.checks[name] = check
+	r.mu.Unlock()
+}
 
 // Wait registers a condition and returns the function that marks it met. Calling that
 // function more than once is harmless.
@@ -37,6 +50,11 @@ func (r *Readiness) Pending() []string {
 	out := make([]string, 0, len(r.pending))
 	for name := range r.pending {
 		out = append(out, name)
+	}
+	for name, check := range r.checks {
+		if why := check(); why != "" {
+			out = append(out, name+" ("+why+")")
+		}
 	}
 	slices.Sort(out)
 	return out

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -41,6 +42,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source/csds"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
 	"github.com/mcpbridge/mcpbridge/translate"
 	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
@@ -69,6 +71,15 @@ type Bridge struct {
 	translationFaults metrics.FaultsFunc
 	// authz is the compiled authz.rules (no rules: everything allowed).
 	authz *authz.Policy
+	// writer takes the producers' writes: the store, or etcd in front of it.
+	writer store.Writer
+	// etcd is the replicated backend (store.backend: etcd); nil with memory.
+	etcd *etcdbackend.Backend
+	// ingestedFiles is the file source of this replica's current term as the elected
+	// ingester (etcd backend), for its faults; nil when it is not the ingester.
+	ingestedFiles atomic.Pointer[filesource.Source]
+	// etcdLoaded is closed once this replica has loaded etcd's state.
+	etcdLoaded chan struct{}
 	// starting is the readiness condition from New until Serve has registered the others: a
 	// bridge is never ready before it started serving (bridgetest.Start waits on it).
 	starting func()
@@ -111,6 +122,9 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if policy.Enabled() || cfg.HTTP.TLS.ClientCAFile != "" {
 		m.DeclareAuthz()
 	}
+	if err := b.wireStoreBackend(); err != nil {
+		return nil, err
+	}
 	if err := b.wireSink(); err != nil {
 		return nil, err
 	}
@@ -147,7 +161,7 @@ func (b *Bridge) wireTranslation() {
 func (b *Bridge) wireSink() error {
 	node := sink.SinkNode{ID: b.cfg.Sink.NodeID, Annotations: b.cfg.Sink.NodeAnnotations}
 	s, err := sink.NewServer(sink.Options{
-		Store: b.store, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
+		Store: b.store, Writer: b.writer, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
 		Logger: b.log, Metrics: b.metrics, Authz: b.authz, MaxResourcesPerProducer: b.cfg.Limits.ResourcesPerProducer,
 	})
 	if err != nil {
@@ -262,29 +276,19 @@ func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server, guard *limits.Gu
 }
 
 // wireSources adds the producers the bridge reads (files, upstreams) and the sinks it pushes to.
+// With the etcd backend, one elected replica at a time reads the files and dials the
+// upstreams (wireIngest); the others receive what it writes through etcd.
 func (b *Bridge) wireSources() error {
 	cfg := b.cfg
-	if len(cfg.Sources.Files) > 0 {
-		b.files = filesource.New(filesource.Options{
-			Paths: cfg.Sources.Files, Debounce: cfg.Sources.FileDebounce, Store: b.store, Logger: b.log,
-		})
-		b.runners = append(b.runners, runner{name: "sources.files", run: b.files.Run, ready: b.files.Ready()})
+	shared, files, err := b.sharedSources()
+	if err != nil {
+		return err
 	}
-	node := sink.SinkNode{ID: cfg.Sink.NodeID, Annotations: cfg.Sink.NodeAnnotations}
-	for i, t := range cfg.Sources.Upstreams {
-		if t.Authz != nil { // checked here, where the error can name the key
-			if _, err := authz.ScopeGrant("", *t.Authz, translate.CollectionOf); err != nil {
-				return ConfigErrorf("sources.upstreams[%d].authz.%v", i, err)
-			}
-		}
-		up, err := sink.NewUpstream(sink.UpstreamOptions{
-			Target: t, Store: b.store, Collections: sinkCollections(cfg), SinkNode: node,
-			Logger: b.log, Metrics: b.metrics,
-		})
-		if err != nil {
-			return ConfigErrorf("sources.upstreams[%d]: %v", i, err)
-		}
-		b.runners = append(b.runners, runner{name: "upstream " + t.Address, run: up.Run, ready: up.Ready()})
+	if b.etcd != nil {
+		b.wireIngest(len(shared) > 0)
+	} else {
+		b.files = files
+		b.runners = append(b.runners, shared...)
 	}
 	for i, t := range cfg.Downstreams {
 		if t.Authz != nil {
@@ -296,12 +300,47 @@ func (b *Bridge) wireSources() error {
 	return nil
 }
 
+// sharedSources builds the producers every replica would share: the file source and the
+// upstreams, writing to the store's writer. Each call builds new ones (an elected ingester
+// builds its own for each term).
+func (b *Bridge) sharedSources() ([]runner, *filesource.Source, error) {
+	cfg := b.cfg
+	var out []runner
+	var files *filesource.Source
+	if len(cfg.Sources.Files) > 0 {
+		files = filesource.New(filesource.Options{
+			Paths: cfg.Sources.Files, Debounce: cfg.Sources.FileDebounce, Store: b.writer, Logger: b.log,
+		})
+		out = append(out, runner{name: "sources.files", run: files.Run, ready: files.Ready()})
+	}
+	node := sink.SinkNode{ID: cfg.Sink.NodeID, Annotations: cfg.Sink.NodeAnnotations}
+	for i, t := range cfg.Sources.Upstreams {
+		if t.Authz != nil { // checked here, where the error can name the key
+			if _, err := authz.ScopeGrant("", *t.Authz, translate.CollectionOf); err != nil {
+				return nil, nil, ConfigErrorf("sources.upstreams[%d].authz.%v", i, err)
+			}
+		}
+		up, err := sink.NewUpstream(sink.UpstreamOptions{
+			Target: t, Store: b.store, Writer: b.writer, Collections: sinkCollections(cfg), SinkNode: node,
+			Logger: b.log, Metrics: b.metrics,
+		})
+		if err != nil {
+			return nil, nil, ConfigErrorf("sources.upstreams[%d]: %v", i, err)
+		}
+		out = append(out, runner{name: "upstream " + t.Address, run: up.Run, ready: up.Ready()})
+	}
+	return out, files, nil
+}
+
 // wireAdmin registers the collectors that read the store and the fault reporters at scrape
 // time, and builds the HTTP handler.
 func (b *Bridge) wireAdmin() error {
 	var fileFaults func() []error
 	if b.files != nil {
 		fileFaults = b.files.Faults
+	}
+	if b.etcd != nil && len(b.cfg.Sources.Files) > 0 {
+		fileFaults = b.ingestedFileFaults
 	}
 	for _, err := range []error{
 		b.metrics.WatchStore(b.store),
@@ -316,7 +355,7 @@ func (b *Bridge) wireAdmin() error {
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
-		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(),
+		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(), Replica: b.replicaStatus(),
 	})
 	return nil
 }

@@ -185,6 +185,35 @@ type SourcesConfig struct {
 type StoreConfig struct {
 	// TombstoneRetention is how long deletions are kept for incremental readers.
 	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
+	// Backend is memory (each bridge alone) or etcd (replicas sharing one state, and a warm
+	// restart).
+	Backend string     `mapstructure:"backend"`
+	Etcd    EtcdConfig `mapstructure:"etcd"`
+}
+
+// EtcdConfig is store.etcd: the etcd cluster replicas share their state through.
+type EtcdConfig struct {
+	Endpoints []string `mapstructure:"endpoints"`
+	// Prefix is where the bridge's keys are; replicas with the same prefix serve the same
+	// config, so two meshes can share one etcd.
+	Prefix string `mapstructure:"prefix"`
+	// Replica names this replica (presence keys, /debug/replica, logs). Empty: the host name
+	// (a pod's name).
+	Replica        string        `mapstructure:"replica"`
+	DialTimeout    time.Duration `mapstructure:"dial_timeout"`
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// SessionTTL is how long a replica cut off from etcd still counts as holding its
+	// producers' streams.
+	SessionTTL time.Duration `mapstructure:"session_ttl"`
+	TLS        EtcdTLS       `mapstructure:"tls"`
+}
+
+// EtcdTLS is the client side of TLS to etcd: the CA that signed etcd's certificates, and this
+// replica's client certificate when etcd requires one.
+type EtcdTLS struct {
+	CAFile   string `mapstructure:"ca_file"`
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
 }
 
 // DefaultConfig is the configuration when nothing sets a key: the defaults of CONTRACT.md
@@ -193,11 +222,13 @@ func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
 			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
-		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
-		Log:         LogConfig{Level: "info", Format: "text"},
-		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
-		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
-		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
+		HTTP:    HTTPConfig{Address: "127.0.0.1:15014"},
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
+		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
+		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
+			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
+		}},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,8 +128,8 @@ func freeAddr(b *testing.B) string {
 }
 
 // startBridge starts mcpbridge serve on free loopback ports, with the files of dir as its
-// source (none when dir is empty).
-func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
+// source (none when dir is empty), and extra configuration (YAML top-level keys) if given.
+func startBridge(b *testing.B, bin, dir string, extra ...string) *bridgeProcess {
 	b.Helper()
 	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
@@ -151,7 +152,7 @@ limits:
   streams_per_peer: 100000
   requests_per_second: 1000000
   request_burst: 1000000
-`, p.grpcAddr, p.httpAddr, files), 0o644)
+%s`, p.grpcAddr, p.httpAddr, files, strings.Join(extra, "")), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

@@ -1,0 +1,484 @@
+package etcdbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/internal/etcdtest"
+	"github.com/mcpbridge/mcpbridge/internal/testlog"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+const coll = "test/things"
+
+func resource(t testing.TB, name, content string) *mcpapi.Resource {
+	t.Helper()
+	body, err := anypb.New(wrapperspb.String(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: body}
+}
+
+func resources(t testing.TB, n int, content string) []*mcpapi.Resource {
+	out := make([]*mcpapi.Resource, n)
+	for i := range out {
+		out[i] = resource(t, fmt.Sprintf("ns/r%05d", i), content)
+	}
+	return out
+}
+
+// replica is a store and its backend, following etcd until the test ends.
+type replica struct {
+	st *store.Store
+	b  *Backend
+}
+
+func startReplica(t *testing.T, cli *clientv3.Client, name string, tune func(*Options)) *replica {
+	t.Helper()
+	st := store.New(store.Options{})
+	opts := Options{Client: cli, Store: st, Replica: name, Prefix: "/" + t.Name() + "/", Logger: testlog.New(t), RequestTimeout: 3 * time.Second, SessionTTL: 2 * time.Second}
+	if tune != nil {
+		tune(&opts)
+	}
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		b.Close()
+	})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &replica{st: st, b: b}
+}
+
+// held is name → the stored bytes of what the store serves in coll.
+func (r *replica) held() map[string]string {
+	_, entries := r.st.View().Snapshot(coll)
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		out[e.Name] = string(e.Bytes)
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sameAs(want map[string]string) func(*replica) error {
+	return func(r *replica) error {
+		got := r.held()
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("holds %d resources, want %d (or different bytes)", len(got), len(want))
+		}
+		return nil
+	}
+}
+
+func TestPushToOneReplicaReachesTheOthers(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a, b := startReplica(t, cli, "a", nil), startReplica(t, cli, "b", nil)
+
+	res, err := a.b.Apply("producer-1", store.Update{Collection: coll, Full: true, Resources: resources(t, 20, "v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed != 20 {
+		t.Fatalf("the write changed %d served entries on the replica that took it, want 20: acknowledged before applied?", res.Changed)
+	}
+	want := a.held()
+	if len(want) != 20 {
+		t.Fatalf("replica a holds %d once the write returned, want 20", len(want))
+	}
+	eventually(t, "replica b holds what a took, byte for byte (same versions)", func() error { return sameAs(want)(b) })
+
+	// An incremental update and a removal travel the same way.
+	if _, err := a.b.Apply("producer-1", store.Update{Collection: coll, Resources: []*mcpapi.Resource{resource(t, "ns/r00000", "v2")}, Removed: []string{"ns/r00001"}}); err != nil {
+		t.Fatal(err)
+	}
+	want = a.held()
+	if len(want) != 19 || !strings.Contains(want["ns/r00000"], "v2") {
+		t.Fatalf("after the incremental update a holds %d, r00000 %q", len(want), want["ns/r00000"])
+	}
+	eventually(t, "replica b follows the incremental update", func() error { return sameAs(want)(b) })
+}
+
+func TestUnchangedResourcesAreNotWrittenAgain(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a := startReplica(t, cli, "a", nil)
+	rs := resources(t, 10, "v1")
+	if _, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: rs}); err != nil {
+		t.Fatal(err)
+	}
+	before := a.b.Applied()
+	res, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed != 0 || a.b.Applied() != before {
+		t.Fatalf("the same full state again changed %d entries and moved etcd from %d to %d; want nothing written", res.Changed, before, a.b.Applied())
+	}
+}
+
+// TestLargeWriteIsSeenWholeOrNotAtAll: a write beyond one etcd transaction goes as chunks and a
+// commit record; a replica watching never serves part of it.
+func TestLargeWriteIsSeenWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	small := func(o *Options) { o.MaxTxnOps, o.MaxTxnBytes = 10, 4096 }
+	a, b := startReplica(t, cli, "a", small), startReplica(t, cli, "b", small)
+
+	const n = 600
+	var seen sync.Map
+	w := b.st.Watch(coll)
+	defer w.Close()
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-w.C():
+				seen.Store(len(b.held()), true)
+			}
+		}
+	}()
+	if _, err := a.b.Apply("big", store.Update{Collection: coll, Full: true, Resources: resources(t, n, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b holds the large write", func() error { return sameAs(a.held())(b) })
+	// And a large change of all of them, then its removal.
+	if _, err := a.b.Apply("big", store.Update{Collection: coll, Full: true, Resources: resources(t, n, "v2")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b holds the second large write", func() error { return sameAs(a.held())(b) })
+	close(stop)
+	<-watched
+	seen.Range(func(k, _ any) bool {
+		if c := k.(int); c != 0 && c != n {
+			t.Errorf("replica b served %d of the write's %d resources at one point", c, n)
+		}
+		return true
+	})
+
+	// The commit is copied to the owner's keys and cleaned up: etcd holds r/ keys only.
+	resp, err := cli.Get(context.Background(), a.b.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, kv := range resp.Kvs {
+		counts[strings.TrimPrefix(string(kv.Key), a.b.prefix)[:2]]++
+	}
+	if counts[resourcePrefix] != n || counts[chunkPrefix] != 0 || counts[commitPrefix] != 0 {
+		t.Fatalf("etcd holds %v, want %d r/ keys and no chunks or commit records", counts, n)
+	}
+	// A replica started now loads exactly that.
+	c := startReplica(t, cli, "c", small)
+	if err := sameAs(a.held())(c); err != nil {
+		t.Fatalf("a replica started after the write: %v", err)
+	}
+}
+
+// TestCommittedWriteOfADeadReplicaIsFinishedByTheNext: a replica that dies between the commit
+// record and copying it leaves the write applied everywhere; the owner's next write (on any
+// replica) finishes the copy first, and a replica loading meanwhile sees the whole write.
+func TestCommittedWriteOfADeadReplicaIsFinishedByTheNext(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	small := func(o *Options) { o.MaxTxnOps, o.MaxTxnBytes = 10, 4096 }
+	a, b := startReplica(t, cli, "a", small), startReplica(t, cli, "b", small)
+
+	// What a's write would have committed, with a dying before materialize.
+	prepared, err := a.st.Prepare(store.Update{Collection: coll, Full: true, Resources: resources(t, 100, "v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, _ := opsOf(a.st.View(), "owner", false, prepared)
+	if _, _, err := a.b.commitChunked(context.Background(), "owner", 0, 0, ops); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, e := range prepared[0].Encoded {
+		want[e.Name()] = string(e.Bytes())
+	}
+	eventually(t, "b applies the committed write", func() error { return sameAs(want)(b) })
+	c := startReplica(t, cli, "c", small)
+	if err := sameAs(want)(c); err != nil {
+		t.Fatalf("a replica loading while the commit is pending: %v", err)
+	}
+	// The owner's next write, on b: one resource changes.
+	if _, err := b.b.Apply("owner", store.Update{Collection: coll, Resources: []*mcpapi.Resource{resource(t, "ns/r00003", "v2")}}); err != nil {
+		t.Fatal(err)
+	}
+	want = b.held()
+	for _, r := range []*replica{a, c} {
+		eventually(t, "every replica follows", func() error { return sameAs(want)(r) })
+	}
+	d := startReplica(t, cli, "d", small)
+	if err := sameAs(want)(d); err != nil {
+		t.Fatalf("a replica loading after the pending commit was finished: %v", err)
+	}
+}
+
+func TestConcurrentWritesOfOneOwnerOnTwoReplicas(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a, b := startReplica(t, cli, "a", nil), startReplica(t, cli, "b", nil)
+	var wg sync.WaitGroup
+	for i, r := range []*replica{a, b} {
+		wg.Go(func() {
+			for j := range 20 {
+				name := fmt.Sprintf("ns/from-%d-%02d", i, j)
+				if _, err := r.b.Apply("shared", store.Update{Collection: coll, Resources: []*mcpapi.Resource{resource(t, name, "x")}}); err != nil {
+					t.Errorf("write %s: %v", name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, "both replicas hold all 40 incremental writes", func() error {
+		for _, r := range []*replica{a, b} {
+			if n := len(r.held()); n != 40 {
+				return fmt.Errorf("%s holds %d", r.b.name, n)
+			}
+		}
+		return nil
+	})
+}
+
+func TestAllReplicasRestartedLoadTheSameVersions(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a := startReplica(t, cli, "a", nil)
+	if _, err := a.b.Apply("p1", store.Update{Collection: coll, Full: true, Resources: resources(t, 50, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b.Apply("p2", store.Update{Collection: "test/other", Full: true, Resources: resources(t, 5, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	want := a.held()
+	// A fresh replica, no producer connected: ready from etcd alone.
+	b := startReplica(t, cli, "b", nil)
+	if ok, why := b.b.Ready(); !ok {
+		t.Fatalf("a replica loaded from etcd is not ready: %s", why)
+	}
+	if err := sameAs(want)(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, other := b.st.View().Snapshot("test/other"); len(other) != 5 {
+		t.Fatalf("test/other: %d resources after the restart, want 5", len(other))
+	}
+	for name, bytes := range want {
+		if e := b.st.View().Get(coll, name); e == nil || e.Version != a.st.View().Get(coll, name).Version || string(e.Bytes) != bytes {
+			t.Fatalf("%s: not served with the same version after the restart", name)
+		}
+	}
+}
+
+func TestOwnerLeaseExpiresOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a, b := startReplica(t, cli, "a", nil), startReplica(t, cli, "b", nil)
+	const expiry = 2 * time.Second
+	if _, err := a.b.SetOwnerPresence("producer", true, expiry); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b.Apply("producer", store.Update{Collection: coll, Full: true, Resources: resources(t, 10, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b holds the producer's resources", func() error { return sameAs(a.held())(b) })
+
+	// Held alive while connected: past the expiry, nothing is gone.
+	time.Sleep(expiry + time.Second)
+	if n := len(b.held()); n != 10 {
+		t.Fatalf("a connected producer's resources expired: b holds %d", n)
+	}
+	// It leaves a; it comes back to b before the expiry: kept.
+	if _, err := a.b.SetOwnerPresence("producer", false, expiry); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.b.SetOwnerPresence("producer", true, expiry); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(expiry + time.Second)
+	if n := len(a.held()); n != 10 {
+		t.Fatalf("a producer that moved to another replica before its expiry lost its resources: a holds %d", n)
+	}
+	// It leaves b too, and b stops (no replica alive would have to act): gone everywhere.
+	if _, err := b.b.SetOwnerPresence("producer", false, expiry); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, "the producer's resources expire on every replica", func() error {
+		for _, r := range []*replica{a, b} {
+			if n := len(r.held()); n != 0 {
+				return fmt.Errorf("%s still holds %d", r.b.name, n)
+			}
+		}
+		return nil
+	})
+	if took := time.Since(start); took < expiry/2 {
+		t.Fatalf("expired after %s, before the expiry of %s", took, expiry)
+	}
+}
+
+func TestPresenceFollowsStreamsOnAnyReplica(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a, b := startReplica(t, cli, "a", nil), startReplica(t, cli, "b", nil)
+	// Two owners hold one name; the present one is served on every replica.
+	for _, owner := range []string{"x", "y"} {
+		if _, err := a.b.SetOwnerPresence(owner, true, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.b.Apply(owner, store.Update{Collection: coll, Full: true, Resources: []*mcpapi.Resource{resource(t, "ns/same", owner)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.b.SetOwnerPresence("x", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b serves y's copy once x is absent", func() error {
+		if got := b.held()["ns/same"]; !strings.Contains(got, "y") {
+			return fmt.Errorf("serves %q", got)
+		}
+		return nil
+	})
+}
+
+func TestWriteWhileEtcdIsDownIsRefusedUnavailable(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, 1)
+	cli := cluster.Client()
+	a := startReplica(t, cli, "a", func(o *Options) { o.RequestTimeout = 500 * time.Millisecond })
+	if _, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: resources(t, 3, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Members[0].Kill()
+	_, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: resources(t, 3, "v2")})
+	var ue *store.UnavailableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("a write with etcd down: %v, want a *store.UnavailableError", err)
+	}
+	if n := len(a.held()); n != 3 || !strings.Contains(a.held()["ns/r00000"], "v1") {
+		t.Fatal("the replica stopped serving its last good state")
+	}
+	eventually(t, "the replica reports not ready", func() error {
+		if ok, _ := a.b.Ready(); ok {
+			return errors.New("still ready")
+		}
+		return nil
+	})
+	_, why := a.b.Ready()
+	t.Logf("not ready: %s", why)
+
+	cluster.Restart(cluster.Members[0])
+	cluster.WaitHealthy()
+	eventually(t, "ready again once etcd is back", func() error {
+		if ok, why := a.b.Ready(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+	if _, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: resources(t, 3, "v2")}); err != nil {
+		t.Fatalf("a write after etcd came back: %v", err)
+	}
+	if !strings.Contains(a.held()["ns/r00000"], "v2") {
+		t.Fatal("the write after etcd came back is not served")
+	}
+}
+
+func TestReplicaCatchesUpAfterCompaction(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a := startReplica(t, cli, "a", nil)
+	if _, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: resources(t, 5, "v1")}); err != nil {
+		t.Fatal(err)
+	}
+	// b loads now, but follows only from an old revision that etcd then compacts away.
+	st := store.New(store.Options{})
+	b, err := New(Options{Client: cli, Store: st, Replica: "b", Prefix: a.b.prefix, Logger: testlog.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := b.load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b.Apply("p", store.Update{Collection: coll, Full: true, Resources: resources(t, 7, "v2")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(context.Background(), a.b.Applied()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.follow(ctx, rev)
+	r := &replica{st: st, b: b}
+	eventually(t, "b reloads past the compaction", func() error { return sameAs(a.held())(r) })
+}
+
+func TestChunkDecoderRefusesGarbage(t *testing.T) {
+	good := appendOp(appendOp(nil, op{key: resourceKey("o", coll, "ns/a"), value: []byte("x")}), op{del: true, key: resourceKey("o", coll, "ns/b")})
+	ops, err := decodeChunk(good)
+	if err != nil || len(ops) != 2 || ops[0].del || !ops[1].del {
+		t.Fatalf("decodeChunk(good) = %v, %v", ops, err)
+	}
+	for _, bad := range [][]byte{{9}, {1, 200}, good[:len(good)-1], appendOp(nil, op{key: "x/not-a-resource", value: nil})} {
+		if _, err := decodeChunk(bad); err == nil {
+			t.Errorf("decodeChunk(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeChunk(f *testing.F) {
+	f.Add(appendOp(nil, op{key: resourceKey("o", coll, "ns/a"), value: []byte("x")}))
+	f.Add([]byte{1, 3, 'r', '/', 'x'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ops, err := decodeChunk(b)
+		if err != nil {
+			return
+		}
+		var again []byte
+		for _, o := range ops {
+			again = appendOp(again, o)
+		}
+		back, err := decodeChunk(again)
+		if err != nil || !slices.EqualFunc(back, ops, func(x, y op) bool { return x.del == y.del && x.key == y.key && string(x.value) == string(y.value) }) {
+			t.Fatalf("re-encoded chunk decodes differently: %v", err)
+		}
+	})
+}

@@ -1,0 +1,402 @@
+package etcdbackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+var _ store.ExpiringWriter = (*Backend)(nil)
+
+// Apply commits updates for owner to etcd and returns once this replica applied them.
+func (b *Backend) Apply(owner string, updates ...store.Update) (store.Result, error) {
+	return b.ApplyWithin(owner, 0, updates...)
+}
+
+// ApplyWithin is Apply within an owner's quota (store.Store.ApplyWithin).
+func (b *Backend) ApplyWithin(owner string, limit int, updates ...store.Update) (store.Result, error) {
+	return b.write(owner, limit, false, updates)
+}
+
+// ReplaceOwner makes state the owner's whole state (store.Store.ReplaceOwner).
+func (b *Backend) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error) {
+	updates := make([]store.Update, 0, len(state))
+	for coll, rs := range state {
+		updates = append(updates, store.Update{Collection: coll, Full: true, Resources: rs})
+	}
+	return b.write(owner, 0, true, updates)
+}
+
+// ReplaceOwnerEncoded is ReplaceOwner for encoded resources.
+func (b *Backend) ReplaceOwnerEncoded(owner string, state map[string][]store.Encoded) (store.Result, error) {
+	updates := make([]store.Update, 0, len(state))
+	for coll, es := range state {
+		updates = append(updates, store.Update{Collection: coll, Full: true, Encoded: es})
+	}
+	return b.write(owner, 0, true, updates)
+}
+
+// maxAttempts bounds the retries of a write that lost a race with another replica writing for
+// the same owner.
+const maxAttempts = 8
+
+func (b *Backend) write(owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, error) {
+	if owner == "" {
+		return store.Result{}, &store.ValidationError{Err: errors.New("invalid owner \"\"")}
+	}
+	prepared, err := b.st.Prepare(updates...)
+	if err != nil {
+		return store.Result{}, err
+	}
+	unlock := b.lockOwner(owner)
+	defer unlock()
+	ctx, cancel := context.WithTimeout(b.servingContext(), 3*b.timeout)
+	defer cancel()
+	for range maxAttempts {
+		res, retry, err := b.attempt(ctx, owner, limit, replaceAll, prepared)
+		if !retry {
+			return res, err
+		}
+	}
+	return store.Result{}, &store.UnavailableError{Err: fmt.Errorf("owner %q: %d attempts lost to concurrent writes of the same owner on other replicas", owner, maxAttempts)}
+}
+
+func (b *Backend) lockOwner(owner string) func() {
+	m, _ := b.ownerLocks.LoadOrStore(owner, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// attempt reads the owner's sequence, waits for this replica to reflect it, computes the
+// write's ops against the owner's state and commits them if nobody wrote for the owner
+// meanwhile. retry says the commit lost such a race.
+func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, bool, error) {
+	seq, pending, rev, err := b.ownerState(ctx, owner)
+	if err != nil {
+		return store.Result{}, false, unavailable(err)
+	}
+	if len(pending) > 0 {
+		// A large write of this owner is committed but not yet copied to its keys (its
+		// replica died, or is still at it): finish it first; every later write builds on it.
+		for _, txid := range pending {
+			if err := b.materialize(ctx, owner, txid, nil); err != nil {
+				return store.Result{}, false, unavailable(err)
+			}
+		}
+		return store.Result{}, true, nil
+	}
+	if _, err := b.waitApplied(ctx, rev, owner); err != nil {
+		return store.Result{}, false, unavailable(err)
+	}
+	view := b.st.View()
+	ops, delta := opsOf(view, owner, replaceAll, updates)
+	if err := withinLimit(view, owner, limit, delta); err != nil {
+		return store.Result{}, false, err
+	}
+	if len(ops) == 0 {
+		return store.Result{Revision: view.Revision()}, false, nil
+	}
+	lease := b.leases.of(owner)
+	var committed int64
+	var txid string
+	if b.fits(ops) {
+		committed, err = b.commitSmall(ctx, owner, seq, lease, ops)
+	} else {
+		txid, committed, err = b.commitChunked(ctx, owner, seq, lease, ops)
+	}
+	if errors.Is(err, errLostRace) {
+		return store.Result{}, true, nil
+	}
+	if err != nil {
+		return store.Result{}, false, unavailable(err)
+	}
+	res, err := b.waitApplied(ctx, committed, owner)
+	if err != nil {
+		return store.Result{}, false, unavailable(err)
+	}
+	if txid != "" {
+		if err := b.materialize(ctx, owner, txid, ops); err != nil {
+			// Committed and applied everywhere; the next write of the owner finishes it.
+			b.log.Warn("a committed write is not yet copied to its keys; the owner's next write will", "owner", owner, "txid", txid, "error", err)
+		}
+	}
+	return res, false, nil
+}
+
+var errLostRace = errors.New("another replica wrote for the owner meanwhile")
+
+func unavailable(err error) error {
+	var ue *store.UnavailableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &store.UnavailableError{Err: err}
+}
+
+// ownerState reads, at one revision, the owner's sequence key's mod revision (0: none) and
+// its commit records not yet materialized.
+func (b *Backend) ownerState(ctx context.Context, owner string) (seq int64, pending []string, rev int64, err error) {
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).Then(
+		clientv3.OpGet(b.prefix+sequenceKey(owner)),
+		clientv3.OpGet(b.prefix+ownerCommitsPrefix(owner), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		seq = kvs[0].ModRevision
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		rel := string(kv.Key[len(b.prefix):])
+		if _, txid, err := pairOf(rel, commitPrefix); err == nil {
+			pending = append(pending, txid)
+		}
+	}
+	return seq, pending, resp.Header.Revision, nil
+}
+
+// opsOf turns prepared updates into puts and deletions of the owner's r/ keys, against what
+// the owner holds: an unchanged resource (same bytes) is not written again. delta is how many
+// copies the owner gains (negative: loses).
+func opsOf(view *store.View, owner string, replaceAll bool, updates []store.Update) (ops []op, delta int) {
+	listed := map[string]bool{}
+	for _, u := range updates {
+		listed[u.Collection] = true
+		held := map[string][]byte{}
+		view.Owned(u.Collection, owner, func(e *store.Entry) bool {
+			held[e.Name] = e.Bytes
+			return true
+		})
+		upserted := make(map[string]bool, len(u.Encoded))
+		for _, enc := range u.Encoded {
+			upserted[enc.Name()] = true
+			old, had := held[enc.Name()]
+			if had && bytes.Equal(old, enc.Bytes()) {
+				continue
+			}
+			if !had {
+				delta++
+			}
+			ops = append(ops, op{key: resourceKey(owner, u.Collection, enc.Name()), value: enc.Bytes()})
+		}
+		removed := u.Removed
+		if u.Full {
+			removed = nil
+			for name := range held {
+				if !upserted[name] {
+					removed = append(removed, name)
+				}
+			}
+		}
+		for _, name := range removed {
+			if _, had := held[name]; had && !upserted[name] {
+				delta--
+				ops = append(ops, op{del: true, key: resourceKey(owner, u.Collection, name)})
+			}
+		}
+	}
+	if replaceAll {
+		for _, coll := range view.OwnerCollections(owner) {
+			if listed[coll] {
+				continue
+			}
+			view.Owned(coll, owner, func(e *store.Entry) bool {
+				delta--
+				ops = append(ops, op{del: true, key: resourceKey(owner, coll, e.Name)})
+				return true
+			})
+		}
+	}
+	return ops, delta
+}
+
+// withinLimit refuses a write that takes owner over limit copies (and over what it holds).
+func withinLimit(view *store.View, owner string, limit, delta int) error {
+	if limit <= 0 {
+		return nil
+	}
+	held := view.OwnedCount(owner)
+	if would := held + delta; would > limit && would > held {
+		return &store.OwnerLimitError{Owner: owner, Limit: limit, Held: held, Would: would}
+	}
+	return nil
+}
+
+func (b *Backend) fits(ops []op) bool {
+	if len(ops) > b.maxOps {
+		return false
+	}
+	size := 0
+	for _, o := range ops {
+		size += opSize(o)
+	}
+	return size <= b.maxBytes
+}
+
+// etcdOp is an op as an etcd request, attached to lease when the owner has one.
+func (b *Backend) etcdOp(o op, lease clientv3.LeaseID) clientv3.Op {
+	if o.del {
+		return clientv3.OpDelete(b.prefix + o.key)
+	}
+	if lease != 0 {
+		return clientv3.OpPut(b.prefix+o.key, string(o.value), clientv3.WithLease(lease))
+	}
+	return clientv3.OpPut(b.prefix+o.key, string(o.value))
+}
+
+func (b *Backend) sequencePut(owner string, lease clientv3.LeaseID) clientv3.Op {
+	v := b.name + " " + time.Now().UTC().Format(time.RFC3339Nano)
+	if lease != 0 {
+		return clientv3.OpPut(b.prefix+sequenceKey(owner), v, clientv3.WithLease(lease))
+	}
+	return clientv3.OpPut(b.prefix+sequenceKey(owner), v)
+}
+
+// commitSmall commits ops in one transaction, if the owner's sequence is still seq.
+func (b *Backend) commitSmall(ctx context.Context, owner string, seq int64, lease clientv3.LeaseID, ops []op) (int64, error) {
+	then := make([]clientv3.Op, 0, len(ops)+1)
+	for _, o := range ops {
+		then = append(then, b.etcdOp(o, lease))
+	}
+	then = append(then, b.sequencePut(owner, lease))
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(b.prefix+sequenceKey(owner)), "=", seq)).Then(then...).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if !resp.Succeeded {
+		return 0, errLostRace
+	}
+	return resp.Header.Revision, nil
+}
+
+// commitChunked writes ops as chunks no replica applies yet, then the commit record that
+// makes every replica apply them as one write, if the owner's sequence is still seq.
+func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, lease clientv3.LeaseID, ops []op) (string, int64, error) {
+	txid := newTxID()
+	var chunk []byte
+	n := 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		_, err := b.cli.Put(rctx, b.prefix+chunkKey(txid, n), string(chunk))
+		n++
+		chunk = chunk[:0]
+		return err
+	}
+	for _, o := range ops {
+		if len(chunk) > 0 && len(chunk)+opSize(o) > b.maxBytes {
+			if err := flush(); err != nil {
+				b.dropChunks(txid)
+				return "", 0, err
+			}
+		}
+		chunk = appendOp(chunk, o)
+	}
+	if err := flush(); err != nil {
+		b.dropChunks(txid)
+		return "", 0, err
+	}
+	record := clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n))
+	if lease != 0 {
+		record = clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n), clientv3.WithLease(lease))
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(b.prefix+sequenceKey(owner)), "=", seq)).
+		Then(record, b.sequencePut(owner, lease)).Commit()
+	if err != nil || !resp.Succeeded {
+		b.dropChunks(txid)
+		if err == nil {
+			err = errLostRace
+		}
+		return "", 0, err
+	}
+	return txid, resp.Header.Revision, nil
+}
+
+func (b *Backend) dropChunks(txid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	if _, err := b.cli.Delete(ctx, b.prefix+chunksPrefix(txid), clientv3.WithPrefix()); err != nil {
+		b.log.Warn("could not delete the chunks of an abandoned write", "txid", txid, "error", err)
+	}
+}
+
+// materialize copies a committed chunked write to the owner's r/ keys, in transactions that
+// each hold only while the commit record exists (so a slow copier cannot overwrite a later
+// write), then deletes the record and its chunks and moves the owner's sequence. Replicas
+// applying the copies find them equal to what they hold: nothing changes for them. ops are the
+// write's, when the caller has them; else they are read from the chunks.
+func (b *Backend) materialize(ctx context.Context, owner, txid string, ops []op) error {
+	record := b.prefix + commitKey(owner, txid)
+	if ops == nil {
+		rctx, cancel := context.WithTimeout(ctx, b.timeout)
+		resp, err := b.cli.Get(rctx, b.prefix+chunksPrefix(txid), clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			chunkOps, err := decodeChunk(kv.Value)
+			if err != nil {
+				return fmt.Errorf("commit %s of %q: %w", txid, owner, err)
+			}
+			ops = append(ops, chunkOps...)
+		}
+	}
+	lease := b.leases.of(owner)
+	exists := clientv3.Compare(clientv3.CreateRevision(record), ">", 0)
+	for start := 0; start < len(ops); {
+		end, size := start, 0
+		for end < len(ops) && end-start < b.maxOps && (end == start || size+opSize(ops[end]) <= b.maxBytes) {
+			size += opSize(ops[end])
+			end++
+		}
+		batch := make([]clientv3.Op, 0, end-start)
+		for _, o := range ops[start:end] {
+			batch = append(batch, b.etcdOp(o, lease))
+		}
+		rctx, cancel := context.WithTimeout(ctx, b.timeout)
+		resp, err := b.cli.Txn(rctx).If(exists).Then(batch...).Commit()
+		cancel()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return nil // someone else finished it
+		}
+		start = end
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	_, err := b.cli.Txn(rctx).If(exists).Then(
+		clientv3.OpDelete(record),
+		clientv3.OpDelete(b.prefix+chunksPrefix(txid), clientv3.WithPrefix()),
+		b.sequencePut(owner, lease),
+	).Commit()
+	return err
+}
+
+func newTxID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

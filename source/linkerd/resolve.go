@@ -145,8 +145,13 @@ func (r *resolver) endpoints(spec *networking.ServiceEntry, se *seInfo, port *ne
 	for _, we := range r.idx.selected(se.namespace, spec.GetWorkloadSelector().GetLabels()) {
 		add(we.spec)
 	}
-	slices.SortFunc(out, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
+	sortEndpoints(out)
 	return out
+}
+
+// sortEndpoints orders endpoints by address, the order diffs walk them in.
+func sortEndpoints(eps []endpoint) {
+	slices.SortFunc(eps, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
 }
 
 // endpointPort maps a service port to an endpoint's as Istio does: the endpoint's port of the

@@ -185,7 +185,8 @@ func (b *Bridge) wireLinkerd() {
 	b.linkerd = linkerd.New(linkerd.Options{
 		Store: b.store, Logger: b.log.With("component", "linkerd"), Metrics: b.metrics, Authz: b.authz,
 		KeepaliveInterval: b.cfg.Linkerd.KeepaliveInterval, DomainSuffix: b.cfg.Translate.DomainSuffix,
-		Ready: b.ready.Ready(),
+		SendTimeout: b.cfg.XDS.SendTimeout,
+		Ready:       b.ready.Ready(),
 	})
 	b.linkerd.Register(b.grpc)
 	b.runners = append(b.runners, runner{name: "linkerd", run: b.linkerd.Run})

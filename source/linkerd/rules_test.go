@@ -278,9 +278,9 @@ func TestLinkerdPathForms(t *testing.T) {
 		f.put(t, seColl, seName, se)
 		for p, want := range map[string]string{
 			"Reviews.Bookinfo.svc.cluster.local:9080": "10.0.0.1:9080",
-			host + ".:9080":                           "10.0.0.1:9080",
-			host:                                      "10.0.0.1:80",
-			"240.0.0.1:9080":                          "10.0.0.1:9080",
+			host + ".:9080":  "10.0.0.1:9080",
+			host:             "10.0.0.1:80",
+			"240.0.0.1:9080": "10.0.0.1:9080",
 		} {
 			u := f.get(t, conduit, p).next()
 			assertKind(t, u, "add", want)

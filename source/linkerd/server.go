@@ -59,6 +59,9 @@ type Options struct {
 	// DomainSuffix is the suffix of Kubernetes service hosts (NAME.NAMESPACE.svc.SUFFIX), for
 	// the "service" metric label; empty means cluster.local.
 	DomainSuffix string
+	// SendTimeout ends a stream whose one send takes longer (a client that stopped reading),
+	// so that it holds nothing; zero means 10s.
+	SendTimeout time.Duration
 	// Ready, when set, holds every stream's first message until it is closed (the bridge's
 	// sources loaded): a client keeps its last answers until its first message, and a "does
 	// not exist" sent before the store is loaded would make it drop them.
@@ -73,6 +76,7 @@ type Server struct {
 	metrics   *metrics.Metrics
 	authz     *authz.Policy
 	keepalive time.Duration
+	timeout   time.Duration
 	ready     <-chan struct{}
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -81,7 +85,11 @@ type Server struct {
 
 // New returns a Server over a store. Run must run for streams to follow changes.
 func New(opts Options) *Server {
-	s := &Server{log: opts.Logger, metrics: opts.Metrics, keepalive: opts.KeepaliveInterval, ready: opts.Ready, stop: make(chan struct{})}
+	s := &Server{log: opts.Logger, metrics: opts.Metrics, keepalive: opts.KeepaliveInterval, timeout: opts.SendTimeout,
+		ready: opts.Ready, stop: make(chan struct{})}
+	if s.timeout <= 0 {
+		s.timeout = 10 * time.Second
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,7 +189,7 @@ func (s *Server) serve(ss grpc.ServerStream, path string, a api) error {
 			}
 			frames := cur.updatesFrom(sent, a)
 			for _, f := range frames {
-				if err := send(ss, f, m); err != nil {
+				if err := s.send(ss, f, m); err != nil {
 					return err
 				}
 			}
@@ -193,7 +201,7 @@ func (s *Server) serve(ss grpc.ServerStream, path string, a api) error {
 		select {
 		case <-sub.notify:
 		case <-keep.C:
-			if err := send(ss, keepalive, m); err != nil {
+			if err := s.send(ss, keepalive, m); err != nil {
 				return err
 			}
 			keep.Reset(s.keepalive)
@@ -205,12 +213,26 @@ func (s *Server) serve(ss grpc.ServerStream, path string, a api) error {
 	}
 }
 
-func send(ss grpc.ServerStream, f *wire.Frame, m *metrics.Stream) error {
-	if err := ss.SendMsg(f); err != nil {
+// send sends one update, and gives up on a client that does not take it within the send
+// timeout: a gRPC send blocked on a client that stopped reading ends only when the handler
+// returns, so the send runs on a goroutine of its own while the handler waits for it.
+func (s *Server) send(ss grpc.ServerStream, f *wire.Frame, m *metrics.Stream) error {
+	done := make(chan error, 1)
+	go func() { done <- ss.SendMsg(f) }()
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			m.SendFailed(err)
+		}
+		return err
+	case <-t.C:
+		err := status.Errorf(codes.DeadlineExceeded, "send to this client took longer than %s", s.timeout)
 		m.SendFailed(err)
+		s.log.Warn("stream reset: a send took longer than the send timeout", "send_timeout", s.timeout)
 		return err
 	}
-	return nil
 }
 
 // waitReady holds a stream until the bridge is ready.

@@ -3,12 +3,14 @@ package linkerd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // One subscription per authority: however many streams ask for it, an authority's answer is
@@ -123,4 +125,44 @@ func BenchmarkLinkerdFanout(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(f.srv.Stats().Resolves), "resolves")
+}
+
+// A client that stops reading is reset after the send timeout, and its subscription let go:
+// it holds nothing back and nothing of the bridge.
+func TestLinkerdStuckClientIsReset(t *testing.T) {
+	f := start(t, Options{SendTimeout: 200 * time.Millisecond})
+	big := func(n, offset int) *networking.ServiceEntry {
+		var eps []*networking.WorkloadEntry
+		for i := range n {
+			eps = append(eps, ep(fmt.Sprintf("10.%d.%d.%d", offset, i/250, 1+i%250), 0, map[string]string{"padding": strings.Repeat("x", 100)}))
+		}
+		return serviceEntry(host, eps...)
+	}
+	f.put(t, seColl, seName, big(1000, 0))
+	// A fixed window of 64 KiB: the server blocks once the client holds that much unread.
+	conn, err := grpc.NewClient(f.conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Get(ctx, conn, false, path); err != nil { // never read
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for f.srv.Stats().Authorities != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream did not subscribe")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; f.srv.Stats().Authorities != 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck stream was not reset")
+		}
+		f.put(t, seColl, seName, big(1000, i%200)) // every address changes: a large add and remove
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -16,6 +16,7 @@ func TestLinkerdDiffAppliedGivesAnswer(t *testing.T) {
 	for run := range 200 {
 		var prev *answer
 		held := map[string]uint32{}
+	heldLabels := map[string]string{}
 		exists := false
 		for step := range 20 {
 			next := randomAnswer(rng)
@@ -23,6 +24,7 @@ func TestLinkerdDiffAppliedGivesAnswer(t *testing.T) {
 				switch {
 				case u.GetAdd() != nil:
 					exists = true
+					heldLabels = u.GetAdd().GetMetricLabels()
 					for _, a := range fromLinkerd(u).Addrs {
 						held[a.Addr] = a.Weight
 					}
@@ -38,6 +40,9 @@ func TestLinkerdDiffAppliedGivesAnswer(t *testing.T) {
 			want := map[string]uint32{}
 			for _, e := range next.endpoints {
 				want[e.addr.String()] = e.weight
+			}
+			if len(next.endpoints) > 0 && !maps.Equal(heldLabels, next.labels) {
+				t.Fatalf("run %d step %d: client's set labels %v, want %v", run, step, heldLabels, next.labels)
 			}
 			if !maps.Equal(held, want) || exists != next.exists {
 				t.Fatalf("run %d step %d: client holds %v (exists %v), want %v (exists %v)", run, step, held, exists, want, next.exists)
@@ -57,7 +62,10 @@ func randomAnswer(rng *rand.Rand) *answer {
 	case 1:
 		return &answer{exists: true, namespace: "ns", labels: map[string]string{"namespace": "ns"}}
 	}
-	a := &answer{exists: true, namespace: "ns", labels: map[string]string{"namespace": "ns"}}
+	// The set's labels change now and then: every address is sent again, and those that
+	// went are still removed.
+	ns := []string{"ns", "other"}[rng.IntN(2)]
+	a := &answer{exists: true, namespace: ns, labels: map[string]string{"namespace": ns}}
 	seen := map[netip.AddrPort]bool{}
 	for range 1 + rng.IntN(6) {
 		ap := netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:80", 1+rng.IntN(8)))

@@ -94,9 +94,12 @@ func diff(from, to *answer) []*pb.Update {
 		}
 		return []*pb.Update{noEndpoints(true)}
 	}
-	if from == nil || len(from.endpoints) == 0 || !from.sameIdentity(to) || !maps.Equal(from.labels, to.labels) {
+	if from == nil || len(from.endpoints) == 0 {
 		return []*pb.Update{add(to, to.endpoints)}
 	}
+	// The set's labels and the identity go with every address: when they change, every
+	// address is sent again.
+	all := !from.sameIdentity(to) || !maps.Equal(from.labels, to.labels)
 	var added []endpoint
 	var removed []*netpb.TcpAddress
 	i, j := 0, 0
@@ -109,7 +112,7 @@ func diff(from, to *answer) []*pb.Update {
 			added = append(added, to.endpoints[j])
 			j++
 		default:
-			if !from.endpoints[i].equal(&to.endpoints[j]) {
+			if all || !from.endpoints[i].equal(&to.endpoints[j]) {
 				added = append(added, to.endpoints[j])
 			}
 			i++

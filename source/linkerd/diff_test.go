@@ -16,7 +16,7 @@ func TestLinkerdDiffAppliedGivesAnswer(t *testing.T) {
 	for run := range 200 {
 		var prev *answer
 		held := map[string]uint32{}
-	heldLabels := map[string]string{}
+		heldLabels := map[string]string{}
 		exists := false
 		for step := range 20 {
 			next := randomAnswer(rng)

@@ -89,3 +89,15 @@ func TestWatchLinkerdBadCommandLinesAndPaths(t *testing.T) {
 	}
 	assertOneLine(t, stderr, "InvalidArgument", "not a DNS name")
 }
+
+// linkerd.keepalive_interval must be a positive duration; a bad one is exit 2 naming the key.
+func TestLinkerdKeepaliveIntervalMustBePositive(t *testing.T) {
+	for _, v := range []string{"0s", "-1s", "soon"} {
+		t.Setenv("MCPBRIDGE_LINKERD_KEEPALIVE_INTERVAL", v)
+		code, _, stderr := runCLI(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+		if code != exitUsage {
+			t.Fatalf("%s: exit %d, want 2 (stderr %q)", v, code, stderr)
+		}
+		assertOneLine(t, stderr, "linkerd.keepalive_interval")
+	}
+}

@@ -161,3 +161,19 @@ spec:
 		assertAddrs(t, s.next(), "remove", "10.0.0.3:9080")
 	}
 }
+
+// linkerd.keepalive_interval reaches the streams: an empty add after each quiet interval.
+func TestLinkerdKeepaliveIntervalFromConfig(t *testing.T) {
+	b := start(t, func(c *Config) { c.Linkerd.KeepaliveInterval = 100 * time.Millisecond })
+	s := linkerdGet(t, dialConn(t, b.grpcAddr), false, "a.example.com:80")
+	if u := s.next(); u.Kind != "no_endpoints" {
+		t.Fatalf("first message %v", u)
+	}
+	start := time.Now()
+	if u := s.next(); u.Kind != "add" || len(u.Addrs) != 0 {
+		t.Fatalf("got %v, want the empty add of the keep-alive", u)
+	}
+	if since := time.Since(start); since > 5*time.Second {
+		t.Fatalf("keep-alive after %s", since)
+	}
+}

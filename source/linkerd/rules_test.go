@@ -8,7 +8,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 const (
@@ -353,4 +357,50 @@ func TestLinkerdStopEndsStreamsUnavailable(t *testing.T) {
 	if err := s.end(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("ended with %v, want Unavailable", err)
 	}
+}
+
+// A host listed by several ServiceEntries is the oldest one's (then the first by name), as in
+// Istio; when it goes, the next one's answer replaces it: its addresses, its labels.
+func TestLinkerdOldestServiceEntryDefinesHost(t *testing.T) {
+	forBoth(t, func(t *testing.T, conduit bool) {
+		f := start(t, Options{})
+		older := resource("a/reviews", serviceEntry(host, ep("10.0.0.1", 0, nil)))
+		older.Metadata.CreateTime = timestamppb.New(time.Unix(1000, 0))
+		newer := resource("b/reviews", serviceEntry(host, ep("10.0.0.2", 0, nil)))
+		newer.Metadata.CreateTime = timestamppb.New(time.Unix(2000, 0))
+		if _, err := f.store.Apply("test", store.Update{Collection: seColl, Resources: []*mcpapi.Resource{newer, older}}); err != nil {
+			t.Fatal(err)
+		}
+		s := f.get(t, conduit, path)
+		u := s.next()
+		assertKind(t, u, "add", "10.0.0.1:9080")
+		if u.MetricLabels["namespace"] != "a" {
+			t.Fatalf("labels %v", u.MetricLabels)
+		}
+		f.remove(t, seColl, "a/reviews")
+		u = s.next()
+		assertKind(t, u, "add", "10.0.0.2:9080")
+		if u.MetricLabels["namespace"] != "b" {
+			t.Fatalf("labels %v", u.MetricLabels)
+		}
+		assertKind(t, s.next(), "remove", "10.0.0.1:9080")
+	})
+}
+
+// An endpoint's port is its own port of the service port's name, else the service port's
+// targetPort, else the service port; a WorkloadEntry whose address is a DNS name is left out
+// (a TcpAddress is an IP).
+func TestLinkerdEndpointPorts(t *testing.T) {
+	forBoth(t, func(t *testing.T, conduit bool) {
+		f := start(t, Options{})
+		se := serviceEntry(host)
+		se.Ports[0].TargetPort = 8080
+		se.WorkloadSelector = &networking.WorkloadSelector{Labels: map[string]string{"app": "reviews"}}
+		f.put(t, seColl, seName, se)
+		app := map[string]string{"app": "reviews"}
+		f.put(t, weColl, "bookinfo/vm-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: app, Ports: map[string]uint32{"http": 8081}})
+		f.put(t, weColl, "bookinfo/vm-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: app})
+		f.put(t, weColl, "bookinfo/vm-3", &networking.WorkloadEntry{Address: "vm.example.com", Labels: app})
+		assertKind(t, f.get(t, conduit, path).next(), "add", "10.0.0.1:8081", "10.0.0.2:8080")
+	})
 }

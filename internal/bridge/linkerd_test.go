@@ -160,6 +160,10 @@ spec:
 		assertAddrs(t, s.next(), "add", "10.0.0.1:9080")
 		assertAddrs(t, s.next(), "remove", "10.0.0.3:9080")
 	}
+	// Each change's latency from the store write to the stream is measured, per package (the
+	// first stream, still open, took the second one's two changes too).
+	eventually(t, b, 4, "mcpbridge_push_latency_seconds", "protocol", "linkerd-destination")
+	eventually(t, b, 2, "mcpbridge_push_latency_seconds", "protocol", "conduit-destination")
 }
 
 // linkerd.keepalive_interval reaches the streams: an empty add after each quiet interval.

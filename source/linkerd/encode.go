@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -32,6 +33,7 @@ var keepalive = &wire.Frame{Body: []byte{0x0a, 0x00}}
 type snapshot struct {
 	version uint64 // 1, 2, ... per authority
 	answer  *answer
+	changed time.Time // the store write it follows, for the push latency
 
 	mu sync.Mutex
 	// diffs holds the encoded updates from the previous snapshot (and from none, for a

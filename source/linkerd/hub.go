@@ -96,7 +96,7 @@ func (h *hub) publish(a *authEntry, r *resolver) {
 	if old != nil && old.answer.equal(ans) {
 		return
 	}
-	next := &snapshot{answer: ans, prev: old, encodes: &h.encodes, version: 1}
+	next := &snapshot{answer: ans, prev: old, encodes: &h.encodes, version: 1, changed: r.changed()}
 	if old != nil {
 		next.version = old.version + 1
 		old.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -70,6 +71,16 @@ type resolver struct {
 	idx          *index
 	view         *store.View
 	domainSuffix string // "svc." + suffix of Kubernetes service hosts, for the service label
+}
+
+// changed is when the view's last change of the resolved collections was written: the push
+// latency of an update is measured from it.
+func (r *resolver) changed() time.Time {
+	se, we := r.view.Collection(ServiceEntries).Changed, r.view.Collection(WorkloadEntries).Changed
+	if we.After(se) {
+		return we
+	}
+	return se
 }
 
 // resolve answers an authority, following the ServiceEntry that defines its host:

@@ -193,6 +193,9 @@ func (s *Server) serve(ss grpc.ServerStream, path string, a api) error {
 					return err
 				}
 			}
+			if sent != nil && len(frames) > 0 {
+				m.Pushed(time.Since(cur.changed).Seconds()) // a change, not a first answer
+			}
 			sent = cur
 			if len(frames) > 0 {
 				keep.Reset(s.keepalive)

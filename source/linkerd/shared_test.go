@@ -10,7 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // One subscription per authority: however many streams ask for it, an authority's answer is
@@ -165,4 +168,25 @@ func TestLinkerdStuckClientIsReset(t *testing.T) {
 		f.put(t, seColl, seName, big(1000, i%200)) // every address changes: a large add and remove
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// BenchmarkLinkerdIndexBuild: what the first stream after none pays, building the index of
+// 10,000 ServiceEntries (and resolving its authority).
+func BenchmarkLinkerdIndexBuild(b *testing.B) {
+	const n = 10_000
+	f := start(b, Options{})
+	var rs []*mcpapi.Resource
+	for i := range n {
+		h := fmt.Sprintf("svc-%d.ns-%d.svc.cluster.local", i, i%100)
+		rs = append(rs, resource(fmt.Sprintf("ns-%d/svc-%d", i%100, i), serviceEntry(h, ep(fmt.Sprintf("10.%d.%d.1", i/250%250, i%250), 0, nil))))
+	}
+	if _, err := f.store.Apply("test", store.Update{Collection: seColl, Resources: rs}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		h := newHub(f.store, "cluster.local")
+		h.unsubscribe(h.subscribe(authority{host: "svc-1.ns-1.svc.cluster.local", port: 9080}))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/serviceentry")
 }

@@ -108,6 +108,13 @@ generate: tools-protoc
 	  --go_out=api --go_opt=paths=source_relative \
 	  --go-grpc_out=api --go-grpc_opt=paths=source_relative \
 	  mcp/v1alpha1/mcp.proto
+	protoc -I api \
+	  --plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) \
+	  --plugin=protoc-gen-go-grpc=$$($(GO) tool -n protoc-gen-go-grpc) \
+	  --go_out=api --go_opt=paths=source_relative \
+	  --go-grpc_out=api --go-grpc_opt=paths=source_relative \
+	  linkerd/conduit/common/common.proto linkerd/conduit/destination/destination.proto \
+	  linkerd/net/net.proto linkerd/destination/destination.proto
 
 clean:
 	rm -rf bin

@@ -83,6 +83,7 @@ var defaults = map[string]any{
 	"xds.max_response_size":            4 << 20,
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
+	"linkerd.keepalive_interval":       "30s",
 	"authz.rules":                      []any{},
 	// internal/bridge.LimitsConfig says why each limit is what it is.
 	"limits.streams":                  100_000,
@@ -298,6 +299,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		return err
 	}
 	for key, d := range map[string]time.Duration{
+		"linkerd.keepalive_interval":       c.Linkerd.KeepaliveInterval,
 		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
 		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,
 	} {

@@ -30,11 +30,12 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source/linkerd"
 )
 
 func newWatchCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL) [flags]",
+		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL | --linkerd HOST:PORT) [flags]",
 		Short: "Subscribe to a config source and print every update",
 		Long: `Subscribe to a config source and print every update it sends, ACKing each:
 
@@ -43,6 +44,9 @@ func newWatchCommand() *cobra.Command {
   --xds TYPE_URL           as an xDS client, on the aggregated discovery service: state of the
                            world, or delta with --incremental; a wildcard subscription, or the
                            names given with --name
+  --linkerd HOST:PORT      as a Linkerd proxy, on io.linkerd.proxy.destination.Destination/Get
+                           (or the seed's conduit.proxy.destination with --conduit): the
+                           addresses of a service, as add, remove and no_endpoints updates
 
 Each update is printed with its version and its resources (name, version, and body decoded
 from protobuf), as a YAML document (--output yaml, the default) or as one line of JSON
@@ -52,7 +56,8 @@ Exit status: 0 when stopped by SIGINT or after --count updates; 1 when the strea
 source ends it; 2 for a bad command line.`,
 		Example: `  mcpbridge watch --from localhost:15010 --collection istio/networking/v1alpha3/serviceentries
   mcpbridge watch --from localhost:15010 --xds networking.istio.io/v1alpha3/VirtualService --incremental
-  mcpbridge watch --from localhost:15010 --xds type.googleapis.com/envoy.config.cluster.v3.Cluster --output json --count 1`,
+  mcpbridge watch --from localhost:15010 --xds type.googleapis.com/envoy.config.cluster.v3.Cluster --output json --count 1
+  mcpbridge watch --from localhost:15010 --linkerd reviews.bookinfo.svc.cluster.local:9080`,
 		Args: cobra.NoArgs,
 		RunE: runWatch,
 	}
@@ -60,6 +65,8 @@ source ends it; 2 for a bad command line.`,
 	fs.String("from", "", "address of the config source (required)")
 	fs.String("collection", "", "MCP collection to subscribe to, on ResourceSource")
 	fs.String("xds", "", "xDS type URL to subscribe to, on the aggregated discovery service")
+	fs.String("linkerd", "", "a service's HOST:PORT to resolve with Linkerd's Destination.Get")
+	fs.Bool("conduit", false, "with --linkerd: the seed's conduit.proxy.destination package, not io.linkerd.proxy.destination")
 	fs.StringArray("name", nil, "with --xds: a resource name to subscribe to (repeatable); none means every resource")
 	fs.Bool("incremental", false, "ask for incremental updates (MCP incremental; xDS delta)")
 	fs.String("output", "yaml", "yaml or json")
@@ -73,8 +80,9 @@ source ends it; 2 for a bad command line.`,
 // watchOptions are watch's flags, checked.
 type watchOptions struct {
 	collection, xdsType, node, output string
+	linkerd                           string
 	names                             []string
-	incremental                       bool
+	incremental, conduit              bool
 	count, maxRecv                    int
 }
 
@@ -87,6 +95,8 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	var o watchOptions
 	o.collection, _ = fs.GetString("collection")
 	o.xdsType, _ = fs.GetString("xds")
+	o.linkerd, _ = fs.GetString("linkerd")
+	o.conduit, _ = fs.GetBool("conduit")
 	o.names, _ = fs.GetStringArray("name")
 	o.incremental, _ = fs.GetBool("incremental")
 	o.output, _ = fs.GetString("output")
@@ -94,8 +104,12 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	o.node, _ = fs.GetString("node")
 	o.maxRecv, _ = fs.GetInt("max-recv-msg-size")
 	switch {
-	case (o.collection == "") == (o.xdsType == ""):
-		return o, usageError{fmt.Errorf("give one of --collection (MCP) or --xds (xDS)")}
+	case countSet(o.collection, o.xdsType, o.linkerd) != 1:
+		return o, usageError{fmt.Errorf("give one of --collection (MCP), --xds (xDS) or --linkerd (Linkerd)")}
+	case o.conduit && o.linkerd == "":
+		return o, usageError{fmt.Errorf("--conduit goes with --linkerd")}
+	case o.linkerd != "" && (o.incremental || len(o.names) > 0):
+		return o, usageError{fmt.Errorf("--linkerd takes neither --incremental nor --name: Destination.Get streams changes of one service")}
 	case o.output != "yaml" && o.output != "json":
 		return o, usageError{fmt.Errorf("--output: %q is neither yaml nor json", o.output)}
 	case o.count < 0:
@@ -122,6 +136,8 @@ func runWatch(cmd *cobra.Command, _ []string) error {
 	p := &printer{out: cmd.OutOrStdout(), json: o.output == "json", left: o.count}
 	ctx := cmd.Context()
 	switch {
+	case o.linkerd != "":
+		err = watchLinkerd(ctx, conn, o, p)
 	case o.collection != "":
 		err = watchMCP(ctx, conn, o, p)
 	case o.incremental:
@@ -222,6 +238,78 @@ func watchDelta(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *p
 		}
 		return u, &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: m.GetTypeUrl(), ResponseNonce: m.GetNonce()}
 	})
+}
+
+// countSet counts the non-empty values.
+func countSet(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// watchLinkerd prints a Destination.Get stream's updates. The protocol has no ACK: the
+// server sends each change, and an empty add when nothing changed for an interval.
+func watchLinkerd(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recv, err := linkerd.Get(ctx, conn, o.conduit, o.linkerd)
+	if err != nil {
+		return err
+	}
+	for {
+		u, err := recv()
+		if err != nil {
+			return err
+		}
+		if err := p.printLinkerd(linkerdUpdate{Path: o.linkerd, Update: u}); err != nil {
+			if err == errDone {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// linkerdUpdate is one Destination.Get message as watch prints it.
+type linkerdUpdate struct {
+	Path string `json:"path"`
+	*linkerd.Update
+}
+
+func (p *printer) printLinkerd(u linkerdUpdate) error {
+	js, err := json.Marshal(u)
+	if err != nil {
+		return fmt.Errorf("encoding an update: %w", err)
+	}
+	if p.json {
+		fmt.Fprintf(p.out, "%s\n", js)
+	} else {
+		var doc yaml.Node
+		if err := yaml.Unmarshal(js, &doc); err != nil || len(doc.Content) != 1 {
+			return fmt.Errorf("encoding an update as YAML: %v", err)
+		}
+		var b strings.Builder
+		b.WriteString("---\n")
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(blockStyle(doc.Content[0])); err != nil {
+			return fmt.Errorf("encoding an update: %w", err)
+		}
+		enc.Close()
+		if _, err := io.WriteString(p.out, b.String()); err != nil {
+			return err
+		}
+	}
+	if p.left > 0 {
+		if p.left--; p.left == 0 {
+			return errDone
+		}
+	}
+	return nil
 }
 
 // update is one response as watch prints it.

@@ -12,14 +12,16 @@ import (
 type Readiness struct {
 	mu      sync.Mutex
 	pending map[string]bool
+	ready   chan struct{} // closed when a condition met leaves none pending
+	closed  bool
 	// checks are conditions that can be lost again (a replica cut off from etcd): each says
-	// why it is not met, or "" when it is.
+	// why it is not met, or "" when it is. Ready does not wait for them: they come and go.
 	checks map[string]func() string
 }
 
 // NewReadiness returns a tracker with nothing pending.
 func NewReadiness() *Readiness {
-	return &Readiness{pending: map[string]bool{}, checks: map[string]func() string{}}
+	return &Readiness{pending: map[string]bool{}, checks: map[string]func() string{}, ready: make(chan struct{})}
 }
 
 // Check registers a condition that is asked each time readiness is: check returns why it is
@@ -30,6 +32,10 @@ func (r *Readiness) Check(name string, check func() string) {
 	r.mu.Unlock()
 }
 
+// Ready is closed the first time the last pending condition is met: for what must wait for
+// readiness without asking again and again.
+func (r *Readiness) Ready() <-chan struct{} { return r.ready }
+
 // Wait registers a condition and returns the function that marks it met. Calling that
 // function more than once is harmless.
 func (r *Readiness) Wait(name string) (done func()) {
@@ -39,6 +45,10 @@ func (r *Readiness) Wait(name string) (done func()) {
 	return func() {
 		r.mu.Lock()
 		delete(r.pending, name)
+		if len(r.pending) == 0 && !r.closed {
+			r.closed = true
+			close(r.ready)
+		}
 		r.mu.Unlock()
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/csds"
+	"github.com/mcpbridge/mcpbridge/source/linkerd"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
@@ -57,6 +58,7 @@ type Bridge struct {
 	health  *health.Server
 	engine  *source.Engine
 	xds     *xds.Server
+	linkerd *linkerd.Server
 	sink    *sink.Server
 	files   *filesource.Source // nil without sources.files
 	ready   *admin.Readiness
@@ -108,7 +110,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		}),
 	}
 	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
-		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta)
+		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta, linkerd.ProtocolLinkerd, linkerd.ProtocolConduit)
 	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
 	m.DeclareLimits(limits.Names...)
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
@@ -189,6 +191,22 @@ func (b *Bridge) wireSource() {
 	b.xds.Register(b.grpc)
 	// Client status (CSDS): what every client above holds, for mcpbridge status and istioctl-like tools.
 	(&csds.Server{Engine: b.engine, Authz: b.authz, Metrics: b.metrics, Logger: b.log.With("component", "csds")}).Register(b.grpc)
+	b.wireLinkerd()
+}
+
+// wireLinkerd serves Linkerd's Destination.Get (both packages) from the ServiceEntries and
+// WorkloadEntries, under the same authorization and limits as every other stream. A stream's
+// first message waits for readiness: a proxy keeps its last answers until then, and a "does
+// not exist" sent before the sources are loaded would make it drop them.
+func (b *Bridge) wireLinkerd() {
+	b.linkerd = linkerd.New(linkerd.Options{
+		Store: b.store, Logger: b.log.With("component", "linkerd"), Metrics: b.metrics, Authz: b.authz,
+		KeepaliveInterval: b.cfg.Linkerd.KeepaliveInterval, DomainSuffix: b.cfg.Translate.DomainSuffix,
+		SendTimeout: b.cfg.XDS.SendTimeout,
+		Ready:       b.ready.Ready(),
+	})
+	b.linkerd.Register(b.grpc)
+	b.runners = append(b.runners, runner{name: "linkerd", run: b.linkerd.Run})
 }
 
 // namespaceOf is the namespace of a resource for consumers' views: the Envoy resources the
@@ -528,6 +546,7 @@ func (b *Bridge) waitTranslated(ctx context.Context, sources *sync.WaitGroup, do
 func (b *Bridge) stop() {
 	b.health.Shutdown()
 	b.engine.Stop()
+	b.linkerd.Stop()
 	b.sink.Stop()
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
+	"github.com/mcpbridge/mcpbridge/source/linkerd"
 )
 
 // Config is the whole configuration of a bridge. cmd/mcpbridge reads it (viper: file,
@@ -22,6 +23,7 @@ type Config struct {
 	Store       StoreConfig     `mapstructure:"store"`
 	XDS         XDSConfig       `mapstructure:"xds"`
 	Translate   TranslateConfig `mapstructure:"translate"`
+	Linkerd     LinkerdConfig   `mapstructure:"linkerd"`
 	Memory      MemoryConfig    `mapstructure:"memory"`
 	Authz       AuthzConfig     `mapstructure:"authz"`
 	Limits      LimitsConfig    `mapstructure:"limits"`
@@ -118,6 +120,14 @@ type XDSConfig struct {
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
 	PushInterval time.Duration `mapstructure:"push_interval"`
+}
+
+// LinkerdConfig configures Linkerd's Destination service (source/linkerd).
+type LinkerdConfig struct {
+	// KeepaliveInterval is the longest a Destination.Get stream goes without a message: after
+	// it, an empty `add` (the seed's ADDRESS_UPDATE_INTERVAL) tells the proxy the bridge is
+	// alive.
+	KeepaliveInterval time.Duration `mapstructure:"keepalive_interval"`
 }
 
 // TranslateConfig configures the derivation of Envoy resources from the Istio config.
@@ -231,6 +241,7 @@ func DefaultConfig() *Config {
 		}},
 		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
+		Linkerd:     LinkerdConfig{KeepaliveInterval: linkerd.DefaultKeepaliveInterval},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
 		Authz:       AuthzConfig{Rules: []authz.Rule{}},
 		Limits:      DefaultLimits(),

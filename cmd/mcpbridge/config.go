@@ -71,6 +71,8 @@ var defaults = map[string]any{
 	"xds.send_timeout":                 "10s",
 	"xds.push_interval":                "100ms",
 	"xds.max_response_size":            4 << 20,
+	"xds.ttl.default":                  "0s",
+	"xds.ttl.types":                    []any{},
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
 	"authz.rules":                      []any{},
@@ -282,6 +284,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		}
 	}
 	if err := validateLimits(c.Limits); err != nil {
+		return err
+	}
+	if _, err := bridge.ResolveTTLs(c.XDS.TTL); err != nil {
 		return err
 	}
 	for key, d := range map[string]time.Duration{

@@ -118,6 +118,8 @@ type XDSConfig struct {
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
 	PushInterval time.Duration `mapstructure:"push_interval"`
+	// TTL gives resources a TTL, renewed while their producer is connected (ttl.go).
+	TTL TTLConfig `mapstructure:"ttl"`
 }
 
 // TranslateConfig configures the derivation of Envoy resources from the Istio config.
@@ -193,12 +195,13 @@ func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
 			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
-		HTTP:        HTTPConfig{Address: "127.0.0.1:15014"},
-		Log:         LogConfig{Level: "info", Format: "text"},
-		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
-		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
-		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
-		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
+		HTTP:    HTTPConfig{Address: "127.0.0.1:15014"},
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
+		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
+		Store:   StoreConfig{TombstoneRetention: 5 * time.Minute},
+		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond,
+			TTL: TTLConfig{Types: []TypeTTL{}}},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
 		Authz:       AuthzConfig{Rules: []authz.Rule{}},

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
@@ -359,4 +360,47 @@ func (s *server) putCluster(t *testing.T, owner, name string, timeout time.Durat
 		Resources: []*mcpapi.Resource{{Metadata: &mcpapi.Metadata{Name: name}, Body: body}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDerivedResourcesInheritTheirInputsLiveness: resources of a derived owner (the
+// translation) are heartbeated only while no disconnected producer holds one of the
+// derivation's inputs; a disconnected producer of something else does not stop them.
+func TestDerivedResourcesInheritTheirInputsLiveness(t *testing.T) {
+	const seCollection = "istio/networking/v1alpha3/serviceentries"
+	s := ttlServer(t, source.Options{Derived: map[string][]string{"translate": {seCollection}}})
+	s.putAs(t, "translate", "derived")
+	se := &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: "ns/a"}, Body: anyOf(&networking.ServiceEntry{Hosts: []string{"a.example"}})}
+	if _, err := s.store.Apply("producer", store.Update{Collection: seCollection, Resources: []*mcpapi.Resource{se}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Apply("elsewhere", store.Update{Collection: EndpointType, Resources: []*mcpapi.Resource{
+		{Metadata: &mcpapi.Metadata{Name: "e"}, Body: anyOf(loadAssignments("z", "e")["e"])}}}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := deltaTTLClient(t, s)
+	c.nextHeartbeat("derived")
+
+	s.present(t, "elsewhere", false) // holds no input: the derived cluster lives on
+	c.nextHeartbeat("derived")
+	c.nextHeartbeat("derived")
+
+	s.present(t, "producer", false) // holds an input: the derived cluster is left to expire
+	drain := time.After(testTTL)
+	for done := false; !done; {
+		select {
+		case m := <-c.Responses():
+			c.ack(m)
+		case <-drain:
+			done = true
+		}
+	}
+	c.quiet(2 * testTTL)
+
+	s.present(t, "producer", true)
+	m := c.recv()
+	if !deltaShape(m)["derived"] {
+		t.Fatalf("got %v; want the derived cluster again with its body", deltaShape(m))
+	}
+	c.ack(m)
+	c.nextHeartbeat("derived")
 }

@@ -244,7 +244,7 @@ func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness) *p
 	if len(refused) == 0 {
 		p.share = &frameKey{
 			protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: sentRev, to: v.Collection(s.collection).Revision,
-			view: s.view, access: s.accessID(), wildcard: s.wildcard, heartbeat: true, dead: l.key,
+			view: s.view, access: s.accessID(), wildcard: s.wildcard, heartbeat: true, dead: l.key, beatVersion: s.sentVer,
 		}
 		if len(s.names) > 0 {
 			p.share.names = s.fingerprint()

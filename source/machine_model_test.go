@@ -291,6 +291,9 @@ type modelConn interface {
 	changed(collections []string)
 	// reconnect ends the stream and opens a new one.
 	reconnect(t *rapid.T)
+	// heartbeat returns the TTL heartbeats due at now, and the responses that follow them
+	// (in-process only: over sockets heartbeats follow the wall clock, and the run sets no TTL).
+	heartbeat(t *rapid.T, now time.Time) []clientResponse
 }
 
 // clientResponse is one response as the client reads it.
@@ -301,6 +304,7 @@ type clientResponse struct {
 	errors              []wire.ResourceError
 	full                bool      // MCP: a full state (incremental false), which replaces
 	share               *frameKey // in-process only: the key under which the encoding is shared
+	heartbeat           bool      // a TTL heartbeat: renews what the client holds, changes nothing
 }
 
 type receivedResource struct {
@@ -370,6 +374,25 @@ func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 	return got
 }
 
+func (c *machineConn) heartbeat(t *rapid.T, now time.Time) []clientResponse {
+	v := c.st.View()
+	due, resend := c.m.heartbeats(v, now, func() *liveness { return livenessOf(v, nil) })
+	var out []clientResponse
+	for _, cand := range due {
+		cand.p.materialize()
+		if len(cand.p.msg.Resources) == 0 {
+			continue // as the stream does: an empty heartbeat is not sent
+		}
+		resp := fromResponse(response{sub: cand.sub, p: cand.p, nonce: c.m.heartbeatSent(cand.sub)})
+		resp.heartbeat = true
+		out = append(out, resp)
+	}
+	if resend {
+		out = append(out, c.received(t, false)...)
+	}
+	return out
+}
+
 func fromResponse(r response) clientResponse {
 	r.p.materialize()
 	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share, full: !r.p.msg.Incremental, errors: r.p.msg.Errors}
@@ -390,7 +413,15 @@ type modelRun struct {
 	// splitAt, when not 0, makes delta xDS responses larger than it go in parts (a few
 	// resources each in this world), as the engine does above xds.max_response_size.
 	splitAt int
+	// ttl gives xDS subscriptions a TTL, so that heartbeats are drawn (in-process only); now
+	// is the clock they are due by, and absent whether the store's one owner is disconnected.
+	ttl    bool
+	now    time.Time
+	absent bool
 }
+
+// modelTTL is the TTL of xDS subscriptions in a run with TTLs.
+const modelTTL = 30 * time.Second
 
 func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(*Request)) {
 	req := &Request{
@@ -404,6 +435,9 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	}
 	if c.mode == Incremental && !c.mcp && r.splitAt > 0 { // as the engine sets it for delta xDS
 		req.Splittable, req.splitAt = true, r.splitAt
+	}
+	if r.ttl && !c.mcp { // as the xDS adapter sets them for clients announcing TTL support
+		req.TTL, req.Wrap = modelTTL, c.mode == StateOfTheWorld
 	}
 	build(req)
 	if c.mcp {
@@ -445,6 +479,11 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	r.checkView(t, c, sub, resp)
 	sub.pending = &resp
 	sub.lastNonce = resp.nonce
+	if resp.heartbeat {
+		r.checkHeartbeat(t, c, sub, resp)
+		sub.accepted = maps.Clone(sub.holds)
+		return
+	}
 	apply := func(state map[string]held) map[string]held {
 		next := map[string]held{}
 		if (c.mode == Incremental && !(c.mcp && resp.full)) || (sub.mt.partial && !c.mcp) {
@@ -473,6 +512,20 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	sub.sent = apply(sub.sent)
 	sub.accepted = apply(sub.holds) // what the client holds if it ACKs
 	r.checkReferences(t, c, v, resp, before)
+}
+
+// checkHeartbeat: a heartbeat names only resources the client holds, each at the version it
+// holds (else the client would take it for a different resource, or as "does not exist"),
+// and none while their producer is disconnected.
+func (r *modelRun) checkHeartbeat(t *rapid.T, c *modelClient, sub *modelSub, resp clientResponse) {
+	if r.absent {
+		t.Fatalf("%s: heartbeat while the producer is disconnected: %s", c.name, resp)
+	}
+	for _, e := range resp.resources {
+		if h, ok := sub.holds[e.name]; !ok || h.version != e.version {
+			t.Fatalf("%s: heartbeat renews %s %s at version %s; the client holds %v (held: %v)", c.name, resp.key, e.name, e.version, h.version, ok)
+		}
+	}
 }
 
 // checkView: nothing outside the client's view is sent; a refused type's responses carry a
@@ -583,7 +636,9 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 	resp := sub.pending
 	sub.pending = nil
 	sub.stale = append(sub.stale, resp.nonce)
-	if nack {
+	switch {
+	case resp.heartbeat: // renews, changes nothing the client holds, even refused
+	case nack:
 		// The client keeps what it held; removals it refused must still reach it some day.
 		if len(resp.resources) == 0 { // else the server owes the removals again
 			for _, n := range append(slices.Clone(resp.removed), resp.missing...) {
@@ -597,7 +652,7 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 				}
 			}
 		}
-	} else {
+	default:
 		sub.holds = sub.accepted
 		for _, n := range append(resp.names(), resp.removed...) {
 			delete(sub.nackedRemovals, n)
@@ -823,14 +878,16 @@ func TestMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
 		acc := drawModelAccess(t)
-		runModel(t, st, acc, func(t *rapid.T) modelConn { return newMachineConn(st, acc.grant(t)) }, true)
+		runModel(t, st, acc, func(t *rapid.T) modelConn { return newMachineConn(st, acc.grant(t)) }, true, rapid.Bool().Draw(t, "ttl"))
 	})
 }
 
 // runModel runs one random schedule over a store, with clients connected by dial; mcp
 // allows MCP clients besides xDS ones.
-func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) modelConn, mcp bool) {
-	r := &modelRun{w: &world{st: st}, access: acc, shared: map[frameKey]string{}}
+//
+// ttl gives the xDS subscriptions a TTL, and draws heartbeats and the producer's presence.
+func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) modelConn, mcp, ttl bool) {
+	r := &modelRun{w: &world{st: st}, access: acc, shared: map[frameKey]string{}, ttl: ttl, now: time.Unix(1e9, 0)}
 	r.splitAt = rapid.SampledFrom([]int{0, 100, 250}).Draw(t, "splitAt")
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
@@ -857,6 +914,27 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 		return rapid.SampledFrom(keys).Draw(t, "type"), true
 	}
 	t.Repeat(map[string]func(*rapid.T){
+		"heartbeat": func(t *rapid.T) {
+			if !r.ttl {
+				t.Skip("no TTLs in this run")
+			}
+			c := client(t)
+			r.now = r.now.Add(time.Duration(rapid.IntRange(1, 3).Draw(t, "quarter TTLs")) * modelTTL / 4)
+			t.Logf("%s heartbeats at %s", c.name, r.now)
+			for _, resp := range c.conn.heartbeat(t, r.now) {
+				r.receive(t, c, r.w.st.View(), resp)
+			}
+		},
+		"presence": func(t *rapid.T) {
+			if !r.ttl {
+				t.Skip("no TTLs in this run")
+			}
+			r.absent = !r.absent
+			t.Logf("the producer is absent: %v", r.absent)
+			if _, err := r.w.st.SetOwnerPresent("model", !r.absent); err != nil {
+				t.Fatal(err)
+			}
+		},
 		"write": func(t *rapid.T) {
 			changed := r.w.write(t, false)
 			r.dropImplicitlyDeleted()

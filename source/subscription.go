@@ -213,6 +213,8 @@ type frameKey struct {
 	wrap      bool
 	heartbeat bool
 	dead      string
+	// beatVersion is a heartbeat's version: the version of the stream's last response.
+	beatVersion string
 }
 
 // gates are what the rest of the stream allows this subscription to send now.

@@ -19,8 +19,8 @@ import (
 )
 
 const (
-	seType      = "networking.istio.io/v1alpha3/ServiceEntry"
-	bridgeTTL   = time.Second // the shortest xds.ttl allows
+	seType    = "networking.istio.io/v1alpha3/ServiceEntry"
+	bridgeTTL = time.Second // the shortest xds.ttl allows
 )
 
 func servedServiceEntry(name, host string) *mcpapi.Resource {

@@ -165,6 +165,9 @@ func TestHeartbeatsStopAfterProducerDisconnectAndResumeOnReconnect(t *testing.T)
 
 	s.present(t, "gone", false)
 	c.nextHeartbeat("a")
+	if subs := s.engine.Clients()[0].Subscriptions; subs[0].TTL != testTTL.String() || !slices.Equal(subs[0].Unrenewed, []string{"gone"}) {
+		t.Fatalf("debug view: ttl %q, unrenewed %v; want %s and [gone]", subs[0].TTL, subs[0].Unrenewed, testTTL)
+	}
 	for range 3 { // and from then on, never b
 		hb := c.recv()
 		if !isHeartbeat(hb) || !slices.Equal(slices.Sorted(mapKeys(deltaShape(hb))), []string{"a"}) {

@@ -130,6 +130,12 @@ func freeAddr(b *testing.B) string {
 // source (none when dir is empty).
 func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
 	b.Helper()
+	return startBridgeWith(b, bin, dir, "")
+}
+
+// startBridgeWith is startBridge with more configuration (YAML, top-level keys).
+func startBridgeWith(b *testing.B, bin, dir, extra string) *bridgeProcess {
+	b.Helper()
 	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
 	files := ""
@@ -151,7 +157,7 @@ limits:
   streams_per_peer: 100000
   requests_per_second: 1000000
   request_burst: 1000000
-`, p.grpcAddr, p.httpAddr, files), 0o644)
+%s`, p.grpcAddr, p.httpAddr, files, extra), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

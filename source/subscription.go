@@ -338,6 +338,9 @@ func (s *subscription) split(p *pending) *pending {
 	var cur []*store.Entry
 	for _, e := range p.msg.Resources {
 		n := resourceSize(e)
+		if s.ttl > 0 {
+			n += ttlSize // the TTL each resource carries
+		}
 		if size > 0 && size+n > s.splitAt {
 			chunks = append(chunks, cur)
 			cur, size = nil, 0
@@ -404,6 +407,10 @@ func (s *subscription) nextPart(v *store.View) *pending {
 func resourceSize(e *store.Entry) int {
 	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + len(e.Bytes) + 8*5
 }
+
+// ttlSize bounds what a TTL adds to a resource: the field's tag and length, and a Duration's
+// two varints and their tags.
+const ttlSize = 2 + 1 + 10 + 1 + 5
 
 func partOf(k *frameKey, part int) *frameKey {
 	if k == nil {

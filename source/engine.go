@@ -189,6 +189,9 @@ type Engine struct {
 	metrics *metrics.Metrics
 	// unknownTypes logs subscriptions to unknown types, at most one line a second.
 	unknownTypes limits.RareLog
+	// bigBeats logs state-of-the-world heartbeats larger than maxSize, at most one line a
+	// second (they go every TTL/2 on every stream).
+	bigBeats limits.RareLog
 	// authz is Options.Authz when it has rules, else nil; namespaceOf Options.NamespaceOf.
 	authz       *authz.Policy
 	namespaceOf NamespaceFunc

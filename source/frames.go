@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // frameCache shares encoded response bodies between streams. When a change reaches many
@@ -34,9 +36,11 @@ type frameEntry struct {
 }
 
 // counts are what an encoded body carries, for metrics: its resources and, for a heartbeat,
-// the resources it left out because their producer is disconnected.
+// the resources it left out because their producer is disconnected, and the parts that follow
+// it when it was split (heartbeat.go).
 type counts struct {
 	resources, withheld int
+	rest                [][]*store.Entry
 }
 
 func (c *frameCache) init(maxCount, maxBytes int) {

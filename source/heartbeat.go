@@ -1,6 +1,7 @@
 package source
 
 import (
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ type beatState struct {
 	inflightAll bool
 	refused     map[string]struct{}
 	refusedAll  bool
+	// parts are the rest of a heartbeat larger than the subscription's splitAt, sent one by
+	// one as the client answers each (delta: a heartbeat may name any subset).
+	parts [][]*store.Entry
 }
 
 // sent records a response (not a heartbeat) as in flight.
@@ -154,6 +158,22 @@ func (m *machine) heartbeats(v *store.View, now time.Time, live func() *liveness
 	var l *liveness
 	for _, sub := range m.beating {
 		b := &sub.beat
+		if len(b.parts) > 0 {
+			// The rest of a split heartbeat goes first, as the client answers each part; a
+			// round falling due meanwhile is the one being sent.
+			if !now.Before(b.at) {
+				b.at = nextBeat(now, sub.ttl)
+			}
+			if sub.phase == phaseIdle && len(sub.parts) == 0 && len(sub.fresh) == 0 && !sub.freshAll {
+				if l == nil {
+					l = live()
+				}
+				if p := sub.nextBeatPart(v, l); p != nil {
+					due = append(due, beatCandidate{sub: sub, p: p})
+				}
+			}
+			continue
+		}
 		if b.at.IsZero() {
 			if sub.phase != phaseUnsent {
 				b.at = nextBeat(now, sub.ttl) // the first response went: renew from the next grid point
@@ -213,6 +233,56 @@ func (s *subscription) owesAll() {
 	}
 }
 
+// nextBeatPart is the next non-empty part of a split heartbeat, read again against the view:
+// a resource changed since (its new version went or goes with its body), refused, no longer
+// wanted or whose owner left is dropped from it.
+func (s *subscription) nextBeatPart(v *store.View, l *liveness) *pending {
+	for len(s.beat.parts) > 0 {
+		part := s.beat.parts[0]
+		s.beat.parts = s.beat.parts[1:]
+		if s.beat.refusedAll {
+			continue
+		}
+		p := &pending{rev: s.sentRev, heartbeat: true, continues: true, msg: wire.Message{Key: s.key, Version: s.sentVer, Heartbeat: true}}
+		for _, e := range part {
+			if _, no := s.beat.refused[e.Name]; no || !s.wants(e.Name) || !l.live(e.Owner) {
+				continue
+			}
+			if cur := v.Get(s.collection, e.Name); cur == nil || cur.Version != e.Version || cur.Revision > s.sentRev {
+				continue
+			}
+			p.msg.Resources = append(p.msg.Resources, e)
+		}
+		if len(p.msg.Resources) > 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+// splitBeat divides a heartbeat's resources into parts of at most splitAt bytes: the first,
+// and the rest.
+func splitBeat(es []*store.Entry, splitAt int) ([]*store.Entry, [][]*store.Entry) {
+	if splitAt <= 0 {
+		return es, nil
+	}
+	var parts [][]*store.Entry
+	start, size := 0, 0
+	for i, e := range es {
+		n := len(e.Name) + len(e.Version) + ttlSize + 3*5
+		if size > 0 && size+n > splitAt {
+			parts = append(parts, es[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start == 0 {
+		return es, nil
+	}
+	parts = append(parts, es[start:])
+	return parts[0], parts[1:]
+}
+
 // heartbeatSent records a heartbeat as in flight and returns its nonce.
 func (m *machine) heartbeatSent(sub *subscription) string {
 	m.nonce++
@@ -263,7 +333,7 @@ func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness) *p
 			}
 			kept = append(kept, e)
 		}
-		p.msg.Resources = kept
+		p.msg.Resources, p.beatRest = splitBeat(kept, s.splitAt)
 	}
 	return p
 }
@@ -309,10 +379,13 @@ func (s *stream) sendHeartbeat(c beatCandidate) error {
 	body, n := s.engine.frames.get(sub.withTTL(p.share), func() ([]byte, counts) {
 		p.materialize()
 		p.msg.TTL, p.msg.Wrap = sub.ttl, sub.wrap
-		return layout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources), withheld: p.withheld}
+		return layout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources), withheld: p.withheld, rest: p.beatRest}
 	})
-	sub.metrics.Expiring(n.withheld - sub.beat.withheld) // resources newly left to expire
-	sub.beat.withheld = n.withheld
+	if !p.continues { // a round's heartbeat, not a later part of it
+		sub.metrics.Expiring(n.withheld - sub.beat.withheld) // resources newly left to expire
+		sub.beat.withheld = n.withheld
+		sub.beat.parts = n.rest
+	}
 	if n.resources == 0 {
 		return nil
 	}
@@ -320,6 +393,10 @@ func (s *stream) sendHeartbeat(c beatCandidate) error {
 	nonce := s.m.heartbeatSent(sub)
 	s.mu.Unlock()
 	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
+	if frame.Size() > s.engine.maxSize { // state of the world: not split (delta is, at splitAt)
+		s.engine.bigBeats.Log(s.log, slog.LevelWarn, "heartbeat is larger than the client's likely receive limit",
+			"type", sub.key, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", n.resources)
+	}
 	if err := s.transmit(frame); err != nil {
 		return err
 	}

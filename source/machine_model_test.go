@@ -330,6 +330,8 @@ type machineConn struct {
 	m      *machine
 	grant  *authz.Grant
 	access access // as the engine's stream keeps it
+	// clock, in a run with TTLs, is the run's clock, by which heartbeats fall due.
+	clock *time.Time
 }
 
 func newMachineConn(st *store.Store, grant *authz.Grant) *machineConn {
@@ -357,7 +359,17 @@ func (c *machineConn) reconnect(*rapid.T) {
 	c.m, c.access = newMachine("model"), access{grant: c.grant, namespaceOf: modelNamespaceOf}
 }
 
+// received is what the stream sends after an event: the responses due, then (with TTLs) the
+// heartbeats due by the run's clock, as stream.beat follows every flush.
 func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
+	out := c.due(t)
+	if c.clock != nil {
+		out = append(out, c.heartbeat(t, *c.clock)...)
+	}
+	return out
+}
+
+func (c *machineConn) due(t *rapid.T) []clientResponse {
 	v := c.st.View()
 	out, err := c.m.due(v)
 	if err != nil {
@@ -380,6 +392,9 @@ func (c *machineConn) heartbeat(t *rapid.T, now time.Time) []clientResponse {
 	var out []clientResponse
 	for _, cand := range due {
 		cand.p.materialize()
+		if !cand.p.continues { // as the stream does: the rest of a split heartbeat follows
+			cand.sub.beat.parts = cand.p.beatRest
+		}
 		if len(cand.p.msg.Resources) == 0 {
 			continue // as the stream does: an empty heartbeat is not sent
 		}
@@ -388,7 +403,7 @@ func (c *machineConn) heartbeat(t *rapid.T, now time.Time) []clientResponse {
 		out = append(out, resp)
 	}
 	if resend {
-		out = append(out, c.received(t, false)...)
+		out = append(out, c.due(t)...)
 	}
 	return out
 }
@@ -898,6 +913,9 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 		c := newModelClient(fmt.Sprintf("client%d", i), mode, dial(t))
 		c.mcp = mcp && rapid.Bool().Draw(t, "mcp")
 		c.node = rapid.SampledFrom([][]string{nil, nil, {"n0"}, {"n1"}, {"n0", "n1"}}).Draw(t, "node namespaces")
+		if mc, ok := c.conn.(*machineConn); ok && ttl {
+			mc.clock = &r.now
+		}
 		r.clients = append(r.clients, c)
 	}
 	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }
@@ -919,6 +937,13 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 				t.Skip("no TTLs in this run")
 			}
 			c := client(t)
+			if rapid.Bool().Draw(t, "answer first") { // heartbeats go to idle types only
+				for _, mt := range modelTypes {
+					if sub := c.subs[mt.key]; sub != nil && sub.pending != nil {
+						r.answer(t, c, mt.key, false)
+					}
+				}
+			}
 			r.now = r.now.Add(time.Duration(rapid.IntRange(1, 3).Draw(t, "quarter TTLs")) * modelTTL / 4)
 			t.Logf("%s heartbeats at %s", c.name, r.now)
 			for _, resp := range c.conn.heartbeat(t, r.now) {

@@ -176,9 +176,11 @@ type pending struct {
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
 	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go);
-	// withheld counts what it left out, once filled.
+	// withheld counts what it left out, once filled, and beatRest are the parts that
+	// follow it when it is larger than the subscription's splitAt.
 	heartbeat bool
 	withheld  int
+	beatRest  [][]*store.Entry
 }
 
 // materialize reads the resources of a full state whose reading was deferred.

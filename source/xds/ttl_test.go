@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -406,4 +407,37 @@ func TestDerivedResourcesInheritTheirInputsLiveness(t *testing.T) {
 	}
 	c.ack(m)
 	c.nextHeartbeat("derived")
+}
+
+// TestLargeHeartbeatGoesInParts: a delta heartbeat larger than xds.max_response_size is
+// split like any delta response: parts sent one after another, each after the client's
+// answer, together renewing everything the client holds.
+func TestLargeHeartbeatGoesInParts(t *testing.T) {
+	s := ttlServer(t, source.Options{MaxResponseSize: 4096 + 200}) // 200 bytes of resources a part
+	var names []string
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("c%d", i))
+	}
+	s.putAs(t, "p", names...)
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeWith(FeatureResourceTTL), TypeUrl: ClusterType})
+	renewed := map[string]bool{}
+	parts := 0
+	for len(renewed) < len(names) {
+		m := c.recv()
+		c.ack(m)
+		if !isHeartbeat(m) {
+			continue // the first response, in parts too
+		}
+		parts++
+		if len(m.Resources) == len(names) {
+			t.Fatalf("a heartbeat of %d resources went whole", len(m.Resources))
+		}
+		for _, r := range m.Resources {
+			renewed[r.Name] = true
+		}
+	}
+	if parts < 2 {
+		t.Fatalf("%d heartbeat parts, want several", parts)
+	}
 }

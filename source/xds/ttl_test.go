@@ -21,7 +21,7 @@ import (
 )
 
 // testTTL is short, so that heartbeats (every testTTL/2) come several times a second.
-const testTTL = 400 * time.Millisecond
+const testTTL = 600 * time.Millisecond
 
 func ttlServer(t *testing.T, opts source.Options) *server {
 	t.Helper()

@@ -156,61 +156,80 @@ type beatCandidate struct {
 // once, when something is due.
 func (m *machine) heartbeats(v *store.View, now time.Time, live func() *liveness) (due []beatCandidate, resend bool) {
 	var l *liveness
-	for _, sub := range m.beating {
-		b := &sub.beat
-		if len(b.parts) > 0 {
-			// The rest of a split heartbeat goes first, as the client answers each part; a
-			// round falling due meanwhile is the one being sent.
-			if !now.Before(b.at) {
-				b.at = nextBeat(now, sub.ttl)
-			}
-			if sub.phase == phaseIdle && len(sub.parts) == 0 && len(sub.fresh) == 0 && !sub.freshAll {
-				if l == nil {
-					l = live()
-				}
-				if p := sub.nextBeatPart(v, l); p != nil {
-					due = append(due, beatCandidate{sub: sub, p: p})
-				}
-			}
-			continue
-		}
-		if b.at.IsZero() {
-			if sub.phase != phaseUnsent {
-				b.at = nextBeat(now, sub.ttl) // the first response went: renew from the next grid point
-			}
-			continue
-		}
-		if !b.owed && now.Before(b.at) {
-			continue
-		}
-		if !now.Before(b.at) {
-			b.at = nextBeat(now, sub.ttl)
-		}
-		if sub.phase != phaseIdle || len(sub.parts) > 0 || len(sub.fresh) > 0 || sub.freshAll {
-			b.owed = true // after the response in flight, or the one owed
-			continue
-		}
-		b.owed = false
-		if b.refusedAll {
-			continue // the client refused the whole state: nothing it holds can be named
-		}
+	lazy := func() *liveness {
 		if l == nil {
 			l = live()
 		}
-		dead := l.deadIn(sub.collection)
-		if revived(b.dead, dead) {
-			// A producer came back: clients may have dropped its resources when their TTL
-			// ran out, so they go again with their bodies.
-			b.dead = dead
-			sub.owesAll()
-			m.dirty[sub] = struct{}{}
-			resend = true
+		return l
+	}
+	for _, sub := range m.beating {
+		if len(sub.beat.parts) > 0 {
+			if p := sub.partDue(v, now, lazy); p != nil {
+				due = append(due, beatCandidate{sub: sub, p: p})
+			}
 			continue
 		}
-		b.dead = dead
-		due = append(due, beatCandidate{sub: sub, p: sub.heartbeat(v, m.protocol, l)})
+		p, owes := sub.roundDue(v, now, m.protocol, lazy)
+		if owes {
+			m.dirty[sub] = struct{}{}
+			resend = true
+		}
+		if p != nil {
+			due = append(due, beatCandidate{sub: sub, p: p})
+		}
 	}
 	return due, resend
+}
+
+// partDue is the next part of a split heartbeat, when the client answered the last: the rest
+// of a round goes before anything else of heartbeats, and a round falling due meanwhile is
+// the one being sent.
+func (s *subscription) partDue(v *store.View, now time.Time, live func() *liveness) *pending {
+	if !now.Before(s.beat.at) {
+		s.beat.at = nextBeat(now, s.ttl)
+	}
+	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+		return nil
+	}
+	return s.nextBeatPart(v, live())
+}
+
+// roundDue is the subscription's heartbeat when its grid point passed (or one fell due while
+// a response was in flight, now answered); nil when none is due or it may not go now. A
+// producer that came back makes the subscription owe everything instead (owes).
+func (s *subscription) roundDue(v *store.View, now time.Time, protocol string, live func() *liveness) (p *pending, owes bool) {
+	b := &s.beat
+	switch {
+	case b.at.IsZero():
+		if s.phase != phaseUnsent {
+			b.at = nextBeat(now, s.ttl) // the first response went: renew from the next grid point
+		}
+		return nil, false
+	case !b.owed && now.Before(b.at):
+		return nil, false
+	}
+	if !now.Before(b.at) {
+		b.at = nextBeat(now, s.ttl)
+	}
+	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+		b.owed = true // after the response in flight, or the one owed
+		return nil, false
+	}
+	b.owed = false
+	if b.refusedAll {
+		return nil, false // the client refused the whole state: nothing it holds can be named
+	}
+	l := live()
+	dead := l.deadIn(s.collection)
+	revive := revived(b.dead, dead)
+	b.dead = dead
+	if revive {
+		// A producer came back: clients may have dropped its resources when their TTL ran
+		// out, so they go again with their bodies.
+		s.owesAll()
+		return nil, true
+	}
+	return s.heartbeat(v, protocol, l), false
 }
 
 // revived tells whether an owner of before is not in after (both sorted).

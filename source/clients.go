@@ -45,6 +45,11 @@ type SubscriptionInfo struct {
 	Pending       string  `json:"pending_nonce,omitempty"`
 	LastACK       *record `json:"last_ack,omitempty"`
 	LastNACK      *record `json:"last_nack,omitempty"`
+	// TTL is the TTL the client is sent with each resource and renewed by heartbeats (empty:
+	// none); Unrenewed are the owners (disconnected producers, or the translation while
+	// one of its inputs' producers is) whose resources its last heartbeat left to expire.
+	TTL       string   `json:"ttl,omitempty"`
+	Unrenewed []string `json:"unrenewed_owners,omitempty"`
 }
 
 // Client returns one connected stream, by ID.
@@ -75,6 +80,9 @@ func (s *stream) info() ClientInfo {
 		si := SubscriptionInfo{
 			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard, View: sub.view,
 			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
+		}
+		if sub.ttl > 0 {
+			si.TTL, si.Unrenewed = sub.ttl.String(), slices.Clone(sub.beat.dead)
 		}
 		if sub.vis != nil {
 			si.Access = sub.vis.id

@@ -104,6 +104,14 @@ type Request struct {
 	// from the first request that names a node, as sent (no copy).
 	NodeMetadata    *structpb.Struct
 	NodeAnnotations map[string]string
+	// TTL, when positive, is set on every resource the subscription sends, and the stream
+	// heartbeats what the client holds every TTL/2 while the resource's producer is
+	// connected (heartbeat.go). The adapter sets it only for clients that announce TTL
+	// support (xds-protocol.rst, "TTL"); fixed when the subscription starts.
+	TTL time.Duration
+	// Wrap writes a state-of-the-world response's resources in the Resource wrapper, which
+	// carries the TTL ("SotW TTL": clients announcing they unwrap it).
+	Wrap bool
 
 	vis *visibility // set by the stream when the request starts a subscription
 }
@@ -162,6 +170,11 @@ type Options struct {
 	// (limits.subscriptions_per_stream): a request that takes a stream over it ends that
 	// stream with ResourceExhausted. Zero: no limit.
 	MaxSubscriptions int
+	// Derived maps an owner whose resources are derived from others to the collections it
+	// reads (the translation: its Istio input collections). Its resources are heartbeated
+	// only while no disconnected producer holds resources in those collections: they inherit
+	// the liveness of their inputs (heartbeat.go). Other owners are live while connected.
+	Derived map[string][]string
 }
 
 // Engine serves subscriptions on any number of streams. It is safe for concurrent use.
@@ -182,6 +195,9 @@ type Engine struct {
 	metrics *metrics.Metrics
 	// unknownTypes logs subscriptions to unknown types, at most one line a second.
 	unknownTypes limits.RareLog
+	// bigBeats logs state-of-the-world heartbeats larger than maxSize, at most one line a
+	// second (they go every TTL/2 on every stream).
+	bigBeats limits.RareLog
 	// authz is Options.Authz when it has rules, else nil; namespaceOf Options.NamespaceOf.
 	authz       *authz.Policy
 	namespaceOf NamespaceFunc
@@ -190,13 +206,15 @@ type Engine struct {
 	// maxSubs is Options.MaxSubscriptions; refusals counts and logs its refusals.
 	maxSubs  int
 	refusals *limits.Refuser
+	// derived is Options.Derived.
+	derived map[string][]string
 }
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
 	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize,
 		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics, namespaceOf: opts.NamespaceOf,
-		maxSubs: opts.MaxSubscriptions, refusals: limits.NewRefuser(opts.Metrics)}
+		maxSubs: opts.MaxSubscriptions, refusals: limits.NewRefuser(opts.Metrics), derived: opts.Derived}
 	if opts.Authz.Enabled() {
 		e.authz = opts.Authz
 	}
@@ -280,6 +298,9 @@ func (e *Engine) open(a Adapter, protocol, peer string, grant *authz.Grant) *str
 
 // close unregisters an ended stream.
 func (s *stream) close() {
+	if s.beatTimer != nil {
+		s.beatTimer.Stop()
+	}
 	s.engine.streams.Delete(s.id)
 	s.watch.Close()
 	s.metrics.Close()
@@ -323,6 +344,10 @@ type stream struct {
 	// access is what the peer may read. Only the loop uses it.
 	access   access
 	identity string // the peer's, with authz rules
+	// beatTimer fires when the next TTL heartbeat is due (heartbeat.go); nil until a
+	// subscription has a TTL. beatC is its channel, nil while none.
+	beatTimer *time.Timer
+	beatC     <-chan time.Time
 
 	mu sync.Mutex
 	m  *machine
@@ -382,6 +407,7 @@ const (
 	eventPaced         // held changes fell due
 	eventStop          // the engine stops
 	eventDone          // the stream's context ended
+	eventBeat          // TTL heartbeats fell due
 )
 
 // wait is where an idle stream waits: a leaf with a small frame (see Serve).
@@ -395,6 +421,8 @@ func (s *stream) wait(ctx context.Context, requests <-chan received, pc *pacing)
 		return eventChange, received{}
 	case <-pc.C:
 		return eventPaced, received{}
+	case <-s.beatC:
+		return eventBeat, received{}
 	case <-s.engine.stop:
 		return eventStop, received{}
 	case <-ctx.Done():
@@ -449,7 +477,10 @@ func (s *stream) step(ctx context.Context, ev event, r received, pc *pacing) err
 	if s.engine.pushInterval <= 0 {
 		v = s.engine.store.View()
 	}
-	return s.flush(v)
+	if err := s.flush(v); err != nil {
+		return err
+	}
+	return s.beat(v)
 }
 
 // cleanEnd tells a client that closed its stream from a failure.
@@ -560,6 +591,7 @@ func (req *Request) policy() policy {
 		key: req.Key, collection: req.Collection, mode: req.Mode, form: req.Form, priority: req.Priority,
 		wildcardCapable: req.WildcardCapable, fullOnLoss: req.FullOnLoss, partialSotW: req.PartialStateOfTheWorld,
 		after: req.After, removeAfter: req.RemoveAfter, scope: req.Scope, splitAt: req.splitAt, vis: req.vis,
+		ttl: max(req.TTL, 0), wrap: req.Wrap && req.TTL > 0,
 	}
 }
 
@@ -583,10 +615,12 @@ func (s *stream) flush(v *store.View) error {
 func (s *stream) send(r response) error {
 	layout := s.adapter.Layout()
 	sub, p := r.sub, r.p
-	body, resources := s.engine.frames.get(p.share, func() ([]byte, int) {
+	body, n := s.engine.frames.get(sub.withTTL(p.share), func() ([]byte, counts) {
 		p.materialize()
-		return layout.Encode(&p.msg, sub.form), len(p.msg.Resources)
+		p.msg.TTL, p.msg.Wrap = sub.ttl, sub.wrap
+		return layout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources)}
 	})
+	resources := n.resources
 	frame := &wire.Frame{Body: body, Tail: layout.Tail(r.nonce)}
 	if frame.Size() > s.engine.maxSize {
 		s.log.Warn("response is larger than the client's likely receive limit",
@@ -638,7 +672,7 @@ func (s *stream) nodeID() string {
 
 // counters are the engine's totals, for tests, benchmarks and metrics.
 type counters struct {
-	responses, resources, acks, nacks atomic.Uint64
+	responses, resources, acks, nacks, heartbeats atomic.Uint64
 }
 
 // Stats are the engine's counters.
@@ -646,6 +680,8 @@ type Stats struct {
 	Responses, Resources, ACKs, NACKs uint64
 	// Encodes counts response bodies encoded; FrameHits, those reused from another stream.
 	Encodes, FrameHits uint64
+	// Heartbeats counts TTL heartbeats sent (not in Responses).
+	Heartbeats uint64
 }
 
 // Stats returns the engine's counters.
@@ -653,7 +689,7 @@ func (e *Engine) Stats() Stats {
 	return Stats{
 		Responses: e.stats.responses.Load(), Resources: e.stats.resources.Load(),
 		ACKs: e.stats.acks.Load(), NACKs: e.stats.nacks.Load(),
-		Encodes: e.frames.encodes.Load(), FrameHits: e.frames.hits.Load(),
+		Encodes: e.frames.encodes.Load(), FrameHits: e.frames.hits.Load(), Heartbeats: e.stats.heartbeats.Load(),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // frameCache shares encoded response bodies between streams. When a change reaches many
@@ -26,11 +28,19 @@ type frameCache struct {
 
 // frameEntry is encoded once; streams that ask meanwhile wait for it rather than encode too.
 type frameEntry struct {
-	key       frameKey
-	once      sync.Once
-	body      []byte
-	resources int // how many resources the body carries
-	size      int // counted in frameCache.bytes once encoded, while cached
+	key    frameKey
+	once   sync.Once
+	body   []byte
+	counts counts
+	size   int // counted in frameCache.bytes once encoded, while cached
+}
+
+// counts are what an encoded body carries, for metrics: its resources and, for a heartbeat,
+// the resources it left out because their producer is disconnected, and the parts that follow
+// it when it was split (heartbeat.go).
+type counts struct {
+	resources, withheld int
+	rest                [][]*store.Entry
 }
 
 func (c *frameCache) init(maxCount, maxBytes int) {
@@ -38,9 +48,9 @@ func (c *frameCache) init(maxCount, maxBytes int) {
 	c.maxCount, c.maxBytes = maxCount, maxBytes
 }
 
-// get returns the body for key and how many resources it carries, encoding it at most once.
-// A nil key is not shared.
-func (c *frameCache) get(key *frameKey, encode func() ([]byte, int)) ([]byte, int) {
+// get returns the body for key and what it carries, encoding it at most once. A nil key is
+// not shared.
+func (c *frameCache) get(key *frameKey, encode func() ([]byte, counts)) ([]byte, counts) {
 	if key == nil {
 		c.encodes.Add(1)
 		return encode()
@@ -59,7 +69,7 @@ func (c *frameCache) get(key *frameKey, encode func() ([]byte, int)) ([]byte, in
 	}
 	e.once.Do(func() {
 		c.encodes.Add(1)
-		e.body, e.resources = encode()
+		e.body, e.counts = encode()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.entries[e.key] == el { // not evicted while it was being encoded
@@ -68,7 +78,7 @@ func (c *frameCache) get(key *frameKey, encode func() ([]byte, int)) ([]byte, in
 			c.trim()
 		}
 	})
-	return e.body, e.resources
+	return e.body, e.counts
 }
 
 // trim evicts the oldest entries while the cache is over either bound; the newest stays, even

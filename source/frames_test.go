@@ -9,13 +9,13 @@ func TestFrameCacheEncodesOnceAndStaysWithinItsBounds(t *testing.T) {
 	var c frameCache
 	c.init(100, 1000)
 	encodes := 0
-	body := func(b byte) func() ([]byte, int) {
-		return func() ([]byte, int) { encodes++; return bytes.Repeat([]byte{b}, 300), 1 }
+	body := func(b byte) func() ([]byte, counts) {
+		return func() ([]byte, counts) { encodes++; return bytes.Repeat([]byte{b}, 300), counts{resources: 1} }
 	}
 	key := func(to uint64) *frameKey { return &frameKey{key: "k", to: to} }
 
 	first, _ := c.get(key(1), body('a'))
-	if again, n := c.get(key(1), body('x')); !bytes.Equal(first, again) || n != 1 || encodes != 1 {
+	if again, n := c.get(key(1), body('x')); !bytes.Equal(first, again) || n.resources != 1 || encodes != 1 {
 		t.Fatalf("a cached response was encoded %d times", encodes)
 	}
 	for to := uint64(2); to <= 10; to++ {
@@ -32,7 +32,7 @@ func TestFrameCacheEncodesOnceAndStaysWithinItsBounds(t *testing.T) {
 		t.Fatalf("encodes %d -> %d: want the newest reused and the evicted one encoded again", before, encodes)
 	}
 	// One response larger than the byte bound is still shared while it is the newest.
-	big := func() ([]byte, int) { encodes++; return make([]byte, 5000), 1 }
+	big := func() ([]byte, counts) { encodes++; return make([]byte, 5000), counts{resources: 1} }
 	c.get(key(99), big)
 	before = encodes
 	c.get(key(99), big)

@@ -46,6 +46,8 @@ type machine struct {
 	// limits.subscriptions_per_stream bounds; kept as requests change them, so that asking
 	// costs nothing however many types a client names.
 	held int
+	// beating are the subscriptions with a TTL, whose clients are heartbeated (heartbeat.go).
+	beating []*subscription
 }
 
 // maxNodeMetadata bounds the encoded node metadata a stream keeps for the status view: an
@@ -165,12 +167,16 @@ func (m *machine) subscribe(req *Request) *subscription {
 	}
 	m.subs[req.Key] = sub
 	m.byCollection[sub.collection] = append(m.byCollection[sub.collection], sub)
+	if sub.ttl > 0 {
+		m.beating = append(m.beating, sub)
+	}
 	m.dirty[sub] = struct{}{}
 	return sub
 }
 
 func (m *machine) forget(sub *subscription) {
 	delete(m.dirty, sub)
+	m.beating = slices.DeleteFunc(m.beating, func(x *subscription) bool { return x == sub })
 	m.byCollection[sub.collection] = slices.DeleteFunc(m.byCollection[sub.collection], func(x *subscription) bool { return x == sub })
 	if len(m.byCollection[sub.collection]) == 0 {
 		delete(m.byCollection, sub.collection)

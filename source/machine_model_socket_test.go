@@ -39,7 +39,7 @@ func TestMachineAgainstModelOverSockets(t *testing.T) {
 		st := store.New(store.Options{})
 		acc := drawModelAccess(t)
 		addr := serveModelADS(t, st, acc.policy)
-		runModel(t, st, acc, func(t *rapid.T) modelConn { return dialModelADS(t, addr) }, false)
+		runModel(t, st, acc, func(t *rapid.T) modelConn { return dialModelADS(t, addr) }, false, false)
 	})
 }
 
@@ -293,6 +293,8 @@ func (c *socketConn) received(t *rapid.T, settle bool) []clientResponse {
 }
 
 func (c *socketConn) changed([]string) {} // the engine watches the store itself
+
+func (c *socketConn) heartbeat(*rapid.T, time.Time) []clientResponse { return nil } // no TTLs over sockets
 
 func (c *socketConn) reconnect(t *rapid.T) {
 	if c.cancel != nil {

@@ -293,6 +293,9 @@ type modelConn interface {
 	changed(collections []string)
 	// reconnect ends the stream and opens a new one.
 	reconnect(t *rapid.T)
+	// heartbeat returns the TTL heartbeats due at now, and the responses that follow them
+	// (in-process only: over sockets heartbeats follow the wall clock, and the run sets no TTL).
+	heartbeat(t *rapid.T, now time.Time) []clientResponse
 }
 
 // clientResponse is one response as the client reads it.
@@ -303,6 +306,7 @@ type clientResponse struct {
 	errors              []wire.ResourceError
 	full                bool      // MCP: a full state (incremental false), which replaces
 	share               *frameKey // in-process only: the key under which the encoding is shared
+	heartbeat           bool      // a TTL heartbeat: renews what the client holds, changes nothing
 }
 
 type receivedResource struct {
@@ -328,6 +332,8 @@ type machineConn struct {
 	m      *machine
 	grant  *authz.Grant
 	access access // as the engine's stream keeps it
+	// clock, in a run with TTLs, is the run's clock, by which heartbeats fall due.
+	clock *time.Time
 }
 
 func newMachineConn(st *store.Store, grant *authz.Grant) *machineConn {
@@ -355,7 +361,17 @@ func (c *machineConn) reconnect(*rapid.T) {
 	c.m, c.access = newMachine("model"), access{grant: c.grant, namespaceOf: modelNamespaceOf}
 }
 
+// received is what the stream sends after an event: the responses due, then (with TTLs) the
+// heartbeats due by the run's clock, as stream.beat follows every flush.
 func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
+	out := c.due(t)
+	if c.clock != nil {
+		out = append(out, c.heartbeat(t, *c.clock)...)
+	}
+	return out
+}
+
+func (c *machineConn) due(t *rapid.T) []clientResponse {
 	v := c.st.View()
 	out, err := c.m.due(v)
 	if err != nil {
@@ -370,6 +386,28 @@ func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
 		got = append(got, fromResponse(r))
 	}
 	return got
+}
+
+func (c *machineConn) heartbeat(t *rapid.T, now time.Time) []clientResponse {
+	v := c.st.View()
+	due, resend := c.m.heartbeats(v, now, func() *liveness { return livenessOf(v, nil) })
+	var out []clientResponse
+	for _, cand := range due {
+		cand.p.materialize()
+		if !cand.p.continues { // as the stream does: the rest of a split heartbeat follows
+			cand.sub.beat.parts = cand.p.beatRest
+		}
+		if len(cand.p.msg.Resources) == 0 {
+			continue // as the stream does: an empty heartbeat is not sent
+		}
+		resp := fromResponse(response{sub: cand.sub, p: cand.p, nonce: c.m.heartbeatSent(cand.sub)})
+		resp.heartbeat = true
+		out = append(out, resp)
+	}
+	if resend {
+		out = append(out, c.due(t)...)
+	}
+	return out
 }
 
 func fromResponse(r response) clientResponse {
@@ -392,7 +430,15 @@ type modelRun struct {
 	// splitAt, when not 0, makes delta xDS responses larger than it go in parts (a few
 	// resources each in this world), as the engine does above xds.max_response_size.
 	splitAt int
+	// ttl gives xDS subscriptions a TTL, so that heartbeats are drawn (in-process only); now
+	// is the clock they are due by, and absent whether the store's one owner is disconnected.
+	ttl    bool
+	now    time.Time
+	absent bool
 }
+
+// modelTTL is the TTL of xDS subscriptions in a run with TTLs.
+const modelTTL = 30 * time.Second
 
 func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(*Request)) {
 	req := &Request{
@@ -406,6 +452,9 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	}
 	if c.mode == Incremental && !c.mcp && r.splitAt > 0 { // as the engine sets it for delta xDS
 		req.Splittable, req.splitAt = true, r.splitAt
+	}
+	if r.ttl && !c.mcp { // as the xDS adapter sets them for clients announcing TTL support
+		req.TTL, req.Wrap = modelTTL, c.mode == StateOfTheWorld
 	}
 	build(req)
 	if c.mcp {
@@ -447,6 +496,11 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	r.checkView(t, c, sub, resp)
 	sub.pending = &resp
 	sub.lastNonce = resp.nonce
+	if resp.heartbeat {
+		r.checkHeartbeat(t, c, sub, resp)
+		sub.accepted = maps.Clone(sub.holds)
+		return
+	}
 	apply := func(state map[string]held) map[string]held {
 		next := map[string]held{}
 		if (c.mode == Incremental && !(c.mcp && resp.full)) || (sub.mt.partial && !c.mcp) {
@@ -475,6 +529,20 @@ func (r *modelRun) receive(t *rapid.T, c *modelClient, v *store.View, resp clien
 	sub.sent = apply(sub.sent)
 	sub.accepted = apply(sub.holds) // what the client holds if it ACKs
 	r.checkReferences(t, c, v, resp, before)
+}
+
+// checkHeartbeat: a heartbeat names only resources the client holds, each at the version it
+// holds (else the client would take it for a different resource, or as "does not exist"),
+// and none while their producer is disconnected.
+func (r *modelRun) checkHeartbeat(t *rapid.T, c *modelClient, sub *modelSub, resp clientResponse) {
+	if r.absent {
+		t.Fatalf("%s: heartbeat while the producer is disconnected: %s", c.name, resp)
+	}
+	for _, e := range resp.resources {
+		if h, ok := sub.holds[e.name]; !ok || h.version != e.version {
+			t.Fatalf("%s: heartbeat renews %s %s at version %s; the client holds %v (held: %v)", c.name, resp.key, e.name, e.version, h.version, ok)
+		}
+	}
 }
 
 // checkView: nothing outside the client's view is sent; a refused type's responses carry a
@@ -586,7 +654,9 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 	sub.pending = nil
 	sub.stale = append(sub.stale, resp.nonce)
 	sub.lastNACKed = nack
-	if nack {
+	switch {
+	case resp.heartbeat: // renews, changes nothing the client holds, even refused
+	case nack:
 		// The client keeps what it held; removals it refused must still reach it some day.
 		if len(resp.resources) == 0 { // else the server owes the removals again
 			for _, n := range append(slices.Clone(resp.removed), resp.missing...) {
@@ -600,7 +670,7 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 				}
 			}
 		}
-	} else {
+	default:
 		sub.holds = sub.accepted
 		for _, n := range append(resp.names(), resp.removed...) {
 			delete(sub.nackedRemovals, n)
@@ -826,14 +896,16 @@ func TestMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		st := store.New(store.Options{})
 		acc := drawModelAccess(t)
-		runModel(t, st, acc, func(t *rapid.T) modelConn { return newMachineConn(st, acc.grant(t)) }, true)
+		runModel(t, st, acc, func(t *rapid.T) modelConn { return newMachineConn(st, acc.grant(t)) }, true, rapid.Bool().Draw(t, "ttl"))
 	})
 }
 
 // runModel runs one random schedule over a store, with clients connected by dial; mcp
 // allows MCP clients besides xDS ones.
-func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) modelConn, mcp bool) {
-	r := &modelRun{w: &world{st: st}, access: acc, shared: map[frameKey]string{}}
+//
+// ttl gives the xDS subscriptions a TTL, and draws heartbeats and the producer's presence.
+func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) modelConn, mcp, ttl bool) {
+	r := &modelRun{w: &world{st: st}, access: acc, shared: map[frameKey]string{}, ttl: ttl, now: time.Unix(1e9, 0)}
 	r.splitAt = rapid.SampledFrom([]int{0, 100, 250}).Draw(t, "splitAt")
 	r.w.write(t, false)
 	for i := range rapid.IntRange(1, 3).Draw(t, "clients") {
@@ -844,6 +916,9 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 		c := newModelClient(fmt.Sprintf("client%d", i), mode, dial(t))
 		c.mcp = mcp && rapid.Bool().Draw(t, "mcp")
 		c.node = rapid.SampledFrom([][]string{nil, nil, {"n0"}, {"n1"}, {"n0", "n1"}}).Draw(t, "node namespaces")
+		if mc, ok := c.conn.(*machineConn); ok && ttl {
+			mc.clock = &r.now
+		}
 		r.clients = append(r.clients, c)
 	}
 	client := func(t *rapid.T) *modelClient { return rapid.SampledFrom(r.clients).Draw(t, "client") }
@@ -861,6 +936,34 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 	}
 	t.Repeat(map[string]func(*rapid.T){
 		"": func(t *rapid.T) { r.checkStatus(t, false) },
+		"heartbeat": func(t *rapid.T) {
+			if !r.ttl {
+				t.Skip("no TTLs in this run")
+			}
+			c := client(t)
+			if rapid.Bool().Draw(t, "answer first") { // heartbeats go to idle types only
+				for _, mt := range modelTypes {
+					if sub := c.subs[mt.key]; sub != nil && sub.pending != nil {
+						r.answer(t, c, mt.key, false)
+					}
+				}
+			}
+			r.now = r.now.Add(time.Duration(rapid.IntRange(1, 3).Draw(t, "quarter TTLs")) * modelTTL / 4)
+			t.Logf("%s heartbeats at %s", c.name, r.now)
+			for _, resp := range c.conn.heartbeat(t, r.now) {
+				r.receive(t, c, r.w.st.View(), resp)
+			}
+		},
+		"presence": func(t *rapid.T) {
+			if !r.ttl {
+				t.Skip("no TTLs in this run")
+			}
+			r.absent = !r.absent
+			t.Logf("the producer is absent: %v", r.absent)
+			if _, err := r.w.st.SetOwnerPresent("model", !r.absent); err != nil {
+				t.Fatal(err)
+			}
+		},
 		"write": func(t *rapid.T) {
 			changed := r.w.write(t, false)
 			r.dropImplicitlyDeleted()

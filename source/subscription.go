@@ -85,6 +85,11 @@ type policy struct {
 	// splitAt: an incremental response whose resources take more bytes than this is split
 	// (see split); 0 never.
 	splitAt int
+	// ttl, when positive, goes on every resource sent, and what the client holds is
+	// heartbeated (heartbeat.go); wrap puts state-of-the-world resources in the Resource
+	// wrapper that carries it.
+	ttl  time.Duration
+	wrap bool
 }
 
 // subscription is one stream's interest in one type: what it asked for, what it has been sent,
@@ -151,6 +156,8 @@ type subscription struct {
 
 	label   string              // the collection as metrics label it
 	metrics *metrics.Collection // nil without metrics
+
+	beat beatState // TTL heartbeats, when ttl > 0 (heartbeat.go)
 }
 
 // pending is one computed response, before encoding, with the state it moves the
@@ -176,6 +183,15 @@ type pending struct {
 	rest      []*pending
 	continues bool
 	notPush   bool
+	// whole: the response carries everything the client asked for (it replaces the client's
+	// whole state of the type), read from the view by fill or listed.
+	whole bool
+	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go);
+	// withheld counts what it left out, once filled, and beatRest are the parts that
+	// follow it when it is larger than the subscription's splitAt.
+	heartbeat bool
+	withheld  int
+	beatRest  [][]*store.Entry
 }
 
 // materialize reads the resources of a full state whose reading was deferred.
@@ -204,6 +220,14 @@ type frameKey struct {
 	wildcard      bool
 	part          int    // of a split response, 1-based; 0 when whole
 	partAt        uint64 // the collection revision a later part was read at (see nextPart)
+	// TTLs (heartbeat.go): the TTL and wrapper the resources carry; a heartbeat, with the
+	// owners whose resources it leaves out.
+	ttl       time.Duration
+	wrap      bool
+	heartbeat bool
+	dead      string
+	// beatVersion is a heartbeat's version: the version of the stream's last response.
+	beatVersion string
 }
 
 // gates are what the rest of the stream allows this subscription to send now.
@@ -327,6 +351,9 @@ func (s *subscription) split(p *pending) *pending {
 	var cur []*store.Entry
 	for _, e := range p.msg.Resources {
 		n := resourceSize(e)
+		if s.ttl > 0 {
+			n += ttlSize // the TTL each resource carries
+		}
 		if size > 0 && size+n > s.splitAt {
 			chunks = append(chunks, cur)
 			cur, size = nil, 0
@@ -394,6 +421,10 @@ func resourceSize(e *store.Entry) int {
 	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + len(e.Bytes) + 8*5
 }
 
+// ttlSize bounds what a TTL adds to a resource: the field's tag and length, and a Duration's
+// two varints and their tags.
+const ttlSize = 2 + 1 + 10 + 1 + 5
+
 func partOf(k *frameKey, part int) *frameKey {
 	if k == nil {
 		return nil
@@ -429,7 +460,7 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
-	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
+	p := &pending{rev: rev, whole: true, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
 	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view, access: s.accessID(), wildcard: s.wildcard}
 	if len(s.names) > 0 {
 		p.share.names = s.fingerprint()
@@ -756,6 +787,9 @@ func (s *subscription) sent(p *pending, nonce string) {
 		s.freshSent, s.freshAllSent = s.fresh, s.freshAll
 		s.fresh, s.freshAll, s.initial = nil, false, nil
 	}
+	if s.ttl > 0 {
+		s.beat.sent(p)
+	}
 }
 
 // caughtUp records that nothing the client asked for changed up to rev (held-back deletions
@@ -779,6 +813,9 @@ func (s *subscription) answered(nonce string, detail string, nack bool, now time
 	s.phase = phaseIdle
 	defer func() { s.refusable, s.refusableMissing = nil, nil }()
 	s.nacked = nack
+	if s.ttl > 0 {
+		s.beat.answered(nack)
+	}
 	if nack {
 		// A NACK refuses the response's resources, not the removals it carried: those are
 		// owed again (the next look drops any that came back). A response that carried only

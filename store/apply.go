@@ -149,17 +149,29 @@ func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
 	if s.absent[owner] == !present {
 		return Result{Revision: s.revision}, nil
 	}
-	if present {
-		delete(s.absent, owner)
-	} else {
-		s.absent[owner] = true
-	}
+	s.setAbsent(owner, !present)
 	w := s.newWriter(owner)
 	w.next.ownerCopies(owner, "", func(coll string, e *Entry) bool {
 		w.touch(coll, e.Name, nil)
 		return true
 	})
 	return s.commit(w, owner), nil
+}
+
+// setAbsent records an owner's presence. The map is replaced, never modified, since published
+// states share it (View.OwnerPresent); presence counts the changes. The caller holds writeMu.
+func (s *Store) setAbsent(owner string, absent bool) {
+	if s.absent[owner] == absent {
+		return
+	}
+	next := maps.Clone(s.absent)
+	if absent {
+		next[owner] = true
+	} else {
+		delete(next, owner)
+	}
+	s.absent = next
+	s.presence++
 }
 
 // preparedUpdate is an Update validated, versioned and encoded, ready for the transaction.
@@ -301,7 +313,9 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool, l
 		return Result{}, err // the next state is dropped: nothing was published
 	}
 	if replaceAll && len(updates) == 0 {
-		delete(s.absent, owner) // it holds nothing any more: nothing to remember of it
+		// It holds nothing any more: nothing to remember of it.
+		s.setAbsent(owner, false)
+		w.absent, w.next.absent, w.next.presence = s.absent, s.absent, s.presence
 	}
 	return s.commit(w, owner), nil
 }
@@ -321,7 +335,7 @@ func (w *writer) withinLimit(base *state, limit int) error {
 
 func (s *Store) newWriter(owner string) *writer {
 	base := s.current.Load()
-	next := &state{rev: base.rev, colls: maps.Clone(base.colls), tombs: base.tombs}
+	next := &state{rev: base.rev, colls: maps.Clone(base.colls), tombs: base.tombs, absent: s.absent, presence: s.presence}
 	return &writer{next: next, mine: map[string]bool{}, owner: owner, rev: s.revision + 1, now: s.now(),
 		touched: map[string][]touchedName{}, absent: s.absent}
 }

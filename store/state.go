@@ -29,6 +29,11 @@ type state struct {
 	colls map[string]*collection // never modified once published
 	// tombs indexes tombstones by (deletion time, collection, name), for compaction.
 	tombs *btree.BTreeG[tombItem]
+	// absent are the owners absent when the state was published (Store.absent, never
+	// modified); presence counts the changes of that set, so that two states with the same
+	// count have the same absent owners.
+	absent   map[string]bool
+	presence uint64
 }
 
 // collection is one collection's part of a state. Each live name has one Entry, shared by

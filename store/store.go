@@ -69,6 +69,8 @@ type Store struct {
 	// absent owners lose conflicts to present ones; guarded by writeMu. Owners are present
 	// unless said otherwise, so files, the translation and tests need not say anything.
 	absent map[string]bool
+	// presence counts the changes of absent, guarded by writeMu.
+	presence uint64
 
 	topics topics
 

@@ -565,3 +565,38 @@ func TestApplyWithinRefusesAWriteOverTheOwnersLimit(t *testing.T) {
 		t.Fatalf("other holds %d, want 3", got)
 	}
 }
+
+// TestViewsKeepTheOwnersPresenceOfTheirTime: a view answers OwnerPresent as of when it was
+// taken, even once the owner comes back; Presence changes with every change of the absent
+// set and only then; an owner whose copies are all gone (expiry) is present again.
+func TestViewsKeepTheOwnersPresenceOfTheirTime(t *testing.T) {
+	s := New(Options{})
+	mustApply(t, s, "a", Update{Collection: collA, Resources: []*mcpapi.Resource{res("ns/x", "x")}})
+	before := s.View()
+	if !before.OwnerPresent("a") || !before.OwnerPresent("never-seen") || len(before.AbsentOwners()) != 0 {
+		t.Fatal("owners are present unless said absent")
+	}
+	if _, err := s.SetOwnerPresent("a", false); err != nil {
+		t.Fatal(err)
+	}
+	gone := s.View()
+	if gone.OwnerPresent("a") || !slices.Equal(gone.AbsentOwners(), []string{"a"}) || gone.Presence() == before.Presence() {
+		t.Fatalf("a absent: present %v, absent %v, presence %d (was %d)", gone.OwnerPresent("a"), gone.AbsentOwners(), gone.Presence(), before.Presence())
+	}
+	if !slices.Equal(gone.OwnerCollections("a"), []string{collA}) {
+		t.Fatalf("a holds copies in %v, want [%s]", gone.OwnerCollections("a"), collA)
+	}
+	mustApply(t, s, "b", Update{Collection: collB, Resources: []*mcpapi.Resource{res("ns/y", "y")}})
+	if v := s.View(); v.Presence() != gone.Presence() || v.OwnerPresent("a") {
+		t.Fatal("a write by another owner changed the presence")
+	}
+	if _, err := s.ReplaceOwner("a", nil); err != nil { // its expiry: everything it held goes
+		t.Fatal(err)
+	}
+	if v := s.View(); !v.OwnerPresent("a") || v.Presence() == gone.Presence() {
+		t.Fatal("an owner that holds nothing is still absent")
+	}
+	if gone.OwnerPresent("a") {
+		t.Fatal("an older view changed")
+	}
+}

@@ -110,3 +110,25 @@ func (v *View) OwnedVersions(collection, owner string) map[string]string {
 // OwnedCount is how many copies one owner holds in all collections, served or shadowed. It
 // costs the number of collections.
 func (v *View) OwnedCount(owner string) int { return v.st.ownedCount(owner) }
+
+// OwnerPresent tells whether an owner was present when the view was taken: true unless its
+// producer's streams all ended (Store.SetOwnerPresent) and it still holds resources. Files,
+// the translation and any owner never said absent are present.
+func (v *View) OwnerPresent(owner string) bool { return !v.st.absent[owner] }
+
+// Presence identifies the set of absent owners: two views with the same Presence have the
+// same absent owners.
+func (v *View) Presence() uint64 { return v.st.presence }
+
+// AbsentOwners lists the owners absent in the view, sorted.
+func (v *View) AbsentOwners() []string {
+	out := make([]string, 0, len(v.st.absent))
+	for o := range v.st.absent {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OwnerCollections lists the collections in which an owner holds copies, sorted.
+func (v *View) OwnerCollections(owner string) []string { return v.st.ownerCollections(owner) }

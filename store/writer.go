@@ -60,9 +60,6 @@ func (v *View) Owned(collection, owner string, f func(e *Entry) bool) {
 	v.st.ownerCopies(owner, collection, func(_ string, e *Entry) bool { return f(e) })
 }
 
-// OwnerCollections lists the collections in which owner holds copies, sorted.
-func (v *View) OwnerCollections(owner string) []string { return v.st.ownerCollections(owner) }
-
 // UnavailableError is a write refused because the store's replicated backend cannot commit
 // it now (etcd unreachable): nothing of it was applied, and the writer may retry, here or on
 // another replica.

@@ -81,6 +81,8 @@ var defaults = map[string]any{
 	"xds.send_timeout":                 "10s",
 	"xds.push_interval":                "100ms",
 	"xds.max_response_size":            4 << 20,
+	"xds.ttl.default":                  "0s",
+	"xds.ttl.types":                    []any{},
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
 	"linkerd.keepalive_interval":       "30s",
@@ -296,6 +298,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		return err
 	}
 	if err := validateStore(c.Store); err != nil {
+		return err
+	}
+	if _, err := bridge.ResolveTTLs(c.XDS.TTL); err != nil {
 		return err
 	}
 	for key, d := range map[string]time.Duration{

@@ -133,7 +133,11 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := b.wireTLS(); err != nil {
 		return nil, err
 	}
-	b.wireSource()
+	ttls, err := ResolveTTLs(cfg.XDS.TTL)
+	if err != nil {
+		return nil, err
+	}
+	b.wireSource(ttls)
 	if err := b.wireSources(); err != nil {
 		return nil, err
 	}
@@ -173,21 +177,21 @@ func (b *Bridge) wireSink() error {
 	return nil
 }
 
-func (b *Bridge) wireSource() {
+func (b *Bridge) wireSource(ttls *xds.TTLs) {
 	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS, b.streamGuard())...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
 		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
 		Metrics: b.metrics, Authz: b.authz, NamespaceOf: namespaceOf(b.cfg.Translate.DomainSuffix),
-		MaxSubscriptions: b.cfg.Limits.SubscriptionsPerStream,
+		MaxSubscriptions: b.cfg.Limits.SubscriptionsPerStream, Derived: derivedInputs(b.cfg.Translate.Enabled),
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)
 	reflection.Register(b.grpc)
 	mcp.RegisterResourceSinkServer(b.grpc, b.sink)
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
-	b.xds = &xds.Server{Engine: b.engine}
+	b.xds = &xds.Server{Engine: b.engine, TTL: ttls}
 	b.xds.Register(b.grpc)
 	// Client status (CSDS): what every client above holds, for mcpbridge status and istioctl-like tools.
 	(&csds.Server{Engine: b.engine, Authz: b.authz, Metrics: b.metrics, Logger: b.log.With("component", "csds")}).Register(b.grpc)
@@ -207,6 +211,16 @@ func (b *Bridge) wireLinkerd() {
 	})
 	b.linkerd.Register(b.grpc)
 	b.runners = append(b.runners, runner{name: "linkerd", run: b.linkerd.Run})
+}
+
+// derivedInputs says whose resources inherit the liveness of others for TTL heartbeats: the
+// translation's, of its Istio inputs (a derived resource is renewed only while no
+// disconnected producer holds any input).
+func derivedInputs(translating bool) map[string][]string {
+	if !translating {
+		return nil
+	}
+	return map[string][]string{envoy.Owner: envoy.InputCollections()}
 }
 
 // namespaceOf is the namespace of a resource for consumers' views: the Envoy resources the

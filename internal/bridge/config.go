@@ -120,6 +120,8 @@ type XDSConfig struct {
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
 	PushInterval time.Duration `mapstructure:"push_interval"`
+	// TTL gives resources a TTL, renewed while their producer is connected (ttl.go).
+	TTL TTLConfig `mapstructure:"ttl"`
 }
 
 // LinkerdConfig configures Linkerd's Destination service (source/linkerd).
@@ -239,7 +241,8 @@ func DefaultConfig() *Config {
 		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
 			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
 		}},
-		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
+		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond,
+			TTL: TTLConfig{Types: []TypeTTL{}}},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Linkerd:     LinkerdConfig{KeepaliveInterval: linkerd.DefaultKeepaliveInterval},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},

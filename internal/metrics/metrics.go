@@ -73,6 +73,8 @@ type Metrics struct {
 	authzRefusals *prometheus.CounterVec
 	tlsReloads    *prometheus.CounterVec
 	limitRefusals *prometheus.CounterVec
+	heartbeats    *prometheus.CounterVec
+	expiring      *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -115,6 +117,14 @@ func New() *Metrics {
 			Name: "mcpbridge_peer_connected",
 			Help: "1 while a stream to a dialled upstream or downstream is open, else 0.",
 		}, []string{"direction", "address"}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_ttl_heartbeats_total",
+			Help: "TTL heartbeats sent to consumers (xds.ttl): responses that renew the TTL of the versions a client holds, without bodies.",
+		}, []string{"collection"}),
+		expiring: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_ttl_expiring_resources_total",
+			Help: "Resources a stream stopped heartbeating because their producer (or, for derived resources, a producer of the translation's inputs) is disconnected: the client drops them when their TTL runs out.",
+		}, []string{"collection"}),
 		messageSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "mcpbridge_message_size_bytes",
 			Help: "Size of config messages: responses sent (role=source) and Resources received (role=sink).",
@@ -145,7 +155,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
 		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals, m.tlsReloads,
-		m.limitRefusals,
+		m.limitRefusals, m.heartbeats, m.expiring,
 	)
 	return m
 }
@@ -282,8 +292,9 @@ func (m *Metrics) AuthzRefused(role Role, reason string) {
 
 // Collection is the metrics of one collection in one role.
 type Collection struct {
-	requests, acks prometheus.Counter
-	size           prometheus.Observer
+	requests, acks       prometheus.Counter
+	size                 prometheus.Observer
+	heartbeats, expiring prometheus.Counter
 }
 
 // Collection resolves the per-collection handles once, for a subscription or a configured
@@ -293,10 +304,28 @@ func (m *Metrics) Collection(role Role, collection string) *Collection {
 		return nil
 	}
 	r := string(role)
-	return &Collection{
+	c := &Collection{
 		requests: m.requests.WithLabelValues(r, collection),
 		acks:     m.acks.WithLabelValues(r, collection),
 		size:     m.messageSize.WithLabelValues(r, collection),
+	}
+	if role == RoleSource { // TTLs are a source-side matter: counted under the collection alone
+		c.heartbeats, c.expiring = m.heartbeats.WithLabelValues(collection), m.expiring.WithLabelValues(collection)
+	}
+	return c
+}
+
+// Heartbeat counts one TTL heartbeat sent.
+func (c *Collection) Heartbeat() {
+	if c != nil && c.heartbeats != nil {
+		c.heartbeats.Inc()
+	}
+}
+
+// Expiring counts resources a stream stopped heartbeating.
+func (c *Collection) Expiring(n int) {
+	if c != nil && c.expiring != nil && n > 0 {
+		c.expiring.Add(float64(n))
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // thousand receiving goroutines would share one Go scheduler with the producer whose latency
 // is measured, and the producer's wake-ups would wait behind theirs.
 
-const fleetEnv = "MCPBRIDGE_SCALE_FLEET" // "ADDRESS STREAMS": be a fleet
+const fleetEnv = "MCPBRIDGE_SCALE_FLEET" // "ADDRESS STREAMS [CLIENT_FEATURE...]": be a fleet
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(fleetEnv); spec != "" {
@@ -31,13 +31,17 @@ func TestMain(m *testing.M) {
 // its first response, reports the responses received on stdout every 100 ms, and stops on
 // SIGTERM or when stdin closes.
 func runFleet(spec string) int {
-	addr, n, ok := strings.Cut(spec, " ")
-	streams, err := strconv.Atoi(n)
-	if !ok || err != nil {
+	fields := strings.Fields(spec)
+	if len(fields) < 2 {
 		fmt.Fprintln(os.Stderr, "fleet: bad", fleetEnv, spec)
 		return 2
 	}
-	f, err := openDeltaFleet(addr, streams)
+	streams, err := strconv.Atoi(fields[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleet: bad", fleetEnv, spec)
+		return 2
+	}
+	f, err := openDeltaFleet(fields[0], streams, fields[2:]...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		return 1
@@ -66,10 +70,10 @@ type fleetProcess struct {
 	responses chan int64
 }
 
-func startFleetProcess(b *testing.B, addr string, streams int) *fleetProcess {
+func startFleetProcess(b *testing.B, addr string, streams int, features ...string) *fleetProcess {
 	b.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", fleetEnv, addr, streams))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", fleetEnv, addr, streams, strings.Join(features, " ")))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

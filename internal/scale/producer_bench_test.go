@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -143,8 +144,9 @@ func startDeltaFleet(b *testing.B, addr string, n int) *deltaFleet {
 	return f
 }
 
-// openDeltaFleet opens the streams and waits until each has its first response.
-func openDeltaFleet(addr string, n int) (*deltaFleet, error) {
+// openDeltaFleet opens the streams and waits until each has its first response. The streams'
+// node announces features (node.client_features), if any.
+func openDeltaFleet(addr string, n int, features ...string) (*deltaFleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &deltaFleet{cancel: cancel}
 	for range 20 {
@@ -159,7 +161,11 @@ func openDeltaFleet(addr string, n int) (*deltaFleet, error) {
 	for i := range n {
 		stream, err := discovery.NewAggregatedDiscoveryServiceClient(f.conns[i%len(f.conns)]).DeltaAggregatedResources(ctx)
 		if err == nil {
-			err = stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: seType})
+			req := &discovery.DeltaDiscoveryRequest{TypeUrl: seType}
+			if len(features) > 0 {
+				req.Node = &core.Node{Id: fmt.Sprintf("fleet-%d", i), ClientFeatures: features}
+			}
+			err = stream.Send(req)
 		}
 		if err != nil {
 			f.stop()

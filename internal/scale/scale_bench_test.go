@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,8 +127,14 @@ func freeAddr(b *testing.B) string {
 }
 
 // startBridge starts mcpbridge serve on free loopback ports, with the files of dir as its
-// source (none when dir is empty), and extra configuration (YAML top-level keys) if given.
-func startBridge(b *testing.B, bin, dir string, extra ...string) *bridgeProcess {
+// source (none when dir is empty).
+func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
+	b.Helper()
+	return startBridgeWith(b, bin, dir, "")
+}
+
+// startBridgeWith is startBridge with more configuration (YAML, top-level keys).
+func startBridgeWith(b *testing.B, bin, dir, extra string) *bridgeProcess {
 	b.Helper()
 	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
@@ -152,7 +157,7 @@ limits:
   streams_per_peer: 100000
   requests_per_second: 1000000
   request_burst: 1000000
-%s`, p.grpcAddr, p.httpAddr, files, strings.Join(extra, "")), 0o644)
+%s`, p.grpcAddr, p.httpAddr, files, extra), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

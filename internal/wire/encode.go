@@ -2,11 +2,13 @@ package wire
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/store"
@@ -42,7 +44,21 @@ type Message struct {
 	// Errors are per-resource errors (xDS resource_errors); layouts without the field leave
 	// them out.
 	Errors []ResourceError
+	// TTL, when positive, is set on each resource's envoy.service.discovery.v3.Resource
+	// wrapper (xds-protocol.rst, "TTL"): delta layouts always wrap; a state-of-the-world
+	// layout wraps only with Wrap ("SotW TTL"). Layouts without the wrapper ignore it.
+	TTL time.Duration
+	// Wrap writes each resource of a state-of-the-world response as an Any of
+	// envoy.service.discovery.v3.Resource (the client announced it can unwrap them).
+	Wrap bool
+	// Heartbeat leaves the body out of each wrapper: name, version and TTL only, which the
+	// client takes as a renewal of the TTL of the version it holds, not as an update.
+	Heartbeat bool
 }
+
+// ResourceWrapperTypeURL is the Any type URL of envoy.service.discovery.v3.Resource, the
+// wrapper of each resource of a state-of-the-world response that carries TTLs.
+const ResourceWrapperTypeURL = "type.googleapis.com/envoy.service.discovery.v3.Resource"
 
 // ResourceError is an error about one resource name ("*": every resource of the type), as
 // envoy.service.discovery.v3.ResourceError carries it.
@@ -58,6 +74,10 @@ type Layout struct {
 	// delta wraps each resource in envoy.service.discovery.v3.Resource{name, version, resource}
 	delta                                  bool
 	deltaName, deltaVersion, deltaResource protowire.Number
+	// wrapper is envoy.service.discovery.v3.Resource's numbers when the layout can wrap
+	// resources (delta always, state of the world on request): ttl is its TTL field.
+	wrapper bool
+	ttl     protowire.Number
 }
 
 // Roles names the fields of a response message by their role.
@@ -68,6 +88,9 @@ type Roles struct {
 	// DeltaResource is the message of the resources field when it wraps each resource
 	// (envoy.service.discovery.v3.Resource); nil when resources are written directly.
 	DeltaResource proto.Message
+	// Wrapper is envoy.service.discovery.v3.Resource for a state-of-the-world layout whose
+	// resources may be wrapped in it, as Anys (Message.Wrap); nil: never wrapped.
+	Wrapper proto.Message
 }
 
 // NewLayout reads the field numbers of msg by the names in roles. It panics on a name msg does
@@ -79,10 +102,16 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 		removed: number(d, roles.Removed), nonce: number(d, roles.Nonce), incremental: number(d, roles.Incremental),
 		errors: number(d, roles.Errors),
 	}
-	if roles.DeltaResource != nil {
-		rd := roles.DeltaResource.ProtoReflect().Descriptor()
-		l.delta = true
+	wrapper := roles.DeltaResource
+	if wrapper == nil {
+		wrapper = roles.Wrapper
+	}
+	if wrapper != nil {
+		rd := wrapper.ProtoReflect().Descriptor()
+		l.delta = roles.DeltaResource != nil
+		l.wrapper = true
 		l.deltaName, l.deltaVersion, l.deltaResource = number(rd, "name"), number(rd, "version"), number(rd, "resource")
+		l.ttl = number(rd, "ttl")
 	}
 	return l
 }
@@ -104,16 +133,22 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	b := make([]byte, 0, l.sizeHint(m))
 	b = appendString(b, l.version, m.Version)
 	b = appendString(b, l.key, m.Key)
+	wrapped := l.wrapper && (l.delta || m.Wrap)
 	for _, e := range m.Resources {
-		if l.delta {
+		switch {
+		case wrapped && l.delta:
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(l.deltaSize(e, form)))
-			b = appendString(b, l.deltaName, e.Name)
-			b = appendString(b, l.deltaVersion, e.Version)
-			b = appendResource(b, l.deltaResource, e, form)
-			continue
+			b = l.appendWrapper(b, e, form, m)
+		case wrapped: // state of the world: an Any of the wrapper
+			size := l.wrapperSize(e, form, m)
+			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(stringSize(1, ResourceWrapperTypeURL)+protowire.SizeTag(2)+protowire.SizeBytes(size)))
+			b = appendString(b, 1, ResourceWrapperTypeURL)
+			b = protowire.AppendTag(b, 2, protowire.BytesType)
+			b = l.appendWrapper(b, e, form, m)
+		default:
+			b = appendResource(b, l.resources, e, form)
 		}
-		b = appendResource(b, l.resources, e, form)
 	}
 	if l.delta {
 		for _, name := range m.Missing {
@@ -176,8 +211,58 @@ func (l *Layout) sizeHint(m *Message) int {
 	return n
 }
 
-func (l *Layout) deltaSize(e *store.Entry, form Form) int {
-	return stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version) + resourceSize(l.deltaResource, e, form)
+// appendWrapper writes the length and the fields of one envoy.service.discovery.v3.Resource:
+// name, version, the resource unless m is a heartbeat, and the TTL when m has one.
+func (l *Layout) appendWrapper(b []byte, e *store.Entry, form Form, m *Message) []byte {
+	b = protowire.AppendVarint(b, uint64(l.wrapperSize(e, form, m)))
+	b = appendString(b, l.deltaName, e.Name)
+	b = appendString(b, l.deltaVersion, e.Version)
+	if !m.Heartbeat {
+		b = appendResource(b, l.deltaResource, e, form)
+	}
+	if m.TTL > 0 && l.ttl != 0 {
+		b = protowire.AppendTag(b, l.ttl, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(durationSize(m.TTL)))
+		b = appendDuration(b, m.TTL)
+	}
+	return b
+}
+
+func (l *Layout) wrapperSize(e *store.Entry, form Form, m *Message) int {
+	n := stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version)
+	if !m.Heartbeat {
+		n += resourceSize(l.deltaResource, e, form)
+	}
+	if m.TTL > 0 && l.ttl != 0 {
+		n += protowire.SizeTag(l.ttl) + protowire.SizeBytes(durationSize(m.TTL))
+	}
+	return n
+}
+
+// appendDuration writes google.protobuf.Duration{seconds (1), nanos (2)} of a positive d.
+func appendDuration(b []byte, d time.Duration) []byte {
+	secs, nanos := int64(d/time.Second), int64(d%time.Second)
+	if secs != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(secs))
+	}
+	if nanos != 0 {
+		b = protowire.AppendTag(b, 2, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(nanos))
+	}
+	return b
+}
+
+func durationSize(d time.Duration) int {
+	secs, nanos := int64(d/time.Second), int64(d%time.Second)
+	n := 0
+	if secs != 0 {
+		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(secs))
+	}
+	if nanos != 0 {
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(nanos))
+	}
+	return n
 }
 
 func appendString(b []byte, field protowire.Number, s string) []byte {
@@ -244,5 +329,9 @@ func init() {
 	d := (&anypb.Any{}).ProtoReflect().Descriptor().Fields()
 	if d.ByName("type_url").Number() != 1 || d.ByName("value").Number() != 2 {
 		panic("wire: google.protobuf.Any field numbers changed")
+	}
+	dd := (&durationpb.Duration{}).ProtoReflect().Descriptor().Fields()
+	if dd.ByName("seconds").Number() != 1 || dd.ByName("nanos").Number() != 2 {
+		panic("wire: google.protobuf.Duration field numbers changed")
 	}
 }

@@ -52,6 +52,13 @@ func startServerLogging(t testing.TB, log *slog.Logger) *server {
 // startServerWith starts a server whose engine has opts (its store is made here).
 func startServerWith(t testing.TB, opts source.Options) *server {
 	t.Helper()
+	return startServerTTL(t, opts, nil)
+}
+
+// startServerTTL starts a server whose xDS services give clients that announce TTL support
+// the TTLs ttls (nil: none).
+func startServerTTL(t testing.TB, opts source.Options, ttls *TTLs) *server {
+	t.Helper()
 	st := store.New(store.Options{Validate: translate.ValidateResource})
 	opts.Store = st
 	eng := source.New(opts)
@@ -60,7 +67,7 @@ func startServerWith(t testing.TB, opts source.Options) *server {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	(&Server{Engine: eng}).Register(srv)
+	(&Server{Engine: eng, TTL: ttls}).Register(srv)
 	go srv.Serve(lis)
 	t.Cleanup(func() {
 		eng.Stop()

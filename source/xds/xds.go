@@ -39,6 +39,7 @@ const MeshConfigCollection = translate.MeshConfigTypeURL
 var (
 	sotwLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
 		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors",
+		Wrapper: &discovery.Resource{},
 	})
 	deltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
@@ -111,6 +112,9 @@ type Server struct {
 	// listeners and routes are built (the translation controller). Nil: gateway proxies get
 	// whatever classes are built.
 	Gateways GatewayClasses
+	// TTL is the TTL of each collection's resources for clients that announce TTL support
+	// (ttl.go); nil: none.
+	TTL *TTLs
 }
 
 // GatewayClasses is what builds gateway classes' outputs while proxies of them are connected.
@@ -162,13 +166,14 @@ func (x *Server) Register(s *grpc.Server) {
 // sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
-	a := &sotwStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
+	a := &sotwStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways},
+		ttl: clientTTL{ttls: x.TTL, stateOfTheWorld: true}}
 	defer a.gateway.end()
 	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, source.PeerAddr(stream.Context()))
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
-	a := &deltaStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
+	a := &deltaStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}, ttl: clientTTL{ttls: x.TTL}}
 	defer a.gateway.end()
 	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, source.PeerAddr(stream.Context()))
 }
@@ -190,6 +195,7 @@ type sotwStream struct {
 	stream      grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
 	defaultType string
 	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
+	ttl         clientTTL   // the receive goroutine's
 }
 
 func (a *sotwStream) Recv() (*source.Request, error) {
@@ -198,6 +204,7 @@ func (a *sotwStream) Recv() (*source.Request, error) {
 		return nil, err
 	}
 	req := sotwRequest(m, a.defaultType)
+	a.ttl.apply(req, m.GetNode())
 	a.gateway.see(req)
 	return req, nil
 }
@@ -250,6 +257,7 @@ type deltaStream struct {
 	stream      grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 	defaultType string
 	gateway     gatewayHold
+	ttl         clientTTL // the receive goroutine's
 }
 
 func (a *deltaStream) Recv() (*source.Request, error) {
@@ -258,6 +266,7 @@ func (a *deltaStream) Recv() (*source.Request, error) {
 		return nil, err
 	}
 	req := deltaRequest(m, a.defaultType)
+	a.ttl.apply(req, m.GetNode())
 	a.gateway.see(req)
 	return req, nil
 }

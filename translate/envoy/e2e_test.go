@@ -83,6 +83,12 @@ func startBridgeUnchecked(t *testing.T) *bridge {
 // startBridgeOn serves the translation of st (nil: a new store) with an engine of opts.
 func startBridgeOn(t *testing.T, st *store.Store, opts source.Options) *bridge {
 	t.Helper()
+	return startBridgeTTL(t, st, opts, nil)
+}
+
+// startBridgeTTL is startBridgeOn whose xDS server gives TTL-announcing clients ttls.
+func startBridgeTTL(t *testing.T, st *store.Store, opts source.Options, ttls *xdsserver.TTLs) *bridge {
+	t.Helper()
 	h := startController(t, st)
 	opts.Store, opts.Logger = h.st, testLogger(t).With("component", "source")
 	eng := source.New(opts)
@@ -91,7 +97,7 @@ func startBridgeOn(t *testing.T, st *store.Store, opts source.Options) *bridge {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	(&xdsserver.Server{Engine: eng}).Register(srv)
+	(&xdsserver.Server{Engine: eng, TTL: ttls}).Register(srv)
 	go srv.Serve(lis)
 	t.Cleanup(func() {
 		eng.Stop()

@@ -1,0 +1,444 @@
+package source
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// TTLs and heartbeats (xds-protocol.rst, "TTL" and "SotW TTL").
+//
+// A subscription with a TTL (Request.TTL, set by the adapter for clients that announce TTL
+// support) sends every resource with that TTL, and renews it with a heartbeat every TTL/2: a
+// response that names each resource the client holds, with the version it holds and the TTL,
+// and no body, which the client takes as a renewal, not an update. A resource is heartbeated
+// while its producer is connected (the store's owner presence: files, the translation and
+// every owner never said absent are; a ResourceSink producer or an upstream whose streams all
+// ended is not), so that when a producer goes away its resources run out at the clients TTL
+// after the last renewal: fail closed, rather than served until sink.expiry. A derived
+// resource (Options.Derived: the translation's Envoy resources) is heartbeated only while no
+// disconnected producer holds any of the derivation's inputs.
+//
+// Heartbeats are due on a grid (multiples of TTL/2 of the wall clock), so that every stream
+// renews the same state at the same moment and shares one encoding of it (frameKey); one
+// timer per stream, armed for its next due subscription, and nothing at all on streams
+// without TTLs. A heartbeat is a response like any other: it takes a nonce, and none goes
+// while the type has a response in flight (at most one unacknowledged response per type);
+// one due meanwhile goes once the client answered. It names only what the client is known to
+// hold: resources unchanged since the last response (a newer version is on its way with its
+// body), not refused by a NACK (the client holds an older version, which the bridge cannot
+// name), and never a name the client was not sent.
+//
+// When a producer comes back, the resources of its that clients may have dropped are sent
+// again with their bodies (the subscription owes everything anew), not heartbeated.
+
+// beatState is a subscription's heartbeat bookkeeping.
+type beatState struct {
+	at   time.Time // the next heartbeat due; zero until the first response went
+	owed bool      // one fell due while a response was in flight
+	// dead are the owners whose resources the last heartbeat left out (holding copies in
+	// the subscription's collection), sorted; withheld counts those resources.
+	dead     []string
+	withheld int
+	// inflight are the resources of the response in flight, or inflightAll when it replaces
+	// the client's whole state of the type; a NACK makes them refused (the client keeps older
+	// versions the bridge cannot name), an ACK of a later response carrying them clears them.
+	inflight    []*store.Entry
+	inflightAll bool
+	refused     map[string]struct{}
+	refusedAll  bool
+	// parts are the rest of a heartbeat larger than the subscription's splitAt, sent one by
+	// one as the client answers each (delta: a heartbeat may name any subset).
+	parts [][]*store.Entry
+}
+
+// sent records a response (not a heartbeat) as in flight.
+func (b *beatState) sent(p *pending) {
+	b.inflight, b.inflightAll = p.msg.Resources, p.whole
+}
+
+// answered applies the client's ACK or NACK of the response in flight.
+func (b *beatState) answered(nack bool) {
+	switch {
+	case nack && b.inflightAll:
+		b.refusedAll = true
+	case nack:
+		for _, e := range b.inflight {
+			if b.refused == nil {
+				b.refused = map[string]struct{}{}
+			}
+			b.refused[e.Name] = struct{}{}
+		}
+	case b.inflightAll:
+		b.refused, b.refusedAll = nil, false
+	default:
+		for _, e := range b.inflight {
+			delete(b.refused, e.Name)
+		}
+	}
+	b.inflight, b.inflightAll = nil, false
+}
+
+// nextBeat is the first point of the TTL/2 grid after now.
+func nextBeat(now time.Time, ttl time.Duration) time.Time {
+	period := max(ttl/2, time.Millisecond)
+	return now.Truncate(period).Add(period)
+}
+
+// liveness is which owners' resources are heartbeated, as of one view.
+type liveness struct {
+	// key names the dead owners: two livenesses with the same key give the same answers.
+	key  string
+	dead map[string][]string // dead owner → the collections it holds copies in
+}
+
+func (l *liveness) live(owner string) bool {
+	_, dead := l.dead[owner]
+	return !dead
+}
+
+// deadIn lists the dead owners that hold copies in a collection, sorted.
+func (l *liveness) deadIn(collection string) []string {
+	var out []string
+	for owner, colls := range l.dead {
+		if slices.Contains(colls, collection) {
+			out = append(out, owner)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// livenessOf reads the owners' liveness from a view: an absent owner is dead, and so is a
+// derived owner one of whose input collections an absent owner holds copies in.
+func livenessOf(v *store.View, derived map[string][]string) *liveness {
+	absent := v.AbsentOwners()
+	l := &liveness{}
+	if len(absent) == 0 {
+		return l
+	}
+	l.dead = make(map[string][]string, len(absent))
+	for _, o := range absent {
+		l.dead[o] = v.OwnerCollections(o)
+	}
+	for owner, inputs := range derived {
+		for _, o := range absent {
+			if slices.ContainsFunc(l.dead[o], func(c string) bool { return slices.Contains(inputs, c) }) {
+				l.dead[owner] = v.OwnerCollections(owner)
+				break
+			}
+		}
+	}
+	names := make([]string, 0, len(l.dead))
+	for o := range l.dead {
+		names = append(names, o)
+	}
+	slices.Sort(names)
+	l.key = strings.Join(names, "\x00")
+	return l
+}
+
+// beatCandidate is a heartbeat the machine would send, before its nonce: the stream encodes
+// it first, since one that names nothing is not sent (an empty state-of-the-world response
+// would delete everything).
+type beatCandidate struct {
+	sub *subscription
+	p   *pending
+}
+
+// heartbeats returns the heartbeats due at now, and whether some subscription now owes
+// everything anew (a producer came back: the stream flushes again). live is called at most
+// once, when something is due.
+func (m *machine) heartbeats(v *store.View, now time.Time, live func() *liveness) (due []beatCandidate, resend bool) {
+	var l *liveness
+	lazy := func() *liveness {
+		if l == nil {
+			l = live()
+		}
+		return l
+	}
+	for _, sub := range m.beating {
+		if len(sub.beat.parts) > 0 {
+			if p := sub.partDue(v, now, lazy); p != nil {
+				due = append(due, beatCandidate{sub: sub, p: p})
+			}
+			continue
+		}
+		p, owes := sub.roundDue(v, now, m.protocol, lazy)
+		if owes {
+			m.dirty[sub] = struct{}{}
+			resend = true
+		}
+		if p != nil {
+			due = append(due, beatCandidate{sub: sub, p: p})
+		}
+	}
+	return due, resend
+}
+
+// partDue is the next part of a split heartbeat, when the client answered the last: the rest
+// of a round goes before anything else of heartbeats, and a round falling due meanwhile is
+// the one being sent.
+func (s *subscription) partDue(v *store.View, now time.Time, live func() *liveness) *pending {
+	if !now.Before(s.beat.at) {
+		s.beat.at = nextBeat(now, s.ttl)
+	}
+	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+		return nil
+	}
+	return s.nextBeatPart(v, live())
+}
+
+// roundDue is the subscription's heartbeat when its grid point passed (or one fell due while
+// a response was in flight, now answered); nil when none is due or it may not go now. A
+// producer that came back makes the subscription owe everything instead (owes).
+func (s *subscription) roundDue(v *store.View, now time.Time, protocol string, live func() *liveness) (p *pending, owes bool) {
+	b := &s.beat
+	switch {
+	case b.at.IsZero():
+		if s.phase != phaseUnsent {
+			b.at = nextBeat(now, s.ttl) // the first response went: renew from the next grid point
+		}
+		return nil, false
+	case !b.owed && now.Before(b.at):
+		return nil, false
+	}
+	if !now.Before(b.at) {
+		b.at = nextBeat(now, s.ttl)
+	}
+	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+		b.owed = true // after the response in flight, or the one owed
+		return nil, false
+	}
+	b.owed = false
+	if b.refusedAll {
+		return nil, false // the client refused the whole state: nothing it holds can be named
+	}
+	l := live()
+	dead := l.deadIn(s.collection)
+	revive := revived(b.dead, dead)
+	b.dead = dead
+	if revive {
+		// A producer came back: clients may have dropped its resources when their TTL ran
+		// out, so they go again with their bodies.
+		s.owesAll()
+		return nil, true
+	}
+	return s.heartbeat(v, protocol, l), false
+}
+
+// revived tells whether an owner of before is not in after (both sorted).
+func revived(before, after []string) bool {
+	for _, o := range before {
+		if _, found := slices.BinarySearch(after, o); !found {
+			return true
+		}
+	}
+	return false
+}
+
+// owesAll makes the subscription send everything the client asked for, with bodies.
+func (s *subscription) owesAll() {
+	s.freshAll = true
+	if s.partialSotW && !s.wildcard { // answered from fresh names alone
+		for n := range s.names {
+			s.addFresh(n)
+		}
+	}
+}
+
+// nextBeatPart is the next non-empty part of a split heartbeat, read again against the view:
+// a resource changed since (its new version went or goes with its body), refused, no longer
+// wanted or whose owner left is dropped from it.
+func (s *subscription) nextBeatPart(v *store.View, l *liveness) *pending {
+	for len(s.beat.parts) > 0 {
+		part := s.beat.parts[0]
+		s.beat.parts = s.beat.parts[1:]
+		if s.beat.refusedAll {
+			continue
+		}
+		p := &pending{rev: s.sentRev, heartbeat: true, continues: true, msg: wire.Message{Key: s.key, Version: s.sentVer, Heartbeat: true}}
+		for _, e := range part {
+			if _, no := s.beat.refused[e.Name]; no || !s.wants(e.Name) || !l.live(e.Owner) {
+				continue
+			}
+			if cur := v.Get(s.collection, e.Name); cur == nil || cur.Version != e.Version || cur.Revision > s.sentRev {
+				continue
+			}
+			p.msg.Resources = append(p.msg.Resources, e)
+		}
+		if len(p.msg.Resources) > 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+// splitBeat divides a heartbeat's resources into parts of at most splitAt bytes: the first,
+// and the rest.
+func splitBeat(es []*store.Entry, splitAt int) ([]*store.Entry, [][]*store.Entry) {
+	if splitAt <= 0 {
+		return es, nil
+	}
+	var parts [][]*store.Entry
+	start, size := 0, 0
+	for i, e := range es {
+		n := len(e.Name) + len(e.Version) + ttlSize + 3*5
+		if size > 0 && size+n > splitAt {
+			parts = append(parts, es[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start == 0 {
+		return es, nil
+	}
+	parts = append(parts, es[start:])
+	return parts[0], parts[1:]
+}
+
+// heartbeatSent records a heartbeat as in flight and returns its nonce.
+func (m *machine) heartbeatSent(sub *subscription) string {
+	m.nonce++
+	nonce := strconv.FormatUint(m.nonce, 10)
+	sub.phase = phaseAwaiting
+	sub.pendingNonce, sub.sentNonce = nonce, nonce
+	sub.beat.inflight, sub.beat.inflightAll = nil, false
+	return nonce
+}
+
+// nextHeartbeat is when the stream's next heartbeat is due; zero when none is scheduled.
+// A heartbeat owed after a response in flight is sent when the client answers, not by time.
+func (m *machine) nextHeartbeat() time.Time {
+	var next time.Time
+	for _, sub := range m.beating {
+		if at := sub.beat.at; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
+// heartbeat is the renewal of what the client holds: each resource it was sent and still
+// holds in the version it was sent, whose owner is live. It is read when encoded (fill), so
+// that of the streams sharing it only one reads the collection.
+func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness) *pending {
+	sentRev, refused := s.sentRev, s.beat.refused
+	p := &pending{rev: sentRev, heartbeat: true, msg: wire.Message{Key: s.key, Version: s.sentVer, Heartbeat: true}}
+	if len(refused) == 0 {
+		p.share = &frameKey{
+			protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: sentRev, to: v.Collection(s.collection).Revision,
+			view: s.view, access: s.accessID(), wildcard: s.wildcard, heartbeat: true, dead: l.key, beatVersion: s.sentVer,
+		}
+		if len(s.names) > 0 {
+			p.share.names = s.fingerprint()
+		}
+	}
+	p.fill = func() {
+		found, _ := s.current(v)
+		kept := make([]*store.Entry, 0, len(found))
+		for _, e := range found {
+			if _, no := refused[e.Name]; no || e.Revision > sentRev {
+				continue // the client holds another version, or its new one is on its way
+			}
+			if !l.live(e.Owner) {
+				p.withheld++
+				continue
+			}
+			kept = append(kept, e)
+		}
+		p.msg.Resources, p.beatRest = splitBeat(kept, s.splitAt)
+	}
+	return p
+}
+
+// withTTL is a response's sharing key for this subscription: responses with a TTL or in the
+// wrapper are encoded apart from those without.
+func (s *subscription) withTTL(k *frameKey) *frameKey {
+	if k == nil || s.ttl <= 0 {
+		return k
+	}
+	c := *k
+	c.ttl, c.wrap = s.ttl, s.wrap
+	return &c
+}
+
+// beat sends the heartbeats due, then arms the timer for the next. Streams without TTLs pay
+// one length check.
+func (s *stream) beat(v *store.View) error {
+	if len(s.m.beating) == 0 { // only the loop changes the machine: no lock to read
+		return nil
+	}
+	s.mu.Lock()
+	due, resend := s.m.heartbeats(v, time.Now(), func() *liveness { return livenessOf(v, s.engine.derived) })
+	s.mu.Unlock()
+	for _, c := range due {
+		if err := s.sendHeartbeat(c); err != nil {
+			return err
+		}
+	}
+	if resend {
+		if err := s.flush(v); err != nil {
+			return err
+		}
+	}
+	s.armBeat()
+	return nil
+}
+
+// sendHeartbeat encodes a heartbeat (shared by the streams renewing the same state) and sends
+// it unless it names nothing.
+func (s *stream) sendHeartbeat(c beatCandidate) error {
+	sub, p, layout := c.sub, c.p, s.adapter.Layout()
+	body, n := s.engine.frames.get(sub.withTTL(p.share), func() ([]byte, counts) {
+		p.materialize()
+		p.msg.TTL, p.msg.Wrap = sub.ttl, sub.wrap
+		return layout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources), withheld: p.withheld, rest: p.beatRest}
+	})
+	if !p.continues { // a round's heartbeat, not a later part of it
+		sub.metrics.Expiring(n.withheld - sub.beat.withheld) // resources newly left to expire
+		sub.beat.withheld = n.withheld
+		sub.beat.parts = n.rest
+	}
+	if n.resources == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	nonce := s.m.heartbeatSent(sub)
+	s.mu.Unlock()
+	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
+	if frame.Size() > s.engine.maxSize { // state of the world: not split (delta is, at splitAt)
+		s.engine.bigBeats.Log(s.log, slog.LevelWarn, "heartbeat is larger than the client's likely receive limit",
+			"type", sub.key, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", n.resources)
+	}
+	if err := s.transmit(frame); err != nil {
+		return err
+	}
+	s.engine.stats.heartbeats.Add(1)
+	sub.metrics.Heartbeat()
+	sub.metrics.Size(frame.Size())
+	return nil
+}
+
+// armBeat sets the stream's timer for its next heartbeat.
+func (s *stream) armBeat() {
+	next := s.m.nextHeartbeat()
+	if next.IsZero() {
+		if s.beatTimer != nil {
+			s.beatTimer.Stop()
+		}
+		return
+	}
+	d := max(time.Until(next), 0)
+	if s.beatTimer == nil {
+		s.beatTimer = time.NewTimer(d)
+		s.beatC = s.beatTimer.C
+		return
+	}
+	s.beatTimer.Reset(d)
+}

@@ -107,7 +107,10 @@ generate: tools-protoc
 	  --plugin=protoc-gen-go-grpc=$$($(GO) tool -n protoc-gen-go-grpc) \
 	  --go_out=api --go_opt=paths=source_relative \
 	  --go-grpc_out=api --go-grpc_opt=paths=source_relative \
-	  mcp/v1alpha1/mcp.proto
+	  mcp/v1alpha1/mcp.proto \
+	  envoy/type/semantic_version.proto envoy/api/v2/core/base.proto envoy/api/v2/discovery.proto \
+	  envoy/api/v2/cds.proto envoy/api/v2/eds.proto envoy/api/v2/lds.proto envoy/api/v2/rds.proto \
+	  envoy/service/discovery/v2/ads.proto
 
 clean:
 	rm -rf bin

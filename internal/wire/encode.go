@@ -26,6 +26,11 @@ const (
 	FormAnyMCPResource
 	// FormAnyBody writes the resource's body Any as it is (Envoy resources over xDS).
 	FormAnyBody
+	// FormAnyBodyAsKey writes the body's value in an Any whose type URL is the message's Key,
+	// the type URL the client asked for: the v3 Envoy resources served under their xDS v2
+	// type URLs, whose messages share field numbers with v3 for everything the translation
+	// sets (docs/xds-v2.md).
+	FormAnyBodyAsKey
 )
 
 // Message is the content of one response, independent of the protocol that carries it.
@@ -107,13 +112,13 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	for _, e := range m.Resources {
 		if l.delta {
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(l.deltaSize(e, form)))
+			b = protowire.AppendVarint(b, uint64(l.deltaSize(e, form, m.Key)))
 			b = appendString(b, l.deltaName, e.Name)
 			b = appendString(b, l.deltaVersion, e.Version)
-			b = appendResource(b, l.deltaResource, e, form)
+			b = appendResource(b, l.deltaResource, e, form, m.Key)
 			continue
 		}
-		b = appendResource(b, l.resources, e, form)
+		b = appendResource(b, l.resources, e, form, m.Key)
 	}
 	if l.delta {
 		for _, name := range m.Missing {
@@ -176,8 +181,8 @@ func (l *Layout) sizeHint(m *Message) int {
 	return n
 }
 
-func (l *Layout) deltaSize(e *store.Entry, form Form) int {
-	return stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version) + resourceSize(l.deltaResource, e, form)
+func (l *Layout) deltaSize(e *store.Entry, form Form, key string) int {
+	return stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version) + resourceSize(l.deltaResource, e, form, key)
 }
 
 func appendString(b []byte, field protowire.Number, s string) []byte {
@@ -195,10 +200,15 @@ func stringSize(field protowire.Number, s string) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(s))
 }
 
-// anyParts returns the type URL and value of the Any that carries an entry in the given form.
-func anyParts(e *store.Entry, form Form) (string, []byte) {
-	if form == FormAnyBody {
+// anyParts returns the type URL and value of the Any that carries an entry in the given form;
+// key is the message's.
+func anyParts(e *store.Entry, form Form, key string) (string, []byte) {
+	switch form {
+	case FormAnyBody:
 		return e.Body()
+	case FormAnyBodyAsKey:
+		_, value := e.Body()
+		return key, value
 	}
 	return MCPResourceTypeURL, e.Bytes
 }
@@ -214,22 +224,22 @@ func bytesSize(field protowire.Number, v []byte) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(v))
 }
 
-func resourceSize(field protowire.Number, e *store.Entry, form Form) int {
+func resourceSize(field protowire.Number, e *store.Entry, form Form, key string) int {
 	if form == FormMCPResource {
 		return protowire.SizeTag(field) + protowire.SizeBytes(len(e.Bytes))
 	}
-	typeURL, value := anyParts(e, form)
+	typeURL, value := anyParts(e, form, key)
 	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(typeURL, value))
 }
 
 // appendResource writes one entry as a length-delimited field: the MCP Resource bytes, or an
 // Any (type_url = 1, value = 2, as google.protobuf.Any defines them) around them or the body.
-func appendResource(b []byte, field protowire.Number, e *store.Entry, form Form) []byte {
+func appendResource(b []byte, field protowire.Number, e *store.Entry, form Form, key string) []byte {
 	b = protowire.AppendTag(b, field, protowire.BytesType)
 	if form == FormMCPResource {
 		return protowire.AppendBytes(b, e.Bytes)
 	}
-	typeURL, value := anyParts(e, form)
+	typeURL, value := anyParts(e, form, key)
 	b = protowire.AppendVarint(b, uint64(anySize(typeURL, value)))
 	b = appendString(b, 1, typeURL)
 	if len(value) > 0 {

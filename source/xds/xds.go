@@ -7,8 +7,8 @@ package xds
 import (
 	"sync"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -84,6 +84,9 @@ func resolve(typeURL string) typeInfo {
 	case translate.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
 	}
+	if v3, ok := v3Of[typeURL]; ok {
+		return resolveV2(v3)
+	}
 	if k, ok := translate.ByXDSTypeURL(typeURL); ok {
 		return typeInfo{collection: k.Collection, known: true, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
 	}
@@ -111,6 +114,8 @@ type Server struct {
 	// listeners and routes are built (the translation controller). Nil: gateway proxies get
 	// whatever classes are built.
 	Gateways GatewayClasses
+	// DisableV2 leaves the xDS v2 services out (xds.serve_v2: false).
+	DisableV2 bool
 }
 
 // GatewayClasses is what builds gateway classes' outputs while proxies of them are connected.
@@ -153,24 +158,33 @@ func (h *gatewayHold) end() {
 	}
 }
 
-// Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s.
+// Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s, v3 and, unless
+// DisableV2, v2.
 func (x *Server) Register(s *grpc.Server) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(s, &ads{x: x})
 	registerPerType(s, x)
+	if !x.DisableV2 {
+		registerV2(s, x)
+	}
 }
 
 // sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
-	a := &sotwStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
-	defer a.gateway.end()
-	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, source.PeerAddr(stream.Context()))
+	return serve(x, stream, sotwRequest, sotwLayout, ProtocolSotW, defaultType)
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
-	a := &deltaStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
+	return serve(x, stream, deltaRequest, deltaLayout, ProtocolDelta, defaultType)
+}
+
+// serve runs one stream of any xDS transport version and variant: decode reads its requests,
+// layout writes its responses.
+func serve[Req, Resp any](x *Server, stream grpc.BidiStreamingServer[Req, Resp], decode func(*Req, string) *source.Request,
+	layout *wire.Layout, protocol, defaultType string) error {
+	a := &adapter[Req, Resp]{stream: stream, decode: decode, layout: layout, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}}
 	defer a.gateway.end()
-	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, source.PeerAddr(stream.Context()))
+	return x.Engine.Serve(stream.Context(), a, protocol, source.PeerAddr(stream.Context()))
 }
 
 type ads struct {
@@ -186,32 +200,62 @@ func (a *ads) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.Delt
 	return a.x.delta(s, "")
 }
 
-type sotwStream struct {
-	stream      grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+// adapter is one xDS stream for the engine; the transport version and variant are in its
+// decode and layout.
+type adapter[Req, Resp any] struct {
+	stream      grpc.BidiStreamingServer[Req, Resp]
+	decode      func(m *Req, defaultType string) *source.Request
+	layout      *wire.Layout
 	defaultType string
 	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
 }
 
-func (a *sotwStream) Recv() (*source.Request, error) {
+func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 	m, err := a.stream.Recv()
 	if err != nil {
 		return nil, err
 	}
-	req := sotwRequest(m, a.defaultType)
+	req := a.decode(m, a.defaultType)
 	a.gateway.see(req)
 	return req, nil
 }
 
+func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
+
+// The parts of the requests the engine reads, by the getters that the v2 and v3 messages
+// share (same names, same field numbers).
+type (
+	nodeMessage interface {
+		GetId() string
+		GetMetadata() *structpb.Struct
+	}
+	sotwMessage interface {
+		GetTypeUrl() string
+		GetResourceNames() []string
+		GetResponseNonce() string
+		GetErrorDetail() *rpcstatus.Status
+	}
+	deltaMessage interface {
+		GetTypeUrl() string
+		GetResourceNamesSubscribe() []string
+		GetResourceNamesUnsubscribe() []string
+		GetInitialResourceVersions() map[string]string
+		GetResponseNonce() string
+		GetErrorDetail() *rpcstatus.Status
+	}
+)
+
 // nodeNamespaces is the narrowing a node asks for in its metadata (source.NodeNamespacesKey,
 // a string).
-func nodeNamespaces(n *core.Node) []string {
+func nodeNamespaces(n nodeMessage) []string {
 	v := n.GetMetadata().GetFields()[source.NodeNamespacesKey]
 	return source.ParseNodeNamespaces(v.GetStringValue())
 }
 
 // nodeLabels are the workload labels in a node's metadata, under LABELS, as Istio's agent
 // writes them (a struct of strings); nil when there are none.
-func nodeLabels(n *core.Node) map[string]string {
+func nodeLabels(n nodeMessage) map[string]string {
 	fields := n.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()
 	if len(fields) == 0 {
 		return nil
@@ -227,6 +271,15 @@ func nodeLabels(n *core.Node) map[string]string {
 
 // sotwRequest turns a DiscoveryRequest into an engine request.
 func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Request {
+	return sotwFields(m, m.GetNode(), defaultType)
+}
+
+// deltaRequest turns a DeltaDiscoveryRequest into an engine request.
+func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *source.Request {
+	return deltaFields(m, m.GetNode(), defaultType)
+}
+
+func sotwFields(m sotwMessage, node nodeMessage, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
 		typeURL = defaultType
@@ -236,33 +289,11 @@ func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Requ
 	req.Names = m.GetResourceNames()
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
-	req.Node = m.GetNode().GetId()
-	req.NodeNamespaces = nodeNamespaces(m.GetNode())
-	req.NodeLabels = nodeLabels(m.GetNode())
+	nodeFields(req, node)
 	return req
 }
 
-func (a *sotwStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
-func (a *sotwStream) Layout() *wire.Layout     { return sotwLayout }
-
-type deltaStream struct {
-	stream      grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
-	defaultType string
-	gateway     gatewayHold
-}
-
-func (a *deltaStream) Recv() (*source.Request, error) {
-	m, err := a.stream.Recv()
-	if err != nil {
-		return nil, err
-	}
-	req := deltaRequest(m, a.defaultType)
-	a.gateway.see(req)
-	return req, nil
-}
-
-// deltaRequest turns a DeltaDiscoveryRequest into an engine request.
-func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *source.Request {
+func deltaFields(m deltaMessage, node nodeMessage, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
 		typeURL = defaultType
@@ -277,11 +308,12 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	}
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
-	req.Node = m.GetNode().GetId()
-	req.NodeNamespaces = nodeNamespaces(m.GetNode())
-	req.NodeLabels = nodeLabels(m.GetNode())
+	nodeFields(req, node)
 	return req
 }
 
-func (a *deltaStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
-func (a *deltaStream) Layout() *wire.Layout     { return deltaLayout }
+func nodeFields(req *source.Request, node nodeMessage) {
+	req.Node = node.GetId()
+	req.NodeNamespaces = nodeNamespaces(node)
+	req.NodeLabels = nodeLabels(node)
+}

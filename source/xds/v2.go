@@ -1,0 +1,138 @@
+package xds
+
+import (
+	"google.golang.org/grpc"
+
+	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
+	discoveryv2 "github.com/mcpbridge/mcpbridge/api/envoy/service/discovery/v2"
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+// The xDS v2 transport (docs/xds-v2.md): envoy.service.discovery.v2.AggregatedDiscoveryService
+// and the envoy.api.v2 per-type services, for Envoy before 1.17 and grpc-go before 1.36. Their
+// messages are the v3 ones' field for field (api/envoy), so a v2 stream is the v3 stream with
+// another decoder and another layout over the same engine.
+//
+// The type URL a client asks for decides what it gets, whatever the transport, as in Envoy,
+// where transport_api_version and resource_api_version are separate settings: a v2 type on
+// either service gets the v3 resources' bytes in Anys that carry the v2 type URL (the v2
+// messages share every field number the translation sets, see TestV3BodiesReadAsV2); a v3
+// type gets the v3 resources. MCP-over-xDS collections and MeshConfig keep their names.
+
+// Protocol names of the v2 transport, as logs, metrics and the debug endpoint show them.
+const (
+	ProtocolSotWV2  = "xds-v2-sotw"
+	ProtocolDeltaV2 = "xds-v2-delta"
+)
+
+// The v2 type URLs of the Envoy resources.
+const (
+	ClusterTypeV2  = "type.googleapis.com/envoy.api.v2.Cluster"
+	EndpointTypeV2 = "type.googleapis.com/envoy.api.v2.ClusterLoadAssignment"
+	ListenerTypeV2 = "type.googleapis.com/envoy.api.v2.Listener"
+	RouteTypeV2    = "type.googleapis.com/envoy.api.v2.RouteConfiguration"
+)
+
+// v3Of is the v3 type URL, and so the collection, of each v2 one; v2Of the reverse.
+var (
+	v3Of = map[string]string{ClusterTypeV2: ClusterType, EndpointTypeV2: EndpointType, ListenerTypeV2: ListenerType, RouteTypeV2: RouteType}
+	v2Of = map[string]string{ClusterType: ClusterTypeV2, EndpointType: EndpointTypeV2, ListenerType: ListenerTypeV2, RouteType: RouteTypeV2}
+)
+
+var (
+	sotwLayoutV2 = wire.NewLayout(&apiv2.DiscoveryResponse{}, wire.Roles{
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+	})
+	deltaLayoutV2 = wire.NewLayout(&apiv2.DeltaDiscoveryResponse{}, wire.Roles{
+		Version: "system_version_info", Resources: "resources", Key: "type_url",
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{},
+	})
+)
+
+// resolveV2 serves a v2 Envoy type as its v3 counterpart, under the v2 type URL, in the
+// make-before-break order among the v2 types of the stream.
+func resolveV2(v3 string) typeInfo {
+	ti := resolve(v3)
+	ti.form = wire.FormAnyBodyAsKey
+	ti.order = translate.Dependencies{After: toV2(ti.order.After), RemoveAfter: toV2(ti.order.RemoveAfter)}
+	return ti
+}
+
+func toV2(types []string) []string {
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = v2Of[t]
+	}
+	return out
+}
+
+func sotwRequestV2(m *apiv2.DiscoveryRequest, defaultType string) *source.Request {
+	return sotwFields(m, m.GetNode(), defaultType)
+}
+
+func deltaRequestV2(m *apiv2.DeltaDiscoveryRequest, defaultType string) *source.Request {
+	return deltaFields(m, m.GetNode(), defaultType)
+}
+
+type (
+	sotwStreamServerV2  = grpc.BidiStreamingServer[apiv2.DiscoveryRequest, apiv2.DiscoveryResponse]
+	deltaStreamServerV2 = grpc.BidiStreamingServer[apiv2.DeltaDiscoveryRequest, apiv2.DeltaDiscoveryResponse]
+)
+
+func (x *Server) sotwV2(st sotwStreamServerV2, defaultType string) error {
+	return serve(x, st, sotwRequestV2, sotwLayoutV2, ProtocolSotWV2, defaultType)
+}
+
+func (x *Server) deltaV2(st deltaStreamServerV2, defaultType string) error {
+	return serve(x, st, deltaRequestV2, deltaLayoutV2, ProtocolDeltaV2, defaultType)
+}
+
+func registerV2(s *grpc.Server, x *Server) {
+	discoveryv2.RegisterAggregatedDiscoveryServiceServer(s, &adsV2{x: x})
+	apiv2.RegisterListenerDiscoveryServiceServer(s, &ldsV2{x: x})
+	apiv2.RegisterRouteDiscoveryServiceServer(s, &rdsV2{x: x})
+	apiv2.RegisterClusterDiscoveryServiceServer(s, &cdsV2{x: x})
+	apiv2.RegisterEndpointDiscoveryServiceServer(s, &edsV2{x: x})
+}
+
+type adsV2 struct {
+	discoveryv2.UnimplementedAggregatedDiscoveryServiceServer
+	x *Server
+}
+
+func (a *adsV2) StreamAggregatedResources(st sotwStreamServerV2) error { return a.x.sotwV2(st, "") }
+func (a *adsV2) DeltaAggregatedResources(st deltaStreamServerV2) error { return a.x.deltaV2(st, "") }
+
+type ldsV2 struct {
+	apiv2.UnimplementedListenerDiscoveryServiceServer
+	x *Server
+}
+
+func (s *ldsV2) StreamListeners(st sotwStreamServerV2) error { return s.x.sotwV2(st, ListenerTypeV2) }
+func (s *ldsV2) DeltaListeners(st deltaStreamServerV2) error { return s.x.deltaV2(st, ListenerTypeV2) }
+
+type rdsV2 struct {
+	apiv2.UnimplementedRouteDiscoveryServiceServer
+	x *Server
+}
+
+func (s *rdsV2) StreamRoutes(st sotwStreamServerV2) error { return s.x.sotwV2(st, RouteTypeV2) }
+func (s *rdsV2) DeltaRoutes(st deltaStreamServerV2) error { return s.x.deltaV2(st, RouteTypeV2) }
+
+type cdsV2 struct {
+	apiv2.UnimplementedClusterDiscoveryServiceServer
+	x *Server
+}
+
+func (s *cdsV2) StreamClusters(st sotwStreamServerV2) error { return s.x.sotwV2(st, ClusterTypeV2) }
+func (s *cdsV2) DeltaClusters(st deltaStreamServerV2) error { return s.x.deltaV2(st, ClusterTypeV2) }
+
+type edsV2 struct {
+	apiv2.UnimplementedEndpointDiscoveryServiceServer
+	x *Server
+}
+
+func (s *edsV2) StreamEndpoints(st sotwStreamServerV2) error { return s.x.sotwV2(st, EndpointTypeV2) }
+func (s *edsV2) DeltaEndpoints(st deltaStreamServerV2) error { return s.x.deltaV2(st, EndpointTypeV2) }

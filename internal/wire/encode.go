@@ -63,6 +63,7 @@ type Layout struct {
 	// delta wraps each resource in envoy.service.discovery.v3.Resource{name, version, resource}
 	delta                                  bool
 	deltaName, deltaVersion, deltaResource protowire.Number
+	bodyAsKey                              func(key string, e *store.Entry) []byte
 }
 
 // Roles names the fields of a response message by their role.
@@ -73,6 +74,10 @@ type Roles struct {
 	// DeltaResource is the message of the resources field when it wraps each resource
 	// (envoy.service.discovery.v3.Resource); nil when resources are written directly.
 	DeltaResource proto.Message
+	// BodyAsKey, if set, is the Any value of an entry in FormAnyBodyAsKey, served under the
+	// type URL key (xDS v2: the v3 body with the fields v2 spells otherwise rewritten); nil:
+	// the stored body's value.
+	BodyAsKey func(key string, e *store.Entry) []byte
 }
 
 // NewLayout reads the field numbers of msg by the names in roles. It panics on a name msg does
@@ -82,7 +87,7 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 	l := &Layout{
 		version: number(d, roles.Version), resources: number(d, roles.Resources), key: number(d, roles.Key),
 		removed: number(d, roles.Removed), nonce: number(d, roles.Nonce), incremental: number(d, roles.Incremental),
-		errors: number(d, roles.Errors),
+		errors: number(d, roles.Errors), bodyAsKey: roles.BodyAsKey,
 	}
 	if roles.DeltaResource != nil {
 		rd := roles.DeltaResource.ProtoReflect().Descriptor()
@@ -110,15 +115,16 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	b = appendString(b, l.version, m.Version)
 	b = appendString(b, l.key, m.Key)
 	for _, e := range m.Resources {
+		r := l.resource(e, form, m.Key)
 		if l.delta {
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(l.deltaSize(e, form, m.Key)))
+			b = protowire.AppendVarint(b, uint64(stringSize(l.deltaName, e.Name)+stringSize(l.deltaVersion, e.Version)+r.size(l.deltaResource)))
 			b = appendString(b, l.deltaName, e.Name)
 			b = appendString(b, l.deltaVersion, e.Version)
-			b = appendResource(b, l.deltaResource, e, form, m.Key)
+			b = r.append(b, l.deltaResource)
 			continue
 		}
-		b = appendResource(b, l.resources, e, form, m.Key)
+		b = r.append(b, l.resources)
 	}
 	if l.delta {
 		for _, name := range m.Missing {
@@ -181,10 +187,6 @@ func (l *Layout) sizeHint(m *Message) int {
 	return n
 }
 
-func (l *Layout) deltaSize(e *store.Entry, form Form, key string) int {
-	return stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version) + resourceSize(l.deltaResource, e, form, key)
-}
-
 func appendString(b []byte, field protowire.Number, s string) []byte {
 	if field == 0 || s == "" {
 		return b
@@ -200,17 +202,31 @@ func stringSize(field protowire.Number, s string) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(s))
 }
 
-// anyParts returns the type URL and value of the Any that carries an entry in the given form;
-// key is the message's.
-func anyParts(e *store.Entry, form Form, key string) (string, []byte) {
+// resourceBytes is one entry as a response carries it: the bytes themselves (raw), or an Any
+// of typeURL and value.
+type resourceBytes struct {
+	raw     bool
+	typeURL string
+	value   []byte
+}
+
+// resource is how an entry is written in the given form; key is the message's. The body of
+// FormAnyBodyAsKey is computed here once per entry and response.
+func (l *Layout) resource(e *store.Entry, form Form, key string) resourceBytes {
 	switch form {
+	case FormMCPResource:
+		return resourceBytes{raw: true, value: e.Bytes}
 	case FormAnyBody:
-		return e.Body()
+		typeURL, value := e.Body()
+		return resourceBytes{typeURL: typeURL, value: value}
 	case FormAnyBodyAsKey:
+		if l.bodyAsKey != nil {
+			return resourceBytes{typeURL: key, value: l.bodyAsKey(key, e)}
+		}
 		_, value := e.Body()
-		return key, value
+		return resourceBytes{typeURL: key, value: value}
 	}
-	return MCPResourceTypeURL, e.Bytes
+	return resourceBytes{typeURL: MCPResourceTypeURL, value: e.Bytes}
 }
 
 func anySize(typeURL string, value []byte) int {
@@ -224,27 +240,26 @@ func bytesSize(field protowire.Number, v []byte) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(v))
 }
 
-func resourceSize(field protowire.Number, e *store.Entry, form Form, key string) int {
-	if form == FormMCPResource {
-		return protowire.SizeTag(field) + protowire.SizeBytes(len(e.Bytes))
+// size is what append writes.
+func (r resourceBytes) size(field protowire.Number) int {
+	if r.raw {
+		return protowire.SizeTag(field) + protowire.SizeBytes(len(r.value))
 	}
-	typeURL, value := anyParts(e, form, key)
-	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(typeURL, value))
+	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(r.typeURL, r.value))
 }
 
-// appendResource writes one entry as a length-delimited field: the MCP Resource bytes, or an
-// Any (type_url = 1, value = 2, as google.protobuf.Any defines them) around them or the body.
-func appendResource(b []byte, field protowire.Number, e *store.Entry, form Form, key string) []byte {
+// append writes the resource as a length-delimited field: the bytes, or an Any (type_url = 1,
+// value = 2, as google.protobuf.Any defines them) around them.
+func (r resourceBytes) append(b []byte, field protowire.Number) []byte {
 	b = protowire.AppendTag(b, field, protowire.BytesType)
-	if form == FormMCPResource {
-		return protowire.AppendBytes(b, e.Bytes)
+	if r.raw {
+		return protowire.AppendBytes(b, r.value)
 	}
-	typeURL, value := anyParts(e, form, key)
-	b = protowire.AppendVarint(b, uint64(anySize(typeURL, value)))
-	b = appendString(b, 1, typeURL)
-	if len(value) > 0 {
+	b = protowire.AppendVarint(b, uint64(anySize(r.typeURL, r.value)))
+	b = appendString(b, 1, r.typeURL)
+	if len(r.value) > 0 {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendBytes(b, value)
+		b = protowire.AppendBytes(b, r.value)
 	}
 	return b
 }

@@ -7,7 +7,9 @@ import (
 	discoveryv2 "github.com/mcpbridge/mcpbridge/api/envoy/service/discovery/v2"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
 // The xDS v2 transport (docs/xds-v2.md): envoy.service.discovery.v2.AggregatedDiscoveryService
@@ -43,13 +45,22 @@ var (
 
 var (
 	sotwLayoutV2 = wire.NewLayout(&apiv2.DiscoveryResponse{}, wire.Roles{
-		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce",
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", BodyAsKey: v2Value,
 	})
 	deltaLayoutV2 = wire.NewLayout(&apiv2.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
-		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{},
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{}, BodyAsKey: v2Value,
 	})
 )
+
+// v2Value is the body of a stored v3 Envoy resource served under the v2 type URL key: the
+// stored bytes, with the few fields v2 spells otherwise rewritten (envoy.V2Value). It runs
+// when a response is encoded, which the engine does once per response and version for every
+// stream that shares it; endpoints and listeners are never read.
+func v2Value(key string, e *store.Entry) []byte {
+	_, value := e.Body()
+	return envoy.V2Value(v3Of[key], value)
+}
 
 // resolveV2 serves a v2 Envoy type as its v3 counterpart, under the v2 type URL, in the
 // make-before-break order among the v2 types of the stream.

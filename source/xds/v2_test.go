@@ -11,6 +11,7 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -416,5 +417,32 @@ func TestV2ServicesAreLeftOutWhenDisabled(t *testing.T) {
 		}
 		eng.Stop()
 		srv.Stop()
+	}
+}
+
+// A field v2 spells otherwise reaches a v2 client in its v2 spelling, and a v3 client as
+// stored: a header match the v2 client would otherwise drop (matching more than asked).
+func TestV2FieldsV2SpellsOtherwiseAreRewritten(t *testing.T) {
+	s := startServer(t)
+	rc := routeTo("r", "c")
+	rc.VirtualHosts[0].Routes[0].Match.Headers = []*route.HeaderMatcher{{Name: "x-user",
+		HeaderMatchSpecifier: &route.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "jason"}}}}}
+	s.putEnvoy(t, RouteType, map[string]proto.Message{"r": rc})
+	c2 := newADSV2(t, s.addr)
+	c2.Send(&apiv2.DiscoveryRequest{TypeUrl: RouteTypeV2, ResourceNames: []string{"r"}})
+	m2 := c2.Recv()
+	var got route.RouteConfiguration
+	if len(m2.Resources) != 1 || proto.Unmarshal(m2.Resources[0].Value, &got) != nil {
+		t.Fatalf("v2 RDS: %v", m2)
+	}
+	if h := got.VirtualHosts[0].Routes[0].Match.Headers[0]; h.GetExactMatch() != "jason" || h.GetStringMatch() != nil { //nolint:staticcheck // the v2 field
+		t.Fatalf("v2 header match: %v", h)
+	}
+	c3 := newSotW(t, s.addr)
+	c3.send(&discovery.DiscoveryRequest{TypeUrl: RouteType, ResourceNames: []string{"r"}})
+	m3 := c3.recv()
+	var got3 route.RouteConfiguration
+	if len(m3.Resources) != 1 || proto.Unmarshal(m3.Resources[0].Value, &got3) != nil || !proto.Equal(&got3, rc) {
+		t.Fatalf("v3 RDS changed: %v", m3)
 	}
 }

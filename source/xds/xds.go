@@ -37,12 +37,13 @@ const (
 const MeshConfigCollection = translate.MeshConfigTypeURL
 
 var (
+	// BodyAsKey: v2 types asked for on the v3 services are served as on the v2 ones.
 	sotwLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
-		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors",
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors", BodyAsKey: v2Value,
 	})
 	deltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
-		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors",
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors", BodyAsKey: v2Value,
 	})
 )
 

@@ -96,7 +96,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		}),
 	}
 	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
-		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta)
+		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta, xds.ProtocolSotWV2, xds.ProtocolDeltaV2)
 	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
 	m.DeclareLimits(limits.Names...)
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
@@ -170,7 +170,7 @@ func (b *Bridge) wireSource() {
 	mcp.RegisterResourceSinkServer(b.grpc, b.sink)
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
-	b.xds = &xds.Server{Engine: b.engine}
+	b.xds = &xds.Server{Engine: b.engine, DisableV2: !b.cfg.XDS.ServeV2}
 	b.xds.Register(b.grpc)
 }
 

@@ -118,6 +118,9 @@ type XDSConfig struct {
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
 	PushInterval time.Duration `mapstructure:"push_interval"`
+	// ServeV2 serves the xDS v2 services (envoy.service.discovery.v2 ADS and the envoy.api.v2
+	// per-type services) beside v3, for Envoy before 1.17 and grpc-go before 1.36.
+	ServeV2 bool `mapstructure:"serve_v2"`
 }
 
 // TranslateConfig configures the derivation of Envoy resources from the Istio config.
@@ -198,7 +201,7 @@ func DefaultConfig() *Config {
 		Sources:     SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
 		Sink:        SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
 		Store:       StoreConfig{TombstoneRetention: 5 * time.Minute},
-		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond},
+		XDS:         XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond, ServeV2: true},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
 		Authz:       AuthzConfig{Rules: []authz.Rule{}},

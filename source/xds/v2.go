@@ -62,6 +62,12 @@ func v2Value(key string, e *store.Entry) []byte {
 	return envoy.V2Value(v3Of[key], value)
 }
 
+// V3TypeOf is the v3 type URL of a v2 Envoy resource type URL.
+func V3TypeOf(v2 string) (string, bool) {
+	v3, ok := v3Of[v2]
+	return v3, ok
+}
+
 // resolveV2 serves a v2 Envoy type as its v3 counterpart, under the v2 type URL, in the
 // make-before-break order among the v2 types of the stream.
 func resolveV2(v3 string) typeInfo {

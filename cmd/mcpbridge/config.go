@@ -71,6 +71,7 @@ var defaults = map[string]any{
 	"xds.send_timeout":                 "10s",
 	"xds.push_interval":                "100ms",
 	"xds.max_response_size":            4 << 20,
+	"xds.serve_v2":                     true,
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
 	"authz.rules":                      []any{},

@@ -68,19 +68,27 @@ func V3TypeOf(v2 string) (string, bool) {
 	return v3, ok
 }
 
-// resolveV2 serves a v2 Envoy type as its v3 counterpart, under the v2 type URL, in the
-// make-before-break order among the v2 types of the stream.
+// resolveV2 serves a v2 Envoy type as its v3 counterpart, under the v2 type URL, in the same
+// make-before-break order.
 func resolveV2(v3 string) typeInfo {
 	ti := resolve(v3)
 	ti.form = wire.FormAnyBodyAsKey
-	ti.order = translate.Dependencies{After: toV2(ti.order.After), RemoveAfter: toV2(ti.order.RemoveAfter)}
 	return ti
 }
 
-func toV2(types []string) []string {
-	out := make([]string, len(types))
-	for i, t := range types {
-		out[i] = v2Of[t]
+// envoyOrder is translate.EnvoyOrder of a v3 Envoy type, each type it names in both
+// versions: one stream may mix them (Envoy 1.16 on v2 follows a v2 cluster's eds_config,
+// whose resource_api_version is V3, with a v3 EDS subscription), and the order holds
+// between whichever it subscribed to.
+func envoyOrder(v3 string) translate.Dependencies {
+	d := translate.EnvoyOrder(v3)
+	return translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter)}
+}
+
+func bothVersions(types []string) []string {
+	out := make([]string, 0, 2*len(types))
+	for _, t := range types {
+		out = append(out, t, v2Of[t])
 	}
 	return out
 }

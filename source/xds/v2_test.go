@@ -446,3 +446,29 @@ func TestV2FieldsV2SpellsOtherwiseAreRewritten(t *testing.T) {
 		t.Fatalf("v3 RDS changed: %v", m3)
 	}
 }
+
+// One stream may mix versions (Envoy 1.16 on v2 asks EDS and RDS in the version its v2
+// listeners' and clusters' config sources name, V3): the make-before-break order holds
+// between a v2 and a v3 type as between two of one version.
+func TestV2AndV3TypesOnOneStreamKeepMakeBeforeBreak(t *testing.T) {
+	s := serverWithRouteOnA(t)
+	c := newADSV2(t, s.addr)
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
+	c.ack(c.Recv())
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: RouteType, ResourceNames: []string{"r"}})
+	c.ack(c.Recv(), "r")
+	waitAllAcknowledged(t, s.engine)
+	s.moveRoute(t, "A", "B")
+	first := c.Recv()
+	if first.TypeUrl != ClusterTypeV2 {
+		t.Fatalf("first after the move: %s, want the v2 clusters (B made before the v3 route names it)", first.TypeUrl)
+	}
+	assertNames(t, "make half", v2Bodies(t, ClusterTypeV2, first.Resources), "A", "B")
+	routes := c.Recv()
+	if routes.TypeUrl != RouteType {
+		t.Fatalf("second: %s, want the v3 routes", routes.TypeUrl)
+	}
+	c.ack(routes, "r")
+	c.ack(first)
+	assertNames(t, "break half, after the routes left A", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "B")
+}

@@ -74,14 +74,14 @@ const (
 func resolve(typeURL string) typeInfo {
 	switch typeURL {
 	case ClusterType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: envoyOrder(typeURL)}
 	case EndpointType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: envoyOrder(typeURL)}
 	case ListenerType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener,
-			scope: ListenerView, order: translate.EnvoyOrder(typeURL)}
+			scope: ListenerView, order: envoyOrder(typeURL)}
 	case RouteType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: envoyOrder(typeURL)}
 	case translate.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
-	"github.com/mcpbridge/mcpbridge/translate/envoy"
+	"github.com/mcpbridge/mcpbridge/translate/envoyv2"
 )
 
 // The xDS v2 transport (docs/xds-v2.md): envoy.service.discovery.v2.AggregatedDiscoveryService
@@ -54,12 +54,12 @@ var (
 )
 
 // v2Value is the body of a stored v3 Envoy resource served under the v2 type URL key: the
-// stored bytes, with the few fields v2 spells otherwise rewritten (envoy.V2Value). It runs
+// stored bytes, with the few fields v2 spells otherwise rewritten (envoyv2.Value). It runs
 // when a response is encoded, which the engine does once per response and version for every
 // stream that shares it; endpoints and listeners are never read.
 func v2Value(key string, e *store.Entry) []byte {
 	_, value := e.Body()
-	return envoy.V2Value(v3Of[key], value)
+	return envoyv2.Value(v3Of[key], value)
 }
 
 // V3TypeOf is the v3 type URL of a v2 Envoy resource type URL.

@@ -6,14 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -21,17 +14,16 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/translate/envoyv2"
 )
 
 // The xDS v2 transport (source/xds, docs/xds-v2.md) serves the translation's v3 bodies as they
 // are, under the v2 type URLs. That is right only if every field the translation sets means
 // the same in the v2 message: same number, same kind, same name (or a rename listed below).
 // testdata/envoy-api-v2.binpb holds the v2 descriptors as go-control-plane v0.9 compiled them
-// (regenerate with `go run ./v2descriptors -o ...` in e2e/xdsv2).
+// (regenerate with `go run ./v2descriptors -o ../../translate/envoy/testdata/envoy-api-v2.binpb` in e2e/xdsv2).
 
 // v2Message is the v2 message of each v3 resource type.
 var v2Message = map[string]protoreflect.FullName{
@@ -82,7 +74,7 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: no v2 message for %s: %v", name, r.TypeURL, err)
 			}
-			body := V2Value(r.TypeURL, r.Body().GetValue()) // what the v2 transport serves
+			body := envoyv2.Value(r.TypeURL, r.Body().GetValue()) // what the v2 transport serves
 			v2 := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
 			if err := proto.Unmarshal(body, v2); err != nil {
 				t.Fatalf("%s: %s %q does not parse as %s: %v", name, typeName(r.TypeURL), r.Name, d.FullName(), err)
@@ -184,80 +176,4 @@ func sameSingle(f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, 
 		return []string{fmt.Sprintf("%s: %v in v3, %v in v2", at, v3, v2)}
 	}
 	return nil
-}
-
-// Each rewrite of V2Value keeps the meaning: the v2 client reads the v2 field it knows.
-func TestV2ValueRewritesV3OnlyFieldsToTheirV2Spelling(t *testing.T) {
-	timeout := durationpb.New(3 * time.Second)
-	rc := &routepb.RouteConfiguration{Name: "r", VirtualHosts: []*routepb.VirtualHost{{
-		Name: "h", Domains: []string{"*"},
-		RequestHeadersToAdd: []*corepb.HeaderValueOption{
-			{Header: &corepb.HeaderValue{Key: "set", Value: "1"}, AppendAction: corepb.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD},
-			{Header: &corepb.HeaderValue{Key: "add", Value: "2"}, AppendAction: corepb.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD},
-		},
-		Routes: []*routepb.Route{{
-			Match: &routepb.RouteMatch{PathSpecifier: &routepb.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routepb.HeaderMatcher{
-				{Name: "e", HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Exact{Exact: "x"}}}},
-				{Name: "p", InvertMatch: true, HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Prefix{Prefix: "y"}}}},
-				{Name: "s", HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Suffix{Suffix: "z"}}}},
-				{Name: "r", HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_SafeRegex{SafeRegex: &matcherpb.RegexMatcher{Regex: "a+"}}}}},
-			}},
-			Action: &routepb.Route_Route{Route: &routepb.RouteAction{ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: "c"},
-				Timeout: timeout, MaxStreamDuration: &routepb.RouteAction_MaxStreamDuration{MaxStreamDuration: timeout, GrpcTimeoutHeaderMax: timeout}}},
-		}},
-	}}}
-	var got routepb.RouteConfiguration
-	if err := proto.Unmarshal(V2Value(translate.EnvoyRouteType, marshal(t, rc)), &got); err != nil {
-		t.Fatal(err)
-	}
-	//nolint:staticcheck // the v2 fields, on purpose
-	want := &routepb.RouteConfiguration{Name: "r", VirtualHosts: []*routepb.VirtualHost{{
-		Name: "h", Domains: []string{"*"},
-		RequestHeadersToAdd: []*corepb.HeaderValueOption{
-			{Header: &corepb.HeaderValue{Key: "set", Value: "1"}, Append: wrapperspb.Bool(false)},
-			{Header: &corepb.HeaderValue{Key: "add", Value: "2"}},
-		},
-		Routes: []*routepb.Route{{
-			Match: &routepb.RouteMatch{PathSpecifier: &routepb.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routepb.HeaderMatcher{
-				{Name: "e", HeaderMatchSpecifier: &routepb.HeaderMatcher_ExactMatch{ExactMatch: "x"}},
-				{Name: "p", InvertMatch: true, HeaderMatchSpecifier: &routepb.HeaderMatcher_PrefixMatch{PrefixMatch: "y"}},
-				{Name: "s", HeaderMatchSpecifier: &routepb.HeaderMatcher_SuffixMatch{SuffixMatch: "z"}},
-				{Name: "r", HeaderMatchSpecifier: &routepb.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherpb.RegexMatcher{Regex: "a+"}}},
-			}},
-			Action: &routepb.Route_Route{Route: &routepb.RouteAction{ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: "c"},
-				Timeout: timeout, MaxGrpcTimeout: timeout}},
-		}},
-	}}}
-	if !proto.Equal(&got, want) {
-		t.Fatalf("v2 route:\n%v\nwant:\n%v", prototext.Format(&got), prototext.Format(want))
-	}
-
-	cl := &clusterpb.Cluster{Name: "c", LbPolicy: clusterpb.Cluster_MAGLEV, LbConfig: &clusterpb.Cluster_MaglevLbConfig_{
-		MaglevLbConfig: &clusterpb.Cluster_MaglevLbConfig{TableSize: wrapperspb.UInt64(131)}}}
-	var gotCluster clusterpb.Cluster
-	if err := proto.Unmarshal(V2Value(translate.EnvoyClusterType, marshal(t, cl)), &gotCluster); err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(&gotCluster, &clusterpb.Cluster{Name: "c", LbPolicy: clusterpb.Cluster_MAGLEV}) {
-		t.Fatalf("v2 cluster: %v", prototext.Format(&gotCluster))
-	}
-
-	// What needs nothing is served as stored, not marshalled again.
-	plain := marshal(t, &clusterpb.Cluster{Name: "plain"})
-	if got := V2Value(translate.EnvoyClusterType, plain); &got[0] != &plain[0] {
-		t.Fatal("a cluster without v3-only fields was marshalled again")
-	}
-	eps := marshal(t, &endpointpb.ClusterLoadAssignment{ClusterName: "c"})
-	if got := V2Value(translate.EnvoyEndpointType, eps); &got[0] != &eps[0] {
-		t.Fatal("a load assignment was read")
-	}
-}
-
-func marshal(t *testing.T, m proto.Message) []byte {
-	t.Helper()
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -1,4 +1,6 @@
-package envoy
+// Package envoyv2 serves the translation's v3 Envoy resources to xDS v2 clients: Value is a
+// resource's body as the v2 transport sends it (source/xds, docs/xds-v2.md).
+package envoyv2
 
 import (
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -12,7 +14,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
-// V2Value is the body of a translated resource of the v3 type typeURL as the xDS v2 transport
+// Value is the body of a translated resource of the v3 type typeURL as the xDS v2 transport
 // serves it (source/xds, docs/xds-v2.md). The v2 messages share every field number with v3
 // for what the translation sets but a few fields v3 added, which a v2 client would ignore,
 // changing the meaning of the route or cluster. Those are rewritten to the v2 spelling of the
@@ -29,7 +31,7 @@ import (
 // table size; a v2 client uses its default, 65537). TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to v2. A body that holds none of them is returned
 // as it is, not marshalled again; only routes and clusters are read at all.
-func V2Value(typeURL string, value []byte) []byte {
+func Value(typeURL string, value []byte) []byte {
 	var m proto.Message
 	switch typeURL {
 	case translate.EnvoyRouteType:

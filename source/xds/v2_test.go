@@ -472,3 +472,33 @@ func TestV2AndV3TypesOnOneStreamKeepMakeBeforeBreak(t *testing.T) {
 	c.ack(first)
 	assertNames(t, "break half, after the routes left A", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "B")
 }
+
+// While a response is unacknowledged no other of its type goes; changes meanwhile coalesce
+// into one response after the ACK.
+func TestV2AtMostOneUnacknowledgedResponsePerTypeAndCoalescing(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("a"))
+	c := newADSV2(t, s.addr)
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
+	first := c.Recv()
+	s.putEnvoy(t, ClusterType, clusters("b"))
+	s.putEnvoy(t, ClusterType, clusters("c"))
+	c.Quiet(300 * time.Millisecond) // the first is not ACKed yet
+	c.ack(first)
+	assertNames(t, "after the ACK, both changes at once", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a", "b", "c")
+	c.Quiet(300 * time.Millisecond)
+}
+
+// An unknown type is answered, empty, under its own name, and the stream goes on.
+func TestV2UnknownTypeIsAnsweredEmptyAndDoesNotDisturbOthers(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("a"))
+	c := newADSV2(t, s.addr)
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.api.v2.ScopedRouteConfiguration"})
+	m := c.Recv()
+	if m.TypeUrl != "type.googleapis.com/envoy.api.v2.ScopedRouteConfiguration" || len(m.Resources) != 0 || m.Nonce == "" {
+		t.Fatalf("unknown type: %v", m)
+	}
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
+	assertNames(t, "CDS after the unknown type", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a")
+}

@@ -1,7 +1,9 @@
 package envoy
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -22,8 +24,11 @@ import (
 // The xDS v2 transport (source/xds, docs/xds-v2.md) serves the translation's v3 bodies as they
 // are, under the v2 type URLs. That is right only if every field the translation sets means
 // the same in the v2 message: same number, same kind, same name (or a rename listed below).
-// testdata/envoy-api-v2.binpb holds the v2 descriptors as go-control-plane v0.9 compiled them
-// (regenerate with `go run ./v2descriptors -o ../../translate/envoy/testdata/envoy-api-v2.binpb` in e2e/xdsv2).
+// testdata/envoy-1.16-api.binpb.gz holds Envoy 1.16's API (the v2 resources, and every v2 and
+// v3 config and extension type) as go-control-plane v0.9.7 compiled it (regenerate with
+// `go run . -o ../../../translate/envoy/testdata/envoy-1.16-api.binpb.gz` in
+// e2e/xdsv2/v2descriptors). The types inside the resources' Anys (filters, TLS contexts,
+// protocol options) are checked against it too: a v2 client is an Envoy of 1.16 or before.
 
 // v2Message is the v2 message of each v3 resource type.
 var v2Message = map[string]protoreflect.FullName{
@@ -43,7 +48,16 @@ var v2Renames = []string{
 
 func loadV2Descriptors(t *testing.T) *protoregistry.Files {
 	t.Helper()
-	b, err := os.ReadFile("testdata/envoy-api-v2.binpb")
+	f, err := os.Open("testdata/envoy-1.16-api.binpb.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +97,7 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, problem := range carryOver(v3.ProtoReflect(), v2, string(d.FullName()), renames) {
+			for _, problem := range carryOver(files, v3.ProtoReflect(), v2, string(d.FullName()), renames) {
 				t.Errorf("%s: %s %q: %s", name, typeName(r.TypeURL), r.Name, problem)
 			}
 			perType[r.TypeURL]++
@@ -107,7 +121,7 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 
 // carryOver compares a v3 message with the same bytes read as v2, at path; renames collects
 // "v2.Message.v2_name = v3_name" for fields whose names differ.
-func carryOver(v3, v2 protoreflect.Message, path string, renames map[string]bool) []string {
+func carryOver(files *protoregistry.Files, v3, v2 protoreflect.Message, path string, renames map[string]bool) []string {
 	var problems []string
 	if u := v2.GetUnknown(); len(u) > 0 {
 		problems = append(problems, fmt.Sprintf("%s: fields unknown to v2 (%d bytes)", path, len(u)))
@@ -125,18 +139,18 @@ func carryOver(v3, v2 protoreflect.Message, path string, renames map[string]bool
 		case f2.Name() != f3.Name():
 			renames[fmt.Sprintf("%s.%s = %s", v2.Descriptor().FullName(), f2.Name(), f3.Name())] = true
 		}
-		problems = append(problems, sameValue(f3, f2, val, v2.Get(f2), at, renames)...)
+		problems = append(problems, sameValue(files, f3, f2, val, v2.Get(f2), at, renames)...)
 		return true
 	})
 	return problems
 }
 
-func sameValue(f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, at string, renames map[string]bool) []string {
+func sameValue(files *protoregistry.Files, f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, at string, renames map[string]bool) []string {
 	switch {
 	case f3.IsMap():
 		var problems []string
 		v3.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-			problems = append(problems, sameSingle(f3.MapValue(), f2.MapValue(), v, v2.Map().Get(k), fmt.Sprintf("%s[%v]", at, k.Interface()), renames)...)
+			problems = append(problems, sameSingle(files, f3.MapValue(), f2.MapValue(), v, v2.Map().Get(k), fmt.Sprintf("%s[%v]", at, k.Interface()), renames)...)
 			return true
 		})
 		return problems
@@ -147,20 +161,23 @@ func sameValue(f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, a
 		}
 		var problems []string
 		for i := range l3.Len() {
-			problems = append(problems, sameSingle(f3, f2, l3.Get(i), l2.Get(i), fmt.Sprintf("%s[%d]", at, i), renames)...)
+			problems = append(problems, sameSingle(files, f3, f2, l3.Get(i), l2.Get(i), fmt.Sprintf("%s[%d]", at, i), renames)...)
 		}
 		return problems
 	}
-	return sameSingle(f3, f2, v3, v2, at, renames)
+	return sameSingle(files, f3, f2, v3, v2, at, renames)
 }
 
-func sameSingle(f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, at string, renames map[string]bool) []string {
+func sameSingle(files *protoregistry.Files, f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, at string, renames map[string]bool) []string {
 	switch f3.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		if f3.Message().FullName() != f2.Message().FullName() && strings.HasPrefix(string(f3.Message().FullName()), "google.") {
 			return []string{fmt.Sprintf("%s: v2 holds %s, v3 %s", at, f2.Message().FullName(), f3.Message().FullName())}
 		}
-		return carryOver(v3.Message(), v2.Message(), at, renames)
+		if f3.Message().FullName() == "google.protobuf.Any" {
+			return sameAny(files, v3.Message(), v2.Message(), at, renames)
+		}
+		return carryOver(files, v3.Message(), v2.Message(), at, renames)
 	case protoreflect.EnumKind:
 		e3 := f3.Enum().Values().ByNumber(v3.Enum())
 		e2 := f2.Enum().Values().ByNumber(v2.Enum())
@@ -176,4 +193,28 @@ func sameSingle(f3, f2 protoreflect.FieldDescriptor, v3, v2 protoreflect.Value, 
 		return []string{fmt.Sprintf("%s: %v in v3, %v in v2", at, v3, v2)}
 	}
 	return nil
+}
+
+// sameAny checks the message inside an Any: its type must be one Envoy 1.16 knew, and its
+// fields must carry over to that type as the resource's do.
+func sameAny(files *protoregistry.Files, v3, v2 protoreflect.Message, at string, renames map[string]bool) []string {
+	a := v3.Interface().(*anypb.Any)
+	fields := v2.Descriptor().Fields()
+	if v2.Get(fields.ByName("type_url")).String() != a.GetTypeUrl() || !slices.Equal(v2.Get(fields.ByName("value")).Bytes(), a.GetValue()) {
+		return []string{at + ": the Any differs"}
+	}
+	name := protoreflect.FullName(a.GetTypeUrl()[strings.LastIndexByte(a.GetTypeUrl(), '/')+1:])
+	d, err := files.FindDescriptorByName(name)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %s is not a type of Envoy 1.16's API", at, name)}
+	}
+	inner2 := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
+	if err := proto.Unmarshal(a.GetValue(), inner2); err != nil {
+		return []string{fmt.Sprintf("%s: does not parse as Envoy 1.16's %s: %v", at, name, err)}
+	}
+	var inner3 protoreflect.Message = inner2 // a type only the old API has (a v2 rename): itself
+	if m, err := a.UnmarshalNew(); err == nil {
+		inner3 = m.ProtoReflect()
+	}
+	return carryOver(files, inner3, inner2, fmt.Sprintf("%s<%s>", at, name), renames)
 }

@@ -9,9 +9,12 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	previoushosts "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -75,6 +78,36 @@ func TestValueRewritesV3OnlyFieldsToTheirV2Spelling(t *testing.T) {
 	}
 	if !proto.Equal(&gotCluster, &clusterpb.Cluster{Name: "c", LbPolicy: clusterpb.Cluster_MAGLEV}) {
 		t.Fatalf("v2 cluster: %v", prototext.Format(&gotCluster))
+	}
+
+	// The upstream HTTP options move to the cluster fields Envoy 1.16 reads; the retry
+	// predicate's config takes the name Envoy 1.16 knows.
+	opts, _ := anypb.New(&upstreamhttp.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corepb.HttpProtocolOptions{IdleTimeout: timeout, MaxRequestsPerConnection: wrapperspb.UInt32(7)},
+		UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corepb.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(9)}}}},
+	})
+	withOpts := &clusterpb.Cluster{Name: "h2", TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": opts}}
+	var gotOpts clusterpb.Cluster
+	if err := proto.Unmarshal(Value(translate.EnvoyClusterType, marshal(t, withOpts)), &gotOpts); err != nil {
+		t.Fatal(err)
+	}
+	//nolint:staticcheck // the v2 fields, on purpose
+	wantOpts := &clusterpb.Cluster{Name: "h2", Http2ProtocolOptions: &corepb.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(9)},
+		CommonHttpProtocolOptions: &corepb.HttpProtocolOptions{IdleTimeout: timeout}, MaxRequestsPerConnection: wrapperspb.UInt32(7)}
+	if !proto.Equal(&gotOpts, wantOpts) {
+		t.Fatalf("v2 protocol options: %v", prototext.Format(&gotOpts))
+	}
+	pred, _ := anypb.New(&previoushosts.PreviousHostsPredicate{})
+	retry := &routepb.RouteConfiguration{Name: "r", VirtualHosts: []*routepb.VirtualHost{{RetryPolicy: &routepb.RetryPolicy{
+		RetryHostPredicate: []*routepb.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
+			ConfigType: &routepb.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: pred}}}}}}}
+	var gotRetry routepb.RouteConfiguration
+	if err := proto.Unmarshal(Value(translate.EnvoyRouteType, marshal(t, retry)), &gotRetry); err != nil {
+		t.Fatal(err)
+	}
+	if u := gotRetry.VirtualHosts[0].RetryPolicy.RetryHostPredicate[0].GetTypedConfig().GetTypeUrl(); u != "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate" {
+		t.Fatalf("retry host predicate type = %s", u)
 	}
 
 	// What needs nothing is served as stored, not marshalled again.

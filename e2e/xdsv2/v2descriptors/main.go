@@ -1,14 +1,19 @@
-// Command v2descriptors writes the descriptors of Envoy's v2 resource messages (Cluster,
-// ClusterLoadAssignment, Listener, RouteConfiguration and everything they reach), as
-// go-control-plane v0.9 compiled them, to a google.protobuf.FileDescriptorSet. The main
-// module's test of the v2 transport (translate/envoy, TestV3BodiesReadAsV2) reads the
-// translation's v3 bodies with them; the main module cannot import the v2 packages (they
-// are gone from the go-control-plane it uses, and conflict with its envoy submodule).
+// Command v2descriptors writes the descriptors of Envoy 1.16's API, as go-control-plane v0.9.7
+// (October 2020, Envoy 1.16's month) compiled it: the v2 resource messages (Cluster,
+// ClusterLoadAssignment, Listener, RouteConfiguration and everything they reach) and every v2
+// and v3 config and extension package (imports.go), as a gzipped
+// google.protobuf.FileDescriptorSet. The main module's test of the v2 transport
+// (translate/envoy, TestV3BodiesReadAsV2) reads the translation's bodies with them, the types
+// inside their Anys too; the main module cannot import these packages (they are gone from the
+// go-control-plane it uses, or older, and conflict with its envoy submodule). A module of its
+// own, so that its go-control-plane is v0.9.7 whatever grpc-go 1.35 (e2e/xdsv2) needs.
 //
-//	go run ./v2descriptors -o ../../translate/envoy/testdata/envoy-api-v2.binpb
+//	go run . -o ../../../translate/envoy/testdata/envoy-1.16-api.binpb.gz
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"flag"
 	"fmt"
 	"os"
@@ -18,16 +23,21 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 func main() {
-	out := flag.String("o", "envoy-api-v2.binpb", "output file")
+	out := flag.String("o", "envoy-1.16-api.binpb.gz", "output file")
 	flag.Parse()
 	files := map[string]protoreflect.FileDescriptor{}
 	for _, m := range []proto.Message{&apiv2.Cluster{}, &apiv2.ClusterLoadAssignment{}, &apiv2.Listener{}, &apiv2.RouteConfiguration{}} {
 		collect(m.ProtoReflect().Descriptor().ParentFile(), files)
 	}
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		collect(fd, files)
+		return true
+	})
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -41,7 +51,11 @@ func main() {
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
 	if err == nil {
-		err = os.WriteFile(*out, b, 0o644)
+		var z bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+		w.Write(b)
+		w.Close()
+		err = os.WriteFile(*out, z.Bytes(), 0o644)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -102,7 +102,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
 		return nil, err
 	}
-	policy, err := authz.Compile(cfg.Authz.Rules, translate.CollectionOf)
+	policy, err := authz.Compile(cfg.Authz.Rules, xds.CollectionOf)
 	if err != nil {
 		return nil, ConfigErrorf("%v", err)
 	}

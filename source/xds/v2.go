@@ -62,6 +62,15 @@ func v2Value(key string, e *store.Entry) []byte {
 	return envoyv2.Value(v3Of[key], value)
 }
 
+// CollectionOf is translate.CollectionOf, which also knows the v2 type URLs: the names authz
+// rules may give a kind include them (a v2 type URL names the collection of its v3 type).
+func CollectionOf(name string) string {
+	if v3, ok := v3Of[name]; ok {
+		return v3
+	}
+	return translate.CollectionOf(name)
+}
+
 // V3TypeOf is the v3 type URL of a v2 Envoy resource type URL.
 func V3TypeOf(v2 string) (string, bool) {
 	v3, ok := v3Of[v2]

@@ -25,6 +25,7 @@ import (
 	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
 	corev2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2/core"
 	discoveryv2 "github.com/mcpbridge/mcpbridge/api/envoy/service/discovery/v2"
+	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
@@ -501,4 +502,28 @@ func TestV2UnknownTypeIsAnsweredEmptyAndDoesNotDisturbOthers(t *testing.T) {
 	}
 	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
 	assertNames(t, "CDS after the unknown type", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a")
+}
+
+// Authorization applies to v2 streams as to v3 ones, and a rule may name a kind by its v2 type
+// URL: a consumer allowed the clusters (named v2) and not the endpoints gets the clusters,
+// over either version, and the endpoints empty.
+func TestV2ConsumerViewsApply(t *testing.T) {
+	policy, err := authz.Compile([]authz.Rule{{Identity: authz.Unauthenticated,
+		Consume: authz.Scope{Collections: []string{ClusterTypeV2}, Namespaces: []string{"*"}}}}, CollectionOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServerWith(t, source.Options{Logger: testLogger(t), Authz: policy})
+	s.putEnvoy(t, ClusterType, clusters("a"))
+	s.putEnvoy(t, EndpointType, loadAssignments("v1", "a"))
+	c := newADSV2(t, s.addr)
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
+	assertNames(t, "allowed v2 clusters", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a")
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: EndpointTypeV2, ResourceNames: []string{"a"}})
+	if m := c.Recv(); m.TypeUrl != EndpointTypeV2 || len(m.Resources) != 0 {
+		t.Fatalf("refused endpoints: %v", m)
+	}
+	c3 := newSotW(t, s.addr)
+	c3.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType})
+	assertNames(t, "the same clusters over v3", sotwNames(t, c3.recv()), "a")
 }

@@ -527,3 +527,24 @@ func TestV2ConsumerViewsApply(t *testing.T) {
 	c3.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType})
 	assertNames(t, "the same clusters over v3", sotwNames(t, c3.recv()), "a")
 }
+
+// Over delta, a NACK is recorded, its version not resent, and the next change goes.
+func TestV2DeltaNACKIsRecordedAndNotResent(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("a"))
+	c := newDeltaADSV2(t, s.addr)
+	c.Send(&apiv2.DeltaDiscoveryRequest{TypeUrl: ClusterTypeV2})
+	m := c.Recv()
+	c.Send(&apiv2.DeltaDiscoveryRequest{TypeUrl: ClusterTypeV2, ResponseNonce: m.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: "bad a"}})
+	c.Quiet(300 * time.Millisecond)
+	if cl := s.engine.Clients(); len(cl) != 1 || cl[0].Subscriptions[0].LastNACK == nil || cl[0].Subscriptions[0].LastNACK.Message != "bad a" {
+		t.Fatalf("NACK not recorded: %+v", cl)
+	}
+	s.putEnvoy(t, ClusterType, clusters("b"))
+	m = c.Recv()
+	var names []string
+	for _, r := range m.Resources {
+		names = append(names, r.Name)
+	}
+	assertNames(t, "the next change", names, "b")
+}

@@ -88,11 +88,17 @@ func resolveV2(v3 string) typeInfo {
 // envoyOrder is translate.EnvoyOrder of a v3 Envoy type, each type it names in both
 // versions: one stream may mix them (Envoy 1.16 on v2 follows a v2 cluster's eds_config,
 // whose resource_api_version is V3, with a v3 EDS subscription), and the order holds
-// between whichever it subscribed to.
-func envoyOrder(v3 string) translate.Dependencies {
-	d := translate.EnvoyOrder(v3)
-	return translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter)}
-}
+// between whichever it subscribed to. Computed once: every request resolves its type.
+func envoyOrder(v3 string) translate.Dependencies { return envoyOrders[v3] }
+
+var envoyOrders = func() map[string]translate.Dependencies {
+	out := map[string]translate.Dependencies{}
+	for v3 := range v2Of {
+		d := translate.EnvoyOrder(v3)
+		out[v3] = translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter)}
+	}
+	return out
+}()
 
 func bothVersions(types []string) []string {
 	out := make([]string, 0, 2*len(types))

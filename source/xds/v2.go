@@ -1,6 +1,10 @@
 package xds
 
 import (
+	"runtime"
+	"sync"
+	"weak"
+
 	"google.golang.org/grpc"
 
 	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
@@ -55,11 +59,66 @@ var (
 
 // v2Value is the body of a stored v3 Envoy resource served under the v2 type URL key: the
 // stored bytes, with the few fields v2 spells otherwise rewritten (envoyv2.Value). It runs
-// when a response is encoded, which the engine does once per response and version for every
-// stream that shares it; endpoints and listeners are never read.
+// when a response is encoded, once per response and version for every stream that shares it;
+// the rewrite of an entry is kept while the entry lives (v2Bodies), so that a whole-type
+// response after a change reads only the resources that changed. Endpoints and listeners
+// need nothing and are never read.
 func v2Value(key string, e *store.Entry) []byte {
-	_, value := e.Body()
-	return envoyv2.Value(v3Of[key], value)
+	_, stored := e.Body()
+	v3 := v3Of[key]
+	if v3 != ClusterType && v3 != RouteType {
+		return stored
+	}
+	return v2Bodies.value(e, stored, func() []byte { return envoyv2.Value(v3, stored) })
+}
+
+// v2Bodies keeps the v2 body of each cluster and route configuration entry served on v2.
+var v2Bodies = &entryCache{m: map[weak.Pointer[store.Entry]][]byte{}}
+
+// entryCache maps a store entry to bytes derived from it, for as long as the entry lives: a
+// store entry is one version of one resource and never changes, and the cache forgets it
+// when it is collected (the store dropped that version and no response holds it), so it
+// needs no bound of its own.
+type entryCache struct {
+	mu sync.Mutex
+	m  map[weak.Pointer[store.Entry]][]byte // nil: the stored bytes as they are
+}
+
+func (c *entryCache) value(e *store.Entry, stored []byte, derive func() []byte) []byte {
+	wp := weak.Make(e)
+	c.mu.Lock()
+	b, ok := c.m[wp]
+	c.mu.Unlock()
+	if ok {
+		if b == nil {
+			return stored
+		}
+		return b
+	}
+	out := derive()
+	keep := out
+	if len(out) == len(stored) && (len(out) == 0 || &out[0] == &stored[0]) {
+		keep = nil // unchanged: keep nothing but the mark
+	}
+	c.mu.Lock()
+	if _, ok := c.m[wp]; !ok {
+		c.m[wp] = keep
+		runtime.AddCleanup(e, c.forget, wp)
+	}
+	c.mu.Unlock()
+	return out
+}
+
+func (c *entryCache) forget(wp weak.Pointer[store.Entry]) {
+	c.mu.Lock()
+	delete(c.m, wp)
+	c.mu.Unlock()
+}
+
+func (c *entryCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }
 
 // CollectionOf is translate.CollectionOf, which also knows the v2 type URLs: the names authz

@@ -3,9 +3,11 @@ package xds
 import (
 	"context"
 	"net"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+	"weak"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -87,10 +89,10 @@ func (c *deltaClientV2) ack(m *apiv2.DeltaDiscoveryResponse) {
 	c.Send(&apiv2.DeltaDiscoveryRequest{TypeUrl: m.TypeUrl, ResponseNonce: m.Nonce})
 }
 
-// v2Bodies checks that every resource of a v2 response is an Any of the response's type URL
+// readV2 checks that every resource of a v2 response is an Any of the response's type URL
 // and decodes its value as the v3 message of that type (the same field numbers), returning
 // the resources' names.
-func v2Bodies(t *testing.T, typeURL string, anys []*anypb.Any) []string {
+func readV2(t *testing.T, typeURL string, anys []*anypb.Any) []string {
 	t.Helper()
 	var out []string
 	for _, a := range anys {
@@ -126,7 +128,7 @@ func TestV2SotWServesTheV3BodiesUnderTheV2TypeURL(t *testing.T) {
 	if m.TypeUrl != ClusterTypeV2 || m.VersionInfo == "" || m.Nonce == "" {
 		t.Fatalf("response type %q version %q nonce %q", m.TypeUrl, m.VersionInfo, m.Nonce)
 	}
-	assertNames(t, "v2 CDS", v2Bodies(t, ClusterTypeV2, m.Resources), "a", "b")
+	assertNames(t, "v2 CDS", readV2(t, ClusterTypeV2, m.Resources), "a", "b")
 	// The value is the stored v3 body, byte for byte.
 	_, es := s.store.View().Snapshot(ClusterType)
 	for i, e := range es {
@@ -149,7 +151,7 @@ func TestV2ACKThenChangeSendsTheNewVersion(t *testing.T) {
 	if next.VersionInfo == m.VersionInfo || next.Nonce == m.Nonce {
 		t.Fatalf("change sent under version %q nonce %q, as before", next.VersionInfo, next.Nonce)
 	}
-	assertNames(t, "CDS after the change", v2Bodies(t, ClusterTypeV2, next.Resources), "a", "b")
+	assertNames(t, "CDS after the change", readV2(t, ClusterTypeV2, next.Resources), "a", "b")
 }
 
 func TestV2NACKedVersionIsNotResent(t *testing.T) {
@@ -165,7 +167,7 @@ func TestV2NACKedVersionIsNotResent(t *testing.T) {
 		t.Fatalf("NACK not recorded: %+v", clients)
 	}
 	s.putEnvoy(t, ClusterType, clusters("b"))
-	assertNames(t, "after the NACK, the next change", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a", "b")
+	assertNames(t, "after the NACK, the next change", readV2(t, ClusterTypeV2, c.Recv().Resources), "a", "b")
 }
 
 func TestV2StaleNonceIsIgnored(t *testing.T) {
@@ -182,7 +184,7 @@ func TestV2StaleNonceIsIgnored(t *testing.T) {
 	c.Send(&apiv2.DiscoveryRequest{TypeUrl: EndpointTypeV2, ResponseNonce: first.Nonce, ResourceNames: []string{"a", "b"}})
 	c.Quiet(300 * time.Millisecond)
 	c.ack(second, "a", "b")
-	assertNames(t, "newly asked after the current nonce", v2Bodies(t, EndpointTypeV2, c.Recv().Resources), "b")
+	assertNames(t, "newly asked after the current nonce", readV2(t, EndpointTypeV2, c.Recv().Resources), "b")
 }
 
 func TestV2MakeBeforeBreakAmongTheV2Types(t *testing.T) {
@@ -198,14 +200,14 @@ func TestV2MakeBeforeBreakAmongTheV2Types(t *testing.T) {
 	if first.TypeUrl != ClusterTypeV2 {
 		t.Fatalf("first after the move: %s, want the clusters (B made before the route names it)", first.TypeUrl)
 	}
-	assertNames(t, "make half", v2Bodies(t, ClusterTypeV2, first.Resources), "A", "B")
+	assertNames(t, "make half", readV2(t, ClusterTypeV2, first.Resources), "A", "B")
 	routes := c.Recv()
 	if routes.TypeUrl != RouteTypeV2 {
 		t.Fatalf("second: %s, want the routes", routes.TypeUrl)
 	}
 	c.ack(routes, "r")
 	c.ack(first)
-	assertNames(t, "break half, after the routes left A", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "B")
+	assertNames(t, "break half, after the routes left A", readV2(t, ClusterTypeV2, c.Recv().Resources), "B")
 }
 
 func TestV2DeltaSubscribeMissingAndRemove(t *testing.T) {
@@ -226,7 +228,7 @@ func TestV2DeltaSubscribeMissingAndRemove(t *testing.T) {
 		if r.Version == "" {
 			t.Fatalf("resource %s without a version", r.Name)
 		}
-		found = append(found, v2Bodies(t, EndpointTypeV2, []*anypb.Any{r.Resource})...)
+		found = append(found, readV2(t, EndpointTypeV2, []*anypb.Any{r.Resource})...)
 	}
 	assertNames(t, "found", found, "a")
 	assertNames(t, "told missing", missing, "nope")
@@ -288,7 +290,7 @@ func TestV2PerTypeServicesServeTheirOwnType(t *testing.T) {
 			t.Fatalf("state of the world: type %q, want %q", m.TypeUrl, tc.typeURL)
 		}
 		if tc.typeURL != ListenerTypeV2 { // no listener stored
-			assertNames(t, tc.typeURL, v2Bodies(t, tc.typeURL, m.Resources), "a")
+			assertNames(t, tc.typeURL, readV2(t, tc.typeURL, m.Resources), "a")
 		}
 		dc := newDeltaV2(t, tc.deltaOpen)
 		dc.Send(&apiv2.DeltaDiscoveryRequest{ResourceNamesSubscribe: tc.names})
@@ -338,7 +340,7 @@ func TestV2TransportServesTheResourceVersionAskedFor(t *testing.T) {
 	if m3.TypeUrl != ClusterTypeV2 {
 		t.Fatalf("v2 type on the v3 transport: type %s", m3.TypeUrl)
 	}
-	assertNames(t, "v2 type on the v3 transport", v2Bodies(t, ClusterTypeV2, m3.Resources), "a")
+	assertNames(t, "v2 type on the v3 transport", readV2(t, ClusterTypeV2, m3.Resources), "a")
 }
 
 // One encoded body per version serves every stream of that version: four v2 and four v3
@@ -362,7 +364,7 @@ func TestV2OneBodyPerVersionSharedByEveryStream(t *testing.T) {
 	before := s.engine.Stats().Encodes
 	s.putEnvoy(t, ClusterType, clusters("b"))
 	for i := range 4 {
-		assertNames(t, "v2 stream", v2Bodies(t, ClusterTypeV2, v2s[i].Recv().Resources), "a", "b")
+		assertNames(t, "v2 stream", readV2(t, ClusterTypeV2, v2s[i].Recv().Resources), "a", "b")
 		assertNames(t, "v3 stream", sotwNames(t, v3s[i].recv()), "a", "b")
 	}
 	if got := s.engine.Stats().Encodes - before; got != 2 {
@@ -464,14 +466,14 @@ func TestV2AndV3TypesOnOneStreamKeepMakeBeforeBreak(t *testing.T) {
 	if first.TypeUrl != ClusterTypeV2 {
 		t.Fatalf("first after the move: %s, want the v2 clusters (B made before the v3 route names it)", first.TypeUrl)
 	}
-	assertNames(t, "make half", v2Bodies(t, ClusterTypeV2, first.Resources), "A", "B")
+	assertNames(t, "make half", readV2(t, ClusterTypeV2, first.Resources), "A", "B")
 	routes := c.Recv()
 	if routes.TypeUrl != RouteType {
 		t.Fatalf("second: %s, want the v3 routes", routes.TypeUrl)
 	}
 	c.ack(routes, "r")
 	c.ack(first)
-	assertNames(t, "break half, after the routes left A", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "B")
+	assertNames(t, "break half, after the routes left A", readV2(t, ClusterTypeV2, c.Recv().Resources), "B")
 }
 
 // While a response is unacknowledged no other of its type goes; changes meanwhile coalesce
@@ -486,7 +488,7 @@ func TestV2AtMostOneUnacknowledgedResponsePerTypeAndCoalescing(t *testing.T) {
 	s.putEnvoy(t, ClusterType, clusters("c"))
 	c.Quiet(300 * time.Millisecond) // the first is not ACKed yet
 	c.ack(first)
-	assertNames(t, "after the ACK, both changes at once", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a", "b", "c")
+	assertNames(t, "after the ACK, both changes at once", readV2(t, ClusterTypeV2, c.Recv().Resources), "a", "b", "c")
 	c.Quiet(300 * time.Millisecond)
 }
 
@@ -501,7 +503,7 @@ func TestV2UnknownTypeIsAnsweredEmptyAndDoesNotDisturbOthers(t *testing.T) {
 		t.Fatalf("unknown type: %v", m)
 	}
 	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
-	assertNames(t, "CDS after the unknown type", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a")
+	assertNames(t, "CDS after the unknown type", readV2(t, ClusterTypeV2, c.Recv().Resources), "a")
 }
 
 // Authorization applies to v2 streams as to v3 ones, and a rule may name a kind by its v2 type
@@ -518,7 +520,7 @@ func TestV2ConsumerViewsApply(t *testing.T) {
 	s.putEnvoy(t, EndpointType, loadAssignments("v1", "a"))
 	c := newADSV2(t, s.addr)
 	c.Send(&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2})
-	assertNames(t, "allowed v2 clusters", v2Bodies(t, ClusterTypeV2, c.Recv().Resources), "a")
+	assertNames(t, "allowed v2 clusters", readV2(t, ClusterTypeV2, c.Recv().Resources), "a")
 	c.Send(&apiv2.DiscoveryRequest{TypeUrl: EndpointTypeV2, ResourceNames: []string{"a"}})
 	if m := c.Recv(); m.TypeUrl != EndpointTypeV2 || len(m.Resources) != 0 {
 		t.Fatalf("refused endpoints: %v", m)
@@ -547,4 +549,36 @@ func TestV2DeltaNACKIsRecordedAndNotResent(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	assertNames(t, "the next change", names, "b")
+}
+
+// The v2 body of an entry is derived once while the entry lives, and forgotten with it.
+func TestV2BodyIsDerivedOncePerEntryVersion(t *testing.T) {
+	c := &entryCache{m: map[weak.Pointer[store.Entry]][]byte{}}
+	e := &store.Entry{Name: "a", Version: "1", Bytes: []byte("stored")}
+	derived := 0
+	derive := func() []byte { derived++; return []byte("v2") }
+	for range 3 {
+		if got := c.value(e, e.Bytes, derive); string(got) != "v2" {
+			t.Fatalf("value = %q", got)
+		}
+	}
+	if derived != 1 {
+		t.Fatalf("derived %d times for one entry", derived)
+	}
+	// Unchanged bodies are marked, not copied: the stored bytes come back.
+	same := &store.Entry{Name: "b", Version: "1", Bytes: []byte("stored")}
+	if got := c.value(same, same.Bytes, func() []byte { return same.Bytes }); &got[0] != &same.Bytes[0] || c.m[weak.Make(same)] != nil {
+		t.Fatal("an unchanged body was copied")
+	}
+	runtime.KeepAlive(e)
+	runtime.KeepAlive(same)
+	e, same = nil, nil
+	deadline := time.Now().Add(5 * time.Second)
+	for c.len() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries kept after their entries were collected", c.len())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
 }

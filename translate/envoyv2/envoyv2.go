@@ -33,6 +33,8 @@ import (
 //     .HttpProtocolOptions (Envoy 1.17) become the cluster's http2_protocol_options,
 //     http_protocol_options, protocol_selection, common_http_protocol_options,
 //     upstream_http_protocol_options and max_requests_per_connection;
+//   - the ADS config sources of EDS clusters and RDS listeners name resource_api_version V2,
+//     not V3, so that the client asks for their endpoints and routes under the v2 type URLs;
 //   - the retry host predicate envoy.extensions.retry.host.previous_hosts.v3
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
@@ -90,6 +92,16 @@ func toV2(m protoreflect.Message) bool {
 			changed = true
 		}
 		changed = protocolOptionsToV2(v) || changed
+	case *corepb.ConfigSource:
+		// The EDS and RDS config sources name the resource version their client asks in. A v2
+		// client asked for v2 resources gets v2 ones, so that it asks for their endpoints and
+		// routes in v2 too, and gets them in the spelling it reads; Envoy 1.16 would otherwise
+		// ask for v3 ones, served as stored, with fields too new for it. SDS sources (a
+		// gateway's own agent, not the bridge) keep theirs.
+		if v.GetAds() != nil && v.GetResourceApiVersion() == corepb.ApiVersion_V3 {
+			v.ResourceApiVersion = corepb.ApiVersion_V2 //nolint:staticcheck // the v2 value, on purpose
+			changed = true
+		}
 	case *anypb.Any:
 		if to, ok := anyTypeV2[v.GetTypeUrl()]; ok {
 			v.TypeUrl = to

@@ -110,6 +110,22 @@ func TestValueRewritesV3OnlyFieldsToTheirV2Spelling(t *testing.T) {
 		t.Fatalf("retry host predicate type = %s", u)
 	}
 
+	// An EDS cluster's ADS config source names v2 resources, so that a v2 client asks for its
+	// endpoints in v2; an SDS source (a gateway's agent) keeps v3.
+	eds := &clusterpb.Cluster{Name: "e", EdsClusterConfig: &clusterpb.Cluster_EdsClusterConfig{EdsConfig: &corepb.ConfigSource{
+		ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}}, ResourceApiVersion: corepb.ApiVersion_V3}}}
+	var gotEDS clusterpb.Cluster
+	if err := proto.Unmarshal(Value(translate.EnvoyClusterType, marshal(t, eds)), &gotEDS); err != nil {
+		t.Fatal(err)
+	}
+	if v := gotEDS.GetEdsClusterConfig().GetEdsConfig().GetResourceApiVersion(); v != corepb.ApiVersion_V2 { //nolint:staticcheck // the v2 value
+		t.Fatalf("EDS config source resource_api_version = %v, want V2", v)
+	}
+	sds := &corepb.ConfigSource{ConfigSourceSpecifier: &corepb.ConfigSource_ApiConfigSource{ApiConfigSource: &corepb.ApiConfigSource{}}, ResourceApiVersion: corepb.ApiVersion_V3}
+	if toV2(sds.ProtoReflect()) || sds.ResourceApiVersion != corepb.ApiVersion_V3 {
+		t.Fatal("an SDS config source was changed")
+	}
+
 	// What needs nothing is served as stored, not marshalled again.
 	plain := marshal(t, &clusterpb.Cluster{Name: "plain"})
 	if got := Value(translate.EnvoyClusterType, plain); &got[0] != &plain[0] {
@@ -163,13 +179,15 @@ func FuzzValue(f *testing.F) {
 	})
 }
 
-// BenchmarkValueCluster: what a v2 CDS response costs more than v3's per cluster: reading it
-// for fields to rewrite (a cluster with none, the common case: the bytes are served as stored).
+// BenchmarkValueCluster: what a v2 CDS response costs more than v3's per cluster: an EDS
+// cluster as the translation makes it, read, its config source's resource version set to V2,
+// and marshalled again.
 func BenchmarkValueCluster(b *testing.B) {
 	c := marshalB(b, &clusterpb.Cluster{Name: "outbound|80||svc.ns.svc.cluster.local", ClusterDiscoveryType: &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS},
 		ConnectTimeout: durationpb.New(10 * time.Second), LbPolicy: clusterpb.Cluster_LEAST_REQUEST,
 		EdsClusterConfig: &clusterpb.Cluster_EdsClusterConfig{ServiceName: "outbound|80||svc.ns.svc.cluster.local",
-			EdsConfig: &corepb.ConfigSource{ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}}}}})
+			EdsConfig: &corepb.ConfigSource{ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}},
+				ResourceApiVersion: corepb.ApiVersion_V3}}})
 	b.SetBytes(int64(len(c)))
 	for b.Loop() {
 		Value(translate.EnvoyClusterType, c)

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/bridgetest"
 	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
+	"github.com/mcpbridge/mcpbridge/source/xds"
 )
 
 const vsCollection = "istio/networking/v1alpha3/virtualservices"
@@ -439,6 +440,39 @@ func TestWatchXDSDeltaPrintsRemovals(t *testing.T) {
 	}
 }
 
+// --xds-version v2 speaks the v2 ADS, and prints the v2 bodies decoded as their v3
+// counterparts.
+func TestWatchXDSVersionV2(t *testing.T) {
+	b := bridgetest.Start(t)
+	b.LoadYAML(t, reviewsYAML)
+	const cluster = "outbound|9080||reviews.shop.example"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // the translation runs apart
+		if _, es := b.Store().View().Snapshot(xds.ClusterType); len(es) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the translation made no cluster within 10s")
+		}
+	}
+	code, stdout, stderr := runCLI(t, "watch", "--from", b.GRPCAddr(), "--xds-version", "v2", "--xds", "type.googleapis.com/envoy.api.v2.Cluster", "--count", "1")
+	if code != 0 {
+		t.Fatalf("exit %d (stderr %q)", code, stderr)
+	}
+	mustHave(t, "stdout", stdout, "type_url: type.googleapis.com/envoy.api.v2.Cluster", "name: "+cluster,
+		"'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster")
+	code, stdout, stderr = runCLI(t, "watch", "--from", b.GRPCAddr(), "--xds-version", "v2", "--incremental",
+		"--xds", "type.googleapis.com/envoy.api.v2.Cluster", "--output", "json", "--count", "1")
+	if code != 0 {
+		t.Fatalf("delta: exit %d (stderr %q)", code, stderr)
+	}
+	us := parseUpdates(t, stdout)
+	if len(us) != 1 || !us[0].Incremental || len(us[0].Resources) != 1 || us[0].Resources[0].Name != cluster ||
+		us[0].Resources[0].Body.Type != "type.googleapis.com/envoy.config.cluster.v3.Cluster" {
+		t.Fatalf("delta v2 updates: %+v", us)
+	}
+	mustHave(t, "stdout", stdout, `"type_url":"type.googleapis.com/envoy.api.v2.Cluster"`)
+}
+
 func TestWatchStopsOnSIGINTWithExit0(t *testing.T) {
 	b := bridgetest.Start(t)
 	c := startCLI(t, "watch", "--from", b.GRPCAddr(), "--collection", seCollection)
@@ -463,6 +497,8 @@ func TestWatchFailuresAndBadCommandLines(t *testing.T) {
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--count", "-1"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--name", "x"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "extra"},
+		{"watch", "--from", "127.0.0.1:1", "--xds", "a", "--xds-version", "v4"},
+		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--xds-version", "v2"},
 	} {
 		code, _, stderr := runCLI(t, args...)
 		if code != exitUsage {

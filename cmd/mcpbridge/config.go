@@ -83,6 +83,7 @@ var defaults = map[string]any{
 	"xds.max_response_size":            4 << 20,
 	"xds.ttl.default":                  "0s",
 	"xds.ttl.types":                    []any{},
+	"xds.serve_v2":                     true,
 	"translate.enabled":                true,
 	"translate.domain_suffix":          "cluster.local",
 	"linkerd.keepalive_interval":       "30s",

@@ -275,6 +275,9 @@ func TestEveryServiceIsOnTheGRPCPort(t *testing.T) {
 		"envoy.service.listener.v3.ListenerDiscoveryService", "envoy.service.route.v3.RouteDiscoveryService",
 		"envoy.service.cluster.v3.ClusterDiscoveryService", "envoy.service.endpoint.v3.EndpointDiscoveryService",
 		"envoy.service.status.v3.ClientStatusDiscoveryService",
+		"envoy.service.discovery.v2.AggregatedDiscoveryService",
+		"envoy.api.v2.ListenerDiscoveryService", "envoy.api.v2.RouteDiscoveryService",
+		"envoy.api.v2.ClusterDiscoveryService", "envoy.api.v2.EndpointDiscoveryService",
 		"grpc.health.v1.Health",
 	} {
 		if !listed[want] {

@@ -28,14 +28,18 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
+	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
+	corev2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2/core"
+	discoveryv2 "github.com/mcpbridge/mcpbridge/api/envoy/service/discovery/v2"
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source/linkerd"
+	"github.com/mcpbridge/mcpbridge/source/xds"
 )
 
 func newWatchCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL | --linkerd HOST:PORT) [flags]",
+		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL [--xds-version v2] | --linkerd HOST:PORT) [flags]",
 		Short: "Subscribe to a config source and print every update",
 		Long: `Subscribe to a config source and print every update it sends, ACKing each:
 
@@ -43,7 +47,11 @@ func newWatchCommand() *cobra.Command {
                            (mcpbridge's, or any MCP source): the whole collection
   --xds TYPE_URL           as an xDS client, on the aggregated discovery service: state of the
                            world, or delta with --incremental; a wildcard subscription, or the
-                           names given with --name
+                           names given with --name. --xds-version v2 uses the v2 service
+                           (envoy.service.discovery.v2), as Envoy before 1.17 and grpc-go
+                           before 1.36 do; the type URL is asked as given (v2 Envoy types:
+                           type.googleapis.com/envoy.api.v2.Cluster ...), and v2 bodies are
+                           printed decoded as their v3 counterparts, whose field numbers they share
   --linkerd HOST:PORT      as a Linkerd proxy, on io.linkerd.proxy.destination.Destination/Get
                            (or the seed's conduit.proxy.destination with --conduit): the
                            addresses of a service, as add, remove and no_endpoints updates
@@ -57,7 +65,8 @@ source ends it; 2 for a bad command line.`,
 		Example: `  mcpbridge watch --from localhost:15010 --collection istio/networking/v1alpha3/serviceentries
   mcpbridge watch --from localhost:15010 --xds networking.istio.io/v1alpha3/VirtualService --incremental
   mcpbridge watch --from localhost:15010 --xds type.googleapis.com/envoy.config.cluster.v3.Cluster --output json --count 1
-  mcpbridge watch --from localhost:15010 --linkerd reviews.bookinfo.svc.cluster.local:9080`,
+  mcpbridge watch --from localhost:15010 --linkerd reviews.bookinfo.svc.cluster.local:9080
+  mcpbridge watch --from localhost:15010 --xds-version v2 --xds type.googleapis.com/envoy.api.v2.Cluster --count 1`,
 		Args: cobra.NoArgs,
 		RunE: runWatch,
 	}
@@ -67,6 +76,7 @@ source ends it; 2 for a bad command line.`,
 	fs.String("xds", "", "xDS type URL to subscribe to, on the aggregated discovery service")
 	fs.String("linkerd", "", "a service's HOST:PORT to resolve with Linkerd's Destination.Get")
 	fs.Bool("conduit", false, "with --linkerd: the seed's conduit.proxy.destination package, not io.linkerd.proxy.destination")
+	fs.String("xds-version", "v3", "with --xds: the xDS transport, v3 or v2")
 	fs.StringArray("name", nil, "with --xds: a resource name to subscribe to (repeatable); none means every resource")
 	fs.Bool("incremental", false, "ask for incremental updates (MCP incremental; xDS delta)")
 	fs.String("output", "yaml", "yaml or json")
@@ -81,6 +91,7 @@ source ends it; 2 for a bad command line.`,
 type watchOptions struct {
 	collection, xdsType, node, output string
 	linkerd                           string
+	xdsVersion                        string
 	names                             []string
 	incremental, conduit              bool
 	count, maxRecv                    int
@@ -98,6 +109,7 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	o.linkerd, _ = fs.GetString("linkerd")
 	o.conduit, _ = fs.GetBool("conduit")
 	o.names, _ = fs.GetStringArray("name")
+	o.xdsVersion, _ = fs.GetString("xds-version")
 	o.incremental, _ = fs.GetBool("incremental")
 	o.output, _ = fs.GetString("output")
 	o.count, _ = fs.GetInt("count")
@@ -116,6 +128,10 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 		return o, usageError{fmt.Errorf("--count: must not be negative, got %d", o.count)}
 	case o.maxRecv <= 0:
 		return o, usageError{fmt.Errorf("--max-recv-msg-size: must be a positive number of bytes, got %d", o.maxRecv)}
+	case o.xdsVersion != "v3" && o.xdsVersion != "v2":
+		return o, usageError{fmt.Errorf("--xds-version: %q is neither v3 nor v2", o.xdsVersion)}
+	case o.xdsVersion != "v3" && o.xdsType == "":
+		return o, usageError{fmt.Errorf("--xds-version goes with --xds")}
 	case len(o.names) > 0 && o.collection != "":
 		return o, usageError{fmt.Errorf("--name goes with --xds: an MCP subscription is to a whole collection")}
 	}
@@ -140,6 +156,10 @@ func runWatch(cmd *cobra.Command, _ []string) error {
 		err = watchLinkerd(ctx, conn, o, p)
 	case o.collection != "":
 		err = watchMCP(ctx, conn, o, p)
+	case o.xdsVersion == "v2" && o.incremental:
+		err = watchDeltaV2(ctx, conn, o, p)
+	case o.xdsVersion == "v2":
+		err = watchSotWV2(ctx, conn, o, p)
 	case o.incremental:
 		err = watchDelta(ctx, conn, o, p)
 	default:
@@ -312,6 +332,35 @@ func (p *printer) printLinkerd(u linkerdUpdate) error {
 	return nil
 }
 
+// watchSotWV2 is watchSotW on the xDS v2 transport.
+func watchSotWV2(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	client := discoveryv2.NewAggregatedDiscoveryServiceClient(conn)
+	node := &corev2.Node{Id: o.node}
+	first := &apiv2.DiscoveryRequest{Node: node, TypeUrl: o.xdsType, ResourceNames: o.names}
+	return stream(ctx, client.StreamAggregatedResources, first, func(m *apiv2.DiscoveryResponse) (*update, *apiv2.DiscoveryRequest) {
+		u := &update{p: p, TypeURL: m.GetTypeUrl(), Version: m.GetVersionInfo()}
+		for _, a := range m.GetResources() {
+			u.Resources = append(u.Resources, anyResource("", "", a))
+		}
+		return u, &apiv2.DiscoveryRequest{Node: node, TypeUrl: m.GetTypeUrl(), VersionInfo: m.GetVersionInfo(),
+			ResponseNonce: m.GetNonce(), ResourceNames: o.names}
+	})
+}
+
+// watchDeltaV2 is watchDelta on the xDS v2 transport.
+func watchDeltaV2(ctx context.Context, conn *grpc.ClientConn, o watchOptions, p *printer) error {
+	client := discoveryv2.NewAggregatedDiscoveryServiceClient(conn)
+	node := &corev2.Node{Id: o.node}
+	first := &apiv2.DeltaDiscoveryRequest{Node: node, TypeUrl: o.xdsType, ResourceNamesSubscribe: o.names}
+	return stream(ctx, client.DeltaAggregatedResources, first, func(m *apiv2.DeltaDiscoveryResponse) (*update, *apiv2.DeltaDiscoveryRequest) {
+		u := &update{p: p, TypeURL: m.GetTypeUrl(), Version: m.GetSystemVersionInfo(), Incremental: true, Removed: m.GetRemovedResources()}
+		for _, r := range m.GetResources() {
+			u.Resources = append(u.Resources, anyResource(r.GetName(), r.GetVersion(), r.GetResource()))
+		}
+		return u, &apiv2.DeltaDiscoveryRequest{Node: node, TypeUrl: m.GetTypeUrl(), ResponseNonce: m.GetNonce()}
+	})
+}
+
 // update is one response as watch prints it.
 type update struct {
 	p           *printer
@@ -364,6 +413,11 @@ func anyResource(name, version string, a *anypb.Any) resource {
 		}
 	}
 	out := resource{Name: name, Version: version}
+	if v3, ok := xds.V3TypeOf(a.GetTypeUrl()); ok {
+		// A v2 Envoy resource: the v3 message reads it (the same field numbers); the v2
+		// messages are not compiled in.
+		a = &anypb.Any{TypeUrl: v3, Value: a.GetValue()}
+	}
 	msg, err := a.UnmarshalNew()
 	if err != nil {
 		out.BodyError = err.Error()

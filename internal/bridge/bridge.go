@@ -110,13 +110,13 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		}),
 	}
 	m.Declare(metrics.RoleSource, source.ProtocolResourceSource, source.ProtocolDownstream, source.ProtocolAMCS,
-		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta, linkerd.ProtocolLinkerd, linkerd.ProtocolConduit)
+		source.ProtocolAMCSIncr, xds.ProtocolSotW, xds.ProtocolDelta, xds.ProtocolSotWV2, xds.ProtocolDeltaV2, linkerd.ProtocolLinkerd, linkerd.ProtocolConduit)
 	m.Declare(metrics.RoleSink, sink.ProtocolResourceSink, sink.ProtocolUpstream)
 	m.DeclareLimits(limits.Names...)
 	if err := storeMeshConfig(cfg.XDS.MeshConfigFile, b.store); err != nil {
 		return nil, err
 	}
-	policy, err := authz.Compile(cfg.Authz.Rules, translate.CollectionOf)
+	policy, err := authz.Compile(cfg.Authz.Rules, xds.CollectionOf)
 	if err != nil {
 		return nil, ConfigErrorf("%v", err)
 	}
@@ -191,7 +191,7 @@ func (b *Bridge) wireSource(ttls *xds.TTLs) {
 	mcp.RegisterResourceSinkServer(b.grpc, b.sink)
 	mcp.RegisterResourceSourceServer(b.grpc, &source.ResourceSource{Engine: b.engine})
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
-	b.xds = &xds.Server{Engine: b.engine, TTL: ttls}
+	b.xds = &xds.Server{Engine: b.engine, TTL: ttls, DisableV2: !b.cfg.XDS.ServeV2}
 	b.xds.Register(b.grpc)
 	// Client status (CSDS): what every client above holds, for mcpbridge status and istioctl-like tools.
 	(&csds.Server{Engine: b.engine, Authz: b.authz, Metrics: b.metrics, Logger: b.log.With("component", "csds")}).Register(b.grpc)

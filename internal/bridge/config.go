@@ -120,6 +120,9 @@ type XDSConfig struct {
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
 	PushInterval time.Duration `mapstructure:"push_interval"`
+	// ServeV2 serves the xDS v2 services (envoy.service.discovery.v2 ADS and the envoy.api.v2
+	// per-type services) beside v3, for Envoy before 1.17 and grpc-go before 1.36.
+	ServeV2 bool `mapstructure:"serve_v2"`
 	// TTL gives resources a TTL, renewed while their producer is connected (ttl.go).
 	TTL TTLConfig `mapstructure:"ttl"`
 }
@@ -241,7 +244,7 @@ func DefaultConfig() *Config {
 		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
 			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
 		}},
-		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond,
+		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond, ServeV2: true,
 			TTL: TTLConfig{Types: []TypeTTL{}}},
 		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
 		Linkerd:     LinkerdConfig{KeepaliveInterval: linkerd.DefaultKeepaliveInterval},

@@ -28,6 +28,11 @@ const (
 	FormAnyMCPResource
 	// FormAnyBody writes the resource's body Any as it is (Envoy resources over xDS).
 	FormAnyBody
+	// FormAnyBodyAsKey writes the body's value in an Any whose type URL is the message's Key,
+	// the type URL the client asked for: the v3 Envoy resources served under their xDS v2
+	// type URLs, whose messages share field numbers with v3 for everything the translation
+	// sets (docs/xds-v2.md).
+	FormAnyBodyAsKey
 )
 
 // Message is the content of one response, independent of the protocol that carries it.
@@ -78,6 +83,8 @@ type Layout struct {
 	// resources (delta always, state of the world on request): ttl is its TTL field.
 	wrapper bool
 	ttl     protowire.Number
+	// bodyAsKey is Roles.BodyAsKey.
+	bodyAsKey func(key string, e *store.Entry) []byte
 }
 
 // Roles names the fields of a response message by their role.
@@ -91,6 +98,10 @@ type Roles struct {
 	// Wrapper is envoy.service.discovery.v3.Resource for a state-of-the-world layout whose
 	// resources may be wrapped in it, as Anys (Message.Wrap); nil: never wrapped.
 	Wrapper proto.Message
+	// BodyAsKey, if set, is the Any value of an entry in FormAnyBodyAsKey, served under the
+	// type URL key (xDS v2: the v3 body with the fields v2 spells otherwise rewritten); nil:
+	// the stored body's value.
+	BodyAsKey func(key string, e *store.Entry) []byte
 }
 
 // NewLayout reads the field numbers of msg by the names in roles. It panics on a name msg does
@@ -100,7 +111,7 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 	l := &Layout{
 		version: number(d, roles.Version), resources: number(d, roles.Resources), key: number(d, roles.Key),
 		removed: number(d, roles.Removed), nonce: number(d, roles.Nonce), incremental: number(d, roles.Incremental),
-		errors: number(d, roles.Errors),
+		errors: number(d, roles.Errors), bodyAsKey: roles.BodyAsKey,
 	}
 	wrapper := roles.DeltaResource
 	if wrapper == nil {
@@ -111,7 +122,10 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 		l.delta = roles.DeltaResource != nil
 		l.wrapper = true
 		l.deltaName, l.deltaVersion, l.deltaResource = number(rd, "name"), number(rd, "version"), number(rd, "resource")
-		l.ttl = number(rd, "ttl")
+		// The v2 Resource has no TTL: TTLs are not carried there (Message.TTL is ignored).
+		if f := rd.Fields().ByName("ttl"); f != nil {
+			l.ttl = f.Number()
+		}
 	}
 	return l
 }
@@ -135,19 +149,20 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	b = appendString(b, l.key, m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
 	for _, e := range m.Resources {
+		r := l.resource(e, form, m.Key)
 		switch {
 		case wrapped && l.delta:
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = l.appendWrapper(b, e, form, m)
+			b = l.appendWrapper(b, e, r, m)
 		case wrapped: // state of the world: an Any of the wrapper
-			size := l.wrapperSize(e, form, m)
+			size := l.wrapperSize(e, r, m)
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
 			b = protowire.AppendVarint(b, uint64(stringSize(1, ResourceWrapperTypeURL)+protowire.SizeTag(2)+protowire.SizeBytes(size)))
 			b = appendString(b, 1, ResourceWrapperTypeURL)
 			b = protowire.AppendTag(b, 2, protowire.BytesType)
-			b = l.appendWrapper(b, e, form, m)
+			b = l.appendWrapper(b, e, r, m)
 		default:
-			b = appendResource(b, l.resources, e, form)
+			b = r.append(b, l.resources)
 		}
 	}
 	if l.delta {
@@ -213,12 +228,12 @@ func (l *Layout) sizeHint(m *Message) int {
 
 // appendWrapper writes the length and the fields of one envoy.service.discovery.v3.Resource:
 // name, version, the resource unless m is a heartbeat, and the TTL when m has one.
-func (l *Layout) appendWrapper(b []byte, e *store.Entry, form Form, m *Message) []byte {
-	b = protowire.AppendVarint(b, uint64(l.wrapperSize(e, form, m)))
+func (l *Layout) appendWrapper(b []byte, e *store.Entry, r resourceBytes, m *Message) []byte {
+	b = protowire.AppendVarint(b, uint64(l.wrapperSize(e, r, m)))
 	b = appendString(b, l.deltaName, e.Name)
 	b = appendString(b, l.deltaVersion, e.Version)
 	if !m.Heartbeat {
-		b = appendResource(b, l.deltaResource, e, form)
+		b = r.append(b, l.deltaResource)
 	}
 	if m.TTL > 0 && l.ttl != 0 {
 		b = protowire.AppendTag(b, l.ttl, protowire.BytesType)
@@ -228,10 +243,10 @@ func (l *Layout) appendWrapper(b []byte, e *store.Entry, form Form, m *Message) 
 	return b
 }
 
-func (l *Layout) wrapperSize(e *store.Entry, form Form, m *Message) int {
+func (l *Layout) wrapperSize(e *store.Entry, r resourceBytes, m *Message) int {
 	n := stringSize(l.deltaName, e.Name) + stringSize(l.deltaVersion, e.Version)
 	if !m.Heartbeat {
-		n += resourceSize(l.deltaResource, e, form)
+		n += r.size(l.deltaResource)
 	}
 	if m.TTL > 0 && l.ttl != 0 {
 		n += protowire.SizeTag(l.ttl) + protowire.SizeBytes(durationSize(m.TTL))
@@ -280,12 +295,31 @@ func stringSize(field protowire.Number, s string) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(s))
 }
 
-// anyParts returns the type URL and value of the Any that carries an entry in the given form.
-func anyParts(e *store.Entry, form Form) (string, []byte) {
-	if form == FormAnyBody {
-		return e.Body()
+// resourceBytes is one entry as a response carries it: the bytes themselves (raw), or an Any
+// of typeURL and value.
+type resourceBytes struct {
+	raw     bool
+	typeURL string
+	value   []byte
+}
+
+// resource is how an entry is written in the given form; key is the message's. The body of
+// FormAnyBodyAsKey is computed here once per entry and response.
+func (l *Layout) resource(e *store.Entry, form Form, key string) resourceBytes {
+	switch form {
+	case FormMCPResource:
+		return resourceBytes{raw: true, value: e.Bytes}
+	case FormAnyBody:
+		typeURL, value := e.Body()
+		return resourceBytes{typeURL: typeURL, value: value}
+	case FormAnyBodyAsKey:
+		if l.bodyAsKey != nil {
+			return resourceBytes{typeURL: key, value: l.bodyAsKey(key, e)}
+		}
+		_, value := e.Body()
+		return resourceBytes{typeURL: key, value: value}
 	}
-	return MCPResourceTypeURL, e.Bytes
+	return resourceBytes{typeURL: MCPResourceTypeURL, value: e.Bytes}
 }
 
 func anySize(typeURL string, value []byte) int {
@@ -299,27 +333,26 @@ func bytesSize(field protowire.Number, v []byte) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(len(v))
 }
 
-func resourceSize(field protowire.Number, e *store.Entry, form Form) int {
-	if form == FormMCPResource {
-		return protowire.SizeTag(field) + protowire.SizeBytes(len(e.Bytes))
+// size is what append writes.
+func (r resourceBytes) size(field protowire.Number) int {
+	if r.raw {
+		return protowire.SizeTag(field) + protowire.SizeBytes(len(r.value))
 	}
-	typeURL, value := anyParts(e, form)
-	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(typeURL, value))
+	return protowire.SizeTag(field) + protowire.SizeBytes(anySize(r.typeURL, r.value))
 }
 
-// appendResource writes one entry as a length-delimited field: the MCP Resource bytes, or an
-// Any (type_url = 1, value = 2, as google.protobuf.Any defines them) around them or the body.
-func appendResource(b []byte, field protowire.Number, e *store.Entry, form Form) []byte {
+// append writes the resource as a length-delimited field: the bytes, or an Any (type_url = 1,
+// value = 2, as google.protobuf.Any defines them) around them.
+func (r resourceBytes) append(b []byte, field protowire.Number) []byte {
 	b = protowire.AppendTag(b, field, protowire.BytesType)
-	if form == FormMCPResource {
-		return protowire.AppendBytes(b, e.Bytes)
+	if r.raw {
+		return protowire.AppendBytes(b, r.value)
 	}
-	typeURL, value := anyParts(e, form)
-	b = protowire.AppendVarint(b, uint64(anySize(typeURL, value)))
-	b = appendString(b, 1, typeURL)
-	if len(value) > 0 {
+	b = protowire.AppendVarint(b, uint64(anySize(r.typeURL, r.value)))
+	b = appendString(b, 1, r.typeURL)
+	if len(r.value) > 0 {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendBytes(b, value)
+		b = protowire.AppendBytes(b, r.value)
 	}
 	return b
 }

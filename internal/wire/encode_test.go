@@ -12,6 +12,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -105,6 +106,22 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 		var mc mcp.MeshConfigResponse
 		decode(t, NewLayout(&mcp.MeshConfigResponse{}, Roles{Version: "version_info", Key: "type_url", Nonce: "nonce"}), &Message{Version: "1", Key: "t", Errors: errs}, FormMCPResource, "n7", &mc)
 		diff(t, &mc, &mcp.MeshConfigResponse{VersionInfo: "1", TypeUrl: "t", Nonce: "n7"})
+	})
+	t.Run("xDS v2 SotW and delta, Envoy body under the v2 type URL", func(t *testing.T) {
+		const v2 = "type.googleapis.com/envoy.api.v2.Cluster"
+		_, value := cl.Body()
+		body := &anypb.Any{TypeUrl: v2, Value: value}
+		l := NewLayout(&apiv2.DiscoveryResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})
+		var got apiv2.DiscoveryResponse
+		decode(t, l, &Message{Version: "4", Key: v2, Resources: []*store.Entry{cl}}, FormAnyBodyAsKey, "n8", &got)
+		diff(t, &got, &apiv2.DiscoveryResponse{VersionInfo: "4", TypeUrl: v2, Resources: []*anypb.Any{body}, Nonce: "n8"})
+		dl := NewLayout(&apiv2.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
+			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{}})
+		var gotDelta apiv2.DeltaDiscoveryResponse
+		decode(t, dl, &Message{Version: "5", Key: v2, Resources: []*store.Entry{cl}, Missing: []string{"nope"}, Removed: []string{"old"}}, FormAnyBodyAsKey, "n9", &gotDelta)
+		diff(t, &gotDelta, &apiv2.DeltaDiscoveryResponse{SystemVersionInfo: "5", TypeUrl: v2,
+			Resources:        []*apiv2.Resource{{Name: cl.Name, Version: cl.Version, Resource: body}, {Name: "nope"}},
+			RemovedResources: []string{"old"}, Nonce: "n9"})
 	})
 	t.Run("empty response", func(t *testing.T) {
 		l := NewLayout(&mcp.MeshConfigResponse{}, Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"})

@@ -2,14 +2,18 @@ package xds
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
+	corev2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2/core"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -172,5 +176,91 @@ func putForFuzz(t *testing.T, st *store.Store) {
 	}
 	if err := StoreMeshConfig(st, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// FuzzRequestsV2 is FuzzRequests on the v2 transport: arbitrary sequences of v2 requests must
+// never panic the engine, and every response must parse as its v2 message, hold no name twice
+// and carry, for a v2 Envoy type, Anys of that type URL only.
+func FuzzRequestsV2(f *testing.F) {
+	seed := func(delta bool, msgs ...proto.Message) {
+		var data []byte
+		for _, m := range msgs {
+			b, _ := proto.Marshal(m)
+			data = append(data, byte(len(b)))
+			data = append(data, b...)
+		}
+		f.Add(delta, data)
+	}
+	seed(false, &apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2, Node: &corev2.Node{Id: "n", BuildVersion: "x"}},
+		&apiv2.DiscoveryRequest{TypeUrl: ClusterTypeV2, ResponseNonce: "1"})
+	seed(false, &apiv2.DiscoveryRequest{TypeUrl: EndpointTypeV2, ResourceNames: []string{"a", "a", "b"}}, &apiv2.DiscoveryRequest{TypeUrl: RouteType})
+	seed(true, &apiv2.DeltaDiscoveryRequest{TypeUrl: EndpointTypeV2, ResourceNamesSubscribe: []string{"a", "x"}},
+		&apiv2.DeltaDiscoveryRequest{TypeUrl: EndpointTypeV2, ResponseNonce: "1", ResourceNamesUnsubscribe: []string{"a", "zz"}})
+	seed(true, &apiv2.DeltaDiscoveryRequest{TypeUrl: RouteTypeV2, InitialResourceVersions: map[string]string{"a": "x", "gone": "y"}})
+
+	f.Fuzz(func(t *testing.T, delta bool, data []byte) {
+		st := store.New(store.Options{Validate: translate.ValidateResource})
+		putForFuzz(t, st)
+		eng := source.New(source.Options{Store: st})
+		a := &scripted{layout: sotwLayoutV2}
+		if delta {
+			a.layout = deltaLayoutV2
+		}
+		for len(data) > 0 {
+			n := min(int(data[0]), len(data)-1)
+			chunk := data[1 : 1+n]
+			data = data[1+n:]
+			if delta {
+				var m apiv2.DeltaDiscoveryRequest
+				if proto.Unmarshal(chunk, &m) == nil {
+					a.reqs = append(a.reqs, deltaRequestV2(&m, ""))
+				}
+			} else {
+				var m apiv2.DiscoveryRequest
+				if proto.Unmarshal(chunk, &m) == nil {
+					a.reqs = append(a.reqs, sotwRequestV2(&m, ""))
+				}
+			}
+		}
+		if err := eng.Serve(context.Background(), a, "fuzz", "fuzz"); err != nil {
+			t.Fatalf("stream ended with %v", err)
+		}
+		for _, b := range a.sent {
+			checkV2Response(t, delta, b)
+		}
+	})
+}
+
+func checkV2Response(t *testing.T, delta bool, b []byte) {
+	seen := map[string]bool{}
+	check := func(typeURL, name string, a *anypb.Any) {
+		if seen[name] {
+			t.Fatalf("response holds %q twice", name)
+		}
+		seen[name] = true
+		if _, v2 := v3Of[typeURL]; v2 && a != nil && a.TypeUrl != typeURL {
+			t.Fatalf("a %s response carries a %s", typeURL, a.TypeUrl)
+		}
+	}
+	if delta {
+		var m apiv2.DeltaDiscoveryResponse
+		if err := proto.Unmarshal(b, &m); err != nil {
+			t.Fatalf("response does not parse: %v", err)
+		}
+		for _, r := range m.Resources {
+			check(m.TypeUrl, r.Name, r.Resource)
+		}
+		for _, n := range m.RemovedResources {
+			check(m.TypeUrl, n, nil)
+		}
+		return
+	}
+	var m apiv2.DiscoveryResponse
+	if err := proto.Unmarshal(b, &m); err != nil {
+		t.Fatalf("response does not parse: %v", err)
+	}
+	for i, r := range m.Resources {
+		check(m.TypeUrl, fmt.Sprint(i), r)
 	}
 }

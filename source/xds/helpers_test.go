@@ -85,7 +85,7 @@ func anyOf(m proto.Message) *anypb.Any {
 }
 
 // putEnvoy stores Envoy resources in their type's collection, as the translation does.
-func (s *server) putEnvoy(t *testing.T, typeURL string, msgs map[string]proto.Message) {
+func (s *server) putEnvoy(t testing.TB, typeURL string, msgs map[string]proto.Message) {
 	t.Helper()
 	var rs []*mcpapi.Resource
 	for name, m := range msgs {
@@ -264,7 +264,7 @@ func assertNames(t *testing.T, what string, got []string, want ...string) {
 // waitAllAcknowledged waits until the server has processed every ACK sent so far, so that a
 // test's next write finds every type ready to send (at most one response is unacknowledged
 // per type, so an ACK still in flight would hold that type back).
-func waitAllAcknowledged(t *testing.T, eng *source.Engine) {
+func waitAllAcknowledged(t testing.TB, eng *source.Engine) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
 	"github.com/mcpbridge/mcpbridge/source"
 )
 
@@ -47,10 +45,9 @@ func (t *TTLs) of(collection string) time.Duration {
 // clientTTL is what one stream's client announced of TTLs, from the first request that names
 // its node (later requests may leave the node out).
 type clientTTL struct {
-	seen            bool
-	ttl, wrap       bool
-	ttls            *TTLs
-	stateOfTheWorld bool
+	seen      bool
+	ttl, wrap bool
+	ttls      *TTLs
 }
 
 // apply sets the request's TTL when the client takes TTLs in this protocol: delta, when it
@@ -59,16 +56,17 @@ type clientTTL struct {
 // gets plain bodies and no heartbeats: a bodiless heartbeat would read as "does not exist"
 // to a delta client that does not know TTLs, and gRPC's xDS client, which unwraps SotW
 // resources but ignores TTLs, would refuse a wrapper without a body.
-func (c *clientTTL) apply(req *source.Request, node *core.Node) {
+func (c *clientTTL) apply(req *source.Request, node nodeMessage) {
 	if node != nil && !c.seen {
 		c.seen = true
 		features := node.GetClientFeatures()
 		c.ttl = slices.ContainsFunc(ttlFeatures, func(f string) bool { return slices.Contains(features, f) })
 		c.wrap = slices.ContainsFunc(wrapFeatures, func(f string) bool { return slices.Contains(features, f) })
 	}
-	if !c.ttl || (c.stateOfTheWorld && !c.wrap) {
+	stateOfTheWorld := req.Mode == source.StateOfTheWorld
+	if !c.ttl || (stateOfTheWorld && !c.wrap) {
 		return
 	}
 	req.TTL = c.ttls.of(req.Collection)
-	req.Wrap = c.stateOfTheWorld && req.TTL > 0
+	req.Wrap = stateOfTheWorld && req.TTL > 0
 }

@@ -7,8 +7,8 @@ package xds
 import (
 	"sync"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -37,13 +37,14 @@ const (
 const MeshConfigCollection = translate.MeshConfigTypeURL
 
 var (
+	// BodyAsKey: v2 types asked for on the v3 services are served as on the v2 ones.
 	sotwLayout = wire.NewLayout(&discovery.DiscoveryResponse{}, wire.Roles{
-		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors",
+		Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce", Errors: "resource_errors", BodyAsKey: v2Value,
 		Wrapper: &discovery.Resource{},
 	})
 	deltaLayout = wire.NewLayout(&discovery.DeltaDiscoveryResponse{}, wire.Roles{
 		Version: "system_version_info", Resources: "resources", Key: "type_url",
-		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors",
+		Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}, Errors: "resource_errors", BodyAsKey: v2Value,
 	})
 )
 
@@ -74,16 +75,19 @@ const (
 func resolve(typeURL string) typeInfo {
 	switch typeURL {
 	case ClusterType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: envoyOrder(typeURL)}
 	case EndpointType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: envoyOrder(typeURL)}
 	case ListenerType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityListener,
-			scope: ListenerView, order: translate.EnvoyOrder(typeURL)}
+			scope: ListenerView, order: envoyOrder(typeURL)}
 	case RouteType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: translate.EnvoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: envoyOrder(typeURL)}
 	case translate.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
+	}
+	if v3, ok := v3Of[typeURL]; ok {
+		return resolveV2(v3)
 	}
 	if k, ok := translate.ByXDSTypeURL(typeURL); ok {
 		return typeInfo{collection: k.Collection, known: true, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
@@ -112,6 +116,8 @@ type Server struct {
 	// listeners and routes are built (the translation controller). Nil: gateway proxies get
 	// whatever classes are built.
 	Gateways GatewayClasses
+	// DisableV2 leaves the xDS v2 services out (xds.serve_v2: false).
+	DisableV2 bool
 	// TTL is the TTL of each collection's resources for clients that announce TTL support
 	// (ttl.go); nil: none.
 	TTL *TTLs
@@ -157,25 +163,38 @@ func (h *gatewayHold) end() {
 	}
 }
 
-// Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s.
+// Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s, v3 and, unless
+// DisableV2, v2.
 func (x *Server) Register(s *grpc.Server) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(s, &ads{x: x})
 	registerPerType(s, x)
+	if !x.DisableV2 {
+		registerV2(s, x)
+	}
 }
 
 // sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
-	a := &sotwStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways},
-		ttl: clientTTL{ttls: x.TTL, stateOfTheWorld: true}}
-	defer a.gateway.end()
-	return x.Engine.Serve(stream.Context(), a, ProtocolSotW, source.PeerAddr(stream.Context()))
+	return serve(x, stream, sotwRequest, nodeOf[*discovery.DiscoveryRequest], sotwLayout, ProtocolSotW, defaultType)
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
-	a := &deltaStream{stream: stream, defaultType: defaultType, gateway: gatewayHold{classes: x.Gateways}, ttl: clientTTL{ttls: x.TTL}}
+	return serve(x, stream, deltaRequest, nodeOf[*discovery.DeltaDiscoveryRequest], deltaLayout, ProtocolDelta, defaultType)
+}
+
+// serve runs one stream of any xDS transport version and variant: decode reads its requests,
+// node finds their node (nil when a request names none), layout writes its responses.
+func serve[Req, Resp any](x *Server, stream grpc.BidiStreamingServer[Req, Resp], decode func(*Req, string) *source.Request,
+	node func(*Req) nodeMessage, layout *wire.Layout, protocol, defaultType string) error {
+	ttls := x.TTL
+	if protocol == ProtocolSotWV2 || protocol == ProtocolDeltaV2 {
+		ttls = nil // v2's Resource has no TTL: v2 clients get plain bodies and no heartbeats
+	}
+	a := &adapter[Req, Resp]{stream: stream, decode: decode, node: node, layout: layout, defaultType: defaultType,
+		gateway: gatewayHold{classes: x.Gateways}, ttl: clientTTL{ttls: ttls}}
 	defer a.gateway.end()
-	return x.Engine.Serve(stream.Context(), a, ProtocolDelta, source.PeerAddr(stream.Context()))
+	return x.Engine.Serve(stream.Context(), a, protocol, source.PeerAddr(stream.Context()))
 }
 
 type ads struct {
@@ -191,34 +210,66 @@ func (a *ads) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.Delt
 	return a.x.delta(s, "")
 }
 
-type sotwStream struct {
-	stream      grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+// adapter is one xDS stream for the engine; the transport version and variant are in its
+// decode and layout.
+type adapter[Req, Resp any] struct {
+	stream      grpc.BidiStreamingServer[Req, Resp]
+	decode      func(m *Req, defaultType string) *source.Request
+	node        func(m *Req) nodeMessage
+	layout      *wire.Layout
 	defaultType string
 	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
 	ttl         clientTTL   // the receive goroutine's
 }
 
-func (a *sotwStream) Recv() (*source.Request, error) {
+func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 	m, err := a.stream.Recv()
 	if err != nil {
 		return nil, err
 	}
-	req := sotwRequest(m, a.defaultType)
-	a.ttl.apply(req, m.GetNode())
+	req := a.decode(m, a.defaultType)
+	a.ttl.apply(req, a.node(m))
 	a.gateway.see(req)
 	return req, nil
 }
 
+func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
+func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
+
+// The parts of the requests the engine reads, by the getters that the v2 and v3 messages
+// share (same names, same field numbers).
+type (
+	nodeMessage interface {
+		GetId() string
+		GetMetadata() *structpb.Struct
+		GetClientFeatures() []string
+	}
+	sotwMessage interface {
+		GetTypeUrl() string
+		GetResourceNames() []string
+		GetResponseNonce() string
+		GetErrorDetail() *rpcstatus.Status
+	}
+	deltaMessage interface {
+		GetTypeUrl() string
+		GetResourceNamesSubscribe() []string
+		GetResourceNamesUnsubscribe() []string
+		GetInitialResourceVersions() map[string]string
+		GetResponseNonce() string
+		GetErrorDetail() *rpcstatus.Status
+	}
+)
+
 // nodeNamespaces is the narrowing a node asks for in its metadata (source.NodeNamespacesKey,
 // a string).
-func nodeNamespaces(n *core.Node) []string {
+func nodeNamespaces(n nodeMessage) []string {
 	v := n.GetMetadata().GetFields()[source.NodeNamespacesKey]
 	return source.ParseNodeNamespaces(v.GetStringValue())
 }
 
 // nodeLabels are the workload labels in a node's metadata, under LABELS, as Istio's agent
 // writes them (a struct of strings); nil when there are none.
-func nodeLabels(n *core.Node) map[string]string {
+func nodeLabels(n nodeMessage) map[string]string {
 	fields := n.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()
 	if len(fields) == 0 {
 		return nil
@@ -234,6 +285,15 @@ func nodeLabels(n *core.Node) map[string]string {
 
 // sotwRequest turns a DiscoveryRequest into an engine request.
 func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Request {
+	return sotwFields(m, m.GetNode(), defaultType)
+}
+
+// deltaRequest turns a DeltaDiscoveryRequest into an engine request.
+func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *source.Request {
+	return deltaFields(m, m.GetNode(), defaultType)
+}
+
+func sotwFields(m sotwMessage, node nodeMessage, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
 		typeURL = defaultType
@@ -243,36 +303,11 @@ func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Requ
 	req.Names = m.GetResourceNames()
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
-	req.Node = m.GetNode().GetId()
-	req.NodeNamespaces = nodeNamespaces(m.GetNode())
-	req.NodeLabels = nodeLabels(m.GetNode())
-	req.NodeMetadata = m.GetNode().GetMetadata()
+	nodeFields(req, node)
 	return req
 }
 
-func (a *sotwStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
-func (a *sotwStream) Layout() *wire.Layout     { return sotwLayout }
-
-type deltaStream struct {
-	stream      grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
-	defaultType string
-	gateway     gatewayHold
-	ttl         clientTTL // the receive goroutine's
-}
-
-func (a *deltaStream) Recv() (*source.Request, error) {
-	m, err := a.stream.Recv()
-	if err != nil {
-		return nil, err
-	}
-	req := deltaRequest(m, a.defaultType)
-	a.ttl.apply(req, m.GetNode())
-	a.gateway.see(req)
-	return req, nil
-}
-
-// deltaRequest turns a DeltaDiscoveryRequest into an engine request.
-func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *source.Request {
+func deltaFields(m deltaMessage, node nodeMessage, defaultType string) *source.Request {
 	typeURL := m.GetTypeUrl()
 	if typeURL == "" {
 		typeURL = defaultType
@@ -287,12 +322,26 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	}
 	req.Nonce = m.GetResponseNonce()
 	req.ErrorDetail = m.GetErrorDetail()
-	req.Node = m.GetNode().GetId()
-	req.NodeNamespaces = nodeNamespaces(m.GetNode())
-	req.NodeLabels = nodeLabels(m.GetNode())
-	req.NodeMetadata = m.GetNode().GetMetadata()
+	nodeFields(req, node)
 	return req
 }
 
-func (a *deltaStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
-func (a *deltaStream) Layout() *wire.Layout     { return deltaLayout }
+func nodeFields(req *source.Request, node nodeMessage) {
+	req.Node = node.GetId()
+	req.NodeNamespaces = nodeNamespaces(node)
+	req.NodeLabels = nodeLabels(node)
+	req.NodeMetadata = node.GetMetadata()
+}
+
+// nodeOf is the node a request names, nil when it names none (v2 and v3, SotW and delta:
+// every request message has GetNode).
+func nodeOf[M interface{ GetNode() N }, N interface {
+	nodeMessage
+	comparable
+}](m M) nodeMessage {
+	var none N
+	if n := m.GetNode(); n != none {
+		return n
+	}
+	return nil
+}

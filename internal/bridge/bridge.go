@@ -38,6 +38,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/source/rest"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
@@ -66,6 +67,8 @@ type Bridge struct {
 	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
 	translationFaults metrics.FaultsFunc
+	// rest serves REST-JSON polling on the HTTP port; nil when http.rest.enabled is false.
+	rest *rest.Server
 	// authz is the compiled authz.rules (no rules: everything allowed).
 	authz *authz.Policy
 	// starting is the readiness condition from New until Serve has registered the others: a
@@ -121,6 +124,12 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		return nil, err
 	}
 	b.wireTranslation()
+	if err := b.wireREST(); err != nil {
+		return nil, err
+	}
+	if err := b.wireExports(); err != nil {
+		return nil, err
+	}
 	if err := b.wireAdmin(); err != nil {
 		return nil, err
 	}
@@ -309,12 +318,16 @@ func (b *Bridge) wireAdmin() error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	b.http = admin.Handler(admin.Options{
+	mux := admin.Handler(admin.Options{
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
 		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(),
 	})
+	if b.rest != nil {
+		b.rest.Register(mux)
+	}
+	b.http = mux
 	return nil
 }
 
@@ -487,6 +500,9 @@ func (b *Bridge) stop() {
 	b.health.Shutdown()
 	b.engine.Stop()
 	b.sink.Stop()
+	if b.rest != nil {
+		b.rest.Stop() // waiting polls answer now, not after the poll timeout
+	}
 }
 
 // stopGRPC stops accepting and lets streams end for up to grace, then closes what is left.

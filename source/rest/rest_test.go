@@ -200,4 +200,3 @@ func BenchmarkThousandLongPollsWokenByOneChange(b *testing.B) {
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms-change-to-last-answer")
 	b.ReportMetric(float64(s.server.Stats().Encodes-encodes)/float64(b.N), "encodes/change")
 }
-

@@ -56,6 +56,7 @@ var defaults = map[string]any{
 	"http.rest.max_concurrent_polls":   10_000,
 	"http.rest.max_request_bytes":      1 << 20,
 	"exports.files":                    []any{},
+	"exports.directory":                "",
 	"exports.debounce":                 "100ms",
 	"exports.retry_interval":           "5s",
 	"log.level":                        "info",

@@ -12,10 +12,18 @@ import (
 type Readiness struct {
 	mu      sync.Mutex
 	pending map[string]bool
+	ready   chan struct{} // closed when the last pending condition is first met
+	closed  bool
 }
 
 // NewReadiness returns a tracker with nothing pending.
-func NewReadiness() *Readiness { return &Readiness{pending: map[string]bool{}} }
+func NewReadiness() *Readiness {
+	return &Readiness{pending: map[string]bool{}, ready: make(chan struct{})}
+}
+
+// Ready is closed the first time a met condition leaves none pending: for what must not
+// run on a partial state (the file exports), not only answer /readyz.
+func (r *Readiness) Ready() <-chan struct{} { return r.ready }
 
 // Wait registers a condition and returns the function that marks it met. Calling that
 // function more than once is harmless.
@@ -26,6 +34,10 @@ func (r *Readiness) Wait(name string) (done func()) {
 	return func() {
 		r.mu.Lock()
 		delete(r.pending, name)
+		if len(r.pending) == 0 && !r.closed {
+			r.closed = true
+			close(r.ready)
+		}
 		r.mu.Unlock()
 	}
 }

@@ -37,6 +37,11 @@ type Config struct {
 type ExportsConfig struct {
 	// Files are the DiscoveryResponse files to keep up to date.
 	Files []ExportFile `mapstructure:"files"`
+	// Directory, if set, is kept holding Kubernetes-style Istio YAML of every stored
+	// collection of a known kind, one file per collection (PLURAL.GROUP.yaml), versions as
+	// resourceVersion: what mcpbridge validate accepts and the file source loads back into
+	// the same resources. Empty: none.
+	Directory string `mapstructure:"directory"`
 	// Debounce gathers a burst of changes into one write of each file. 100ms, as
 	// sources.file_debounce.
 	Debounce time.Duration `mapstructure:"debounce"`

@@ -43,21 +43,29 @@ func (b *Bridge) gateways() xds.GatewayClasses {
 	return b.translator
 }
 
-// wireExports adds the filesystem export (exports.files) as a runner.
+// wireExports adds the filesystem exports (exports.files, exports.directory) as runners; they
+// write nothing before the bridge is ready.
 func (b *Bridge) wireExports() error {
 	c := b.cfg.Exports
-	if len(c.Files) == 0 {
-		return nil
-	}
 	if c.Debounce < 0 || c.RetryInterval < 0 {
 		return ConfigErrorf("exports.debounce and exports.retry_interval: must not be negative, got %s and %s", c.Debounce, c.RetryInterval)
+	}
+	if c.Directory != "" {
+		d := export.NewDirectory(export.DirectoryOptions{
+			Store: b.store, Path: c.Directory, Ready: b.ready.Ready(), Debounce: c.Debounce,
+			RetryInterval: c.RetryInterval, Metrics: b.metrics, Logger: b.log,
+		})
+		b.runners = append(b.runners, runner{name: "exports.directory", run: d.Run})
+	}
+	if len(c.Files) == 0 {
+		return nil
 	}
 	files := make([]export.File, 0, len(c.Files))
 	for _, f := range c.Files {
 		files = append(files, export.File{Path: f.Path, Format: strings.ToLower(f.Format), Request: exportRequest(f)})
 	}
 	x, err := export.New(export.Options{
-		Engine: b.engine, Store: b.store, Gateways: b.gateways(), Files: files,
+		Engine: b.engine, Store: b.store, Gateways: b.gateways(), Files: files, Ready: b.ready.Ready(),
 		Debounce: c.Debounce, RetryInterval: c.RetryInterval, Metrics: b.metrics, Logger: b.log,
 	})
 	if err != nil {

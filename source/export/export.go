@@ -52,6 +52,9 @@ type Options struct {
 	// exporter runs.
 	Gateways xds.GatewayClasses
 	Files    []File
+	// Ready, if set, holds the first write back until it is closed (the bridge's sources
+	// loaded and translated), so that a file never holds a partial state.
+	Ready <-chan struct{}
 	// Debounce gathers a burst of changes into one write. Zero: 100ms.
 	Debounce time.Duration
 	// RetryInterval is the wait before a failed write is tried again. Zero: 5s.
@@ -126,6 +129,9 @@ func (x *Exporter) Run(ctx context.Context) error {
 	}
 	watch := x.opts.Store.Watch(collections...) // before the first read: no change is missed
 	defer watch.Close()
+	if !waitReady(ctx, x.opts.Ready) {
+		return nil
+	}
 	timer := time.NewTimer(0) // the first export at once
 	defer timer.Stop()
 	for {

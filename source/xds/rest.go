@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	// The Envoy types, linked for protojson's resolver of the resources' Anys (what their
@@ -64,11 +66,21 @@ func EncodeJSON(msg *wire.Message, form wire.Form) ([]byte, error) {
 	if err := proto.Unmarshal(sotwLayout.Encode(msg, form), &resp); err != nil {
 		return nil, fmt.Errorf("re-reading the response to %s: %w", msg.Key, err)
 	}
-	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&resp)
+	out, err := protojson.Marshal(&resp)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the response to %s as JSON: %w", msg.Key, err)
 	}
-	return out, nil
+	// protojson varies its whitespace on purpose (so that nobody relies on its bytes); the
+	// bytes served and written are made plain and stable here: compacted, then indented.
+	var compact, indented bytes.Buffer
+	if err := json.Compact(&compact, out); err != nil {
+		return nil, err
+	}
+	if err := json.Indent(&indented, compact.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	indented.WriteByte('\n')
+	return indented.Bytes(), nil
 }
 
 // RESTPaths are the REST-JSON endpoints of the Envoy types, as Envoy's REST subscription

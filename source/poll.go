@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"google.golang.org/grpc/codes"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
@@ -133,4 +134,18 @@ func snapshotKey(sub *subscription) string {
 		key += "\x00" + hex.EncodeToString(fp[:])
 	}
 	return key
+}
+
+// Polled counts a request asked once (a REST poll) in the request metrics, as a stream's
+// request is, and records the NACK it carries, if any: a REST client that refused the last
+// answer says so in error_detail. It is logged at most once a second; the answer it gets is
+// the current state all the same (a poller keeps no earlier response to hold back).
+func (e *Engine) Polled(req *Request, protocol, peer string) {
+	label := e.collectionLabel(req)
+	e.metrics.Collection(metrics.RoleSource, label).Request()
+	if req.ErrorDetail != nil {
+		e.metrics.NACK(metrics.RoleSource, label, codes.Code(req.ErrorDetail.GetCode()))
+		e.nackLog.Log(e.log, slog.LevelWarn, "client rejected a response (NACK)", "protocol", protocol, "peer", peer,
+			"type", req.Key, "node", req.Node, "error", req.ErrorDetail.GetMessage())
+	}
 }

@@ -441,3 +441,15 @@ func TestRESTWaitingPollsAreAnsweredWhenTheBridgeStops(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A REST client that refused the last answer says so in error_detail: counted as a NACK of
+// the type, as over gRPC; it is answered the current state all the same.
+func TestRESTErrorDetailIsCountedAsANACK(t *testing.T) {
+	b, _ := restBridge(t, nil, "a")
+	c := newRESTClient(t, b.httpURL, nil)
+	a := c.post("/v3/discovery:clusters", []byte(`{"version_info": "old", "error_detail": {"code": 3, "message": "rejected"}}`))
+	if a.code != http.StatusOK {
+		t.Fatalf("%d %s", a.code, a.body)
+	}
+	eventually(t, b, 1, "mcpbridge_request_nacks_total", "role", "source", "collection", clusterType, "code", "InvalidArgument")
+}

@@ -171,7 +171,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 	if err != nil {
 		return fail(http.StatusForbidden, "%v", err)
 	}
-	collection := xds.PollRequest(dr).Collection
+	first := xds.PollRequest(dr)
+	s.opts.Engine.Polled(first, xds.ProtocolREST, r.RemoteAddr)
+	collection := first.Collection
 	watch := s.opts.Store.Watch(collection) // before the first read: no change is missed
 	defer watch.Close()
 	defer s.holds.hold(xds.PollRequest(dr))()

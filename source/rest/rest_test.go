@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -199,4 +200,65 @@ func BenchmarkThousandLongPollsWokenByOneChange(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms-change-to-last-answer")
 	b.ReportMetric(float64(s.server.Stats().Encodes-encodes)/float64(b.N), "encodes/change")
+}
+
+// classes counts the gateway classes acquired and released.
+type classes struct {
+	mu                 sync.Mutex
+	acquired, released int
+}
+
+func (c *classes) AcquireGatewayClass(translate.GatewayClass) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.acquired++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.released++
+	}
+}
+
+func (c *classes) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acquired, c.released
+}
+
+// A router node's gateway class is held once however many of its polls wait, kept between
+// polls, and released the poll timeout after the last poll ended; a sidecar holds none.
+func TestRESTRouterClassIsHeldWhilePollingAndReleasedAfter(t *testing.T) {
+	const linger = 200 * time.Millisecond
+	cl := &classes{}
+	s := serve(t, Options{PollTimeout: linger, Gateways: cl})
+	post := func(node string) {
+		body, _ := protojson.Marshal(&discovery.DiscoveryRequest{VersionInfo: "x", Node: &core.Node{Id: node}})
+		resp, err := s.client.Post(s.url+"/v3/discovery:listeners", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post("sidecar~10.0.0.1~a.b~b.svc.cluster.local")
+	if a, _ := cl.counts(); a != 0 {
+		t.Fatalf("a sidecar acquired %d gateway classes", a)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { post("router~10.0.0.2~gw-1.istio-system~istio-system.svc.cluster.local") })
+	}
+	wg.Wait()
+	post("router~10.0.0.3~gw-2.istio-system~istio-system.svc.cluster.local") // the same class, a poll later
+	if a, r := cl.counts(); a != 1 || r != 0 {
+		t.Fatalf("after the polls: acquired %d, released %d; want 1 and 0", a, r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, r := cl.counts(); r != 1; _, r = cl.counts() {
+		if time.Now().After(deadline) {
+			t.Fatal("the class was never released after the last poll")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

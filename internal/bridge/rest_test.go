@@ -453,3 +453,21 @@ func TestRESTErrorDetailIsCountedAsANACK(t *testing.T) {
 	}
 	eventually(t, b, 1, "mcpbridge_request_nacks_total", "role", "source", "collection", clusterType, "code", "InvalidArgument")
 }
+
+// A node's own narrowing (metadata MCPBRIDGE_NAMESPACES) narrows the answer as over gRPC.
+func TestRESTNodeNamespacesNarrowTheAnswer(t *testing.T) {
+	b, _ := restBridge(t, func(c *Config) { c.Sources.Files = append(c.Sources.Files, "../../examples") }, "a")
+	c := newRESTClient(t, b.httpURL, nil)
+	all := c.until("/v3/discovery:resources", &discovery.DiscoveryRequest{TypeUrl: seXDSType}, func(r *discovery.DiscoveryResponse) bool { return len(r.Resources) > 1 })
+	md, _ := structpb.NewStruct(map[string]any{"MCPBRIDGE_NAMESPACES": "shop"})
+	a := c.poll("/v3/discovery:resources", &discovery.DiscoveryRequest{TypeUrl: seXDSType, Node: &core.Node{Id: "x", Metadata: md}})
+	if a.code != http.StatusOK {
+		t.Fatalf("%d %s", a.code, a.body)
+	}
+	if got := anyNames(t, a.resp.Resources); !slices.Equal(got, []string{"shop/a"}) {
+		t.Fatalf("narrowed to shop: %v (of %v)", got, anyNames(t, all.Resources))
+	}
+	if a.resp.VersionInfo == all.VersionInfo {
+		t.Fatal("the narrowed answer has the whole answer's version")
+	}
+}

@@ -25,6 +25,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/limits"
@@ -98,6 +99,11 @@ type Request struct {
 	// NodeLabels are the client's workload labels, from its node metadata (xDS: LABELS);
 	// read from the first request that names a node.
 	NodeLabels map[string]string
+	// NodeMetadata (xDS: node.metadata) or NodeAnnotations (MCP: sink_node.annotations)
+	// describe the node to the status view (CSDS), whose node matchers read them; read
+	// from the first request that names a node, as sent (no copy).
+	NodeMetadata    *structpb.Struct
+	NodeAnnotations map[string]string
 
 	vis *visibility // set by the stream when the request starts a subscription
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -28,6 +30,10 @@ type machine struct {
 	nodeLabels     map[string]string
 	nodeNamespaces []string
 	nodeSeen       bool
+	// nodeMetadata (encoded: a few KiB for an Istio proxy, held compact rather than as a
+	// decoded Struct) and nodeAnnotations, from the same request, for the status view only.
+	nodeMetadata    []byte
+	nodeAnnotations map[string]string
 
 	subs         map[string]*subscription   // by the client's name for the type
 	byCollection map[string][]*subscription // several keys may name one collection (aliases)
@@ -41,6 +47,11 @@ type machine struct {
 	// costs nothing however many types a client names.
 	held int
 }
+
+// maxNodeMetadata bounds the encoded node metadata a stream keeps for the status view: an
+// Istio proxy's is a few KiB; a larger one is not kept (the status view shows the node without
+// metadata), so that a client cannot make each of its streams hold megabytes.
+const maxNodeMetadata = 64 << 10
 
 func newMachine(protocol string) *machine {
 	return &machine{
@@ -90,6 +101,12 @@ func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 		m.node = req.Node
 		if !m.nodeSeen {
 			m.nodeSeen, m.nodeLabels, m.nodeNamespaces = true, req.NodeLabels, req.NodeNamespaces
+			m.nodeAnnotations = req.NodeAnnotations
+			if req.NodeMetadata != nil {
+				if b, _ := proto.Marshal(req.NodeMetadata); len(b) <= maxNodeMetadata { // a Struct always encodes
+					m.nodeMetadata = b
+				}
+			}
 		}
 	}
 	sub := m.subs[req.Key]

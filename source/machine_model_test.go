@@ -256,6 +256,8 @@ type modelSub struct {
 	lastNonce        string
 	nackedRemovals   map[string]bool
 	stale            []string // nonces of answered responses, for stale requests
+	// lastNACKed: the client's latest answer on this stream's subscription was a NACK.
+	lastNACKed bool
 	// onStream: subscribed on the current stream. After a reconnect the server cannot know
 	// what the client holds of a type before the client subscribes to it again.
 	onStream bool
@@ -583,6 +585,7 @@ func (r *modelRun) answer(t *rapid.T, c *modelClient, key string, nack bool) {
 	resp := sub.pending
 	sub.pending = nil
 	sub.stale = append(sub.stale, resp.nonce)
+	sub.lastNACKed = nack
 	if nack {
 		// The client keeps what it held; removals it refused must still reach it some day.
 		if len(resp.resources) == 0 { // else the server owes the removals again
@@ -740,7 +743,7 @@ func (r *modelRun) reconnect(t *rapid.T, c *modelClient) {
 			continue
 		}
 		sub.onStream = true
-		sub.pending, sub.lastNonce, sub.stale = nil, "", nil
+		sub.pending, sub.lastNonce, sub.stale, sub.lastNACKed = nil, "", nil, false
 		sub.sent = maps.Clone(sub.holds)
 		r.request(t, c, mt, func(req *Request) {
 			if c.mode == StateOfTheWorld {
@@ -857,6 +860,7 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 		return rapid.SampledFrom(keys).Draw(t, "type"), true
 	}
 	t.Repeat(map[string]func(*rapid.T){
+		"": func(t *rapid.T) { r.checkStatus(t, false) },
 		"write": func(t *rapid.T) {
 			changed := r.w.write(t, false)
 			r.dropImplicitlyDeleted()
@@ -918,7 +922,7 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 			if sub.pending != nil { // answered by nothing: its nonce is stale now
 				sub.stale = append(sub.stale, sub.pending.nonce)
 			}
-			sub.pending = nil
+			sub.pending, sub.lastNACKed = nil, false
 			sub.sent = maps.Clone(sub.holds)
 			r.request(t, c, sub.mt, func(*Request) {})
 		},
@@ -932,6 +936,58 @@ func runModel(t *rapid.T, st *store.Store, acc modelAccess, dial func(*rapid.T) 
 	}
 	r.quiesce(t)
 	r.checkConverged(t)
+	r.checkStatus(t, true)
+}
+
+// checkStatus holds the status view (status.go) of each in-process client to what the model
+// client holds: a resource reported SYNCED is held by the client at its current version, at
+// every step; once everything is acknowledged, every resource the client asked for is
+// reported, and SYNCED, and so is every type.
+func (r *modelRun) checkStatus(t *rapid.T, converged bool) {
+	v := r.w.st.View()
+	snaps := &snapshots{v: v}
+	for _, c := range r.clients {
+		mc, ok := c.conn.(*machineConn)
+		if !ok {
+			continue // over sockets the machine is the engine's, out of reach
+		}
+		for _, st := range mc.m.statusState() {
+			ts := st.evaluate(snaps, true)
+			sub := c.subs[ts.Type]
+			if sub == nil || !sub.onStream {
+				continue
+			}
+			// A type whose latest answer was a NACK, with nothing sent since, stays ERROR.
+			if want := StateSynced; converged && sub.lastNACKed && ts.State != StateError {
+				t.Fatalf("%s (%s): type %s is %s, its latest answer a NACK", c.name, c.mode, ts.Type, ts.State)
+			} else if converged && !sub.lastNACKed && ts.State != want {
+				t.Fatalf("%s (%s): type %s is %s after everything was acknowledged", c.name, c.mode, ts.Type, ts.State)
+			}
+			listed := map[string]bool{}
+			for _, rs := range ts.Resources {
+				if rs.Missing {
+					continue
+				}
+				listed[rs.Name] = true
+				e := v.Get(ts.Collection, rs.Name)
+				if rs.State == StateSynced {
+					if h, ok := sub.holds[rs.Name]; !ok || h.version != e.Version {
+						t.Fatalf("%s (%s): %s %s reported SYNCED at version %s; the client holds %+v (held: %v)", c.name, c.mode, ts.Type, rs.Name, e.Version, h, ok)
+					}
+				}
+				if converged && rs.State != StateSynced {
+					t.Fatalf("%s (%s): %s %s is %s after everything was acknowledged", c.name, c.mode, ts.Type, rs.Name, rs.State)
+				}
+			}
+			if converged {
+				for _, e := range entriesOf(v, ts.Collection) {
+					if sub.wants(e.Name) && !listed[e.Name] {
+						t.Fatalf("%s (%s): %s %s is asked for and not in the status view", c.name, c.mode, ts.Type, e.Name)
+					}
+				}
+			}
+		}
+	}
 }
 
 func describe(r response) string { return fromResponse(r).String() }

@@ -64,6 +64,7 @@ func requestResources(m *mcp.RequestResources) *Request {
 		WildcardCapable: true, FullOnLoss: true,
 		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Restart: m.GetResponseNonce() == "",
 		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
+		NodeAnnotations: m.GetSinkNode().GetAnnotations(),
 	}
 	if m.GetIncremental() {
 		req.Mode = Incremental
@@ -137,7 +138,7 @@ func (a *meshConfigStream) Recv() (*Request, error) {
 	return &Request{
 		Key: m.GetTypeUrl(), Collection: coll, Known: known, Form: wire.FormMCPResource, WildcardCapable: true,
 		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: m.GetSinkNode().GetId(),
-		NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
+		NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()), NodeAnnotations: m.GetSinkNode().GetAnnotations(),
 	}, nil
 }
 
@@ -158,6 +159,7 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 		Key: m.GetTypeUrl(), Collection: coll, Known: known, Mode: Incremental, Form: wire.FormMCPResource,
 		WildcardCapable: true, Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
 		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
+		NodeAnnotations: m.GetSinkNode().GetAnnotations(),
 	}
 	if len(m.GetInitialResourceVersions()) > 0 {
 		req.InitialVersions = m.GetInitialResourceVersions()

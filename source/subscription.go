@@ -137,6 +137,17 @@ type subscription struct {
 	lastAck      *record
 	lastNack     *record
 	nacked       bool // the latest answer was a NACK: the client does not hold sentRev
+	// ackedRev is the revision through which the client holds every addition it asked for:
+	// the sentRev of its latest ACK, moved on while nothing it asked for changes. rejected
+	// are the revision ranges of responses it refused and was not sent again (status.go):
+	// what the status view (CSDS) reads; never read on the serving path.
+	ackedRev uint64
+	rejected []rejection
+	// freshSent and freshAllSent are fresh and freshAll as the response in flight (all its
+	// parts) consumed them: names the client did not hold by revision, until it ACKs.
+	// freshSent is the old fresh map, never changed after.
+	freshSent    map[string]struct{}
+	freshAllSent bool
 
 	label   string              // the collection as metrics label it
 	metrics *metrics.Collection // nil without metrics
@@ -742,6 +753,7 @@ func (s *subscription) sent(p *pending, nonce string) {
 	s.sentVer = p.msg.Version
 	s.parts = p.rest
 	if !p.continues {
+		s.freshSent, s.freshAllSent = s.fresh, s.freshAll
 		s.fresh, s.freshAll, s.initial = nil, false, nil
 	}
 }
@@ -750,6 +762,9 @@ func (s *subscription) sent(p *pending, nonce string) {
 // aside, which p carries when set).
 func (s *subscription) caughtUp(rev uint64, p *pending) {
 	s.sentRev = rev
+	if s.phase == phaseIdle && !s.nacked && s.lastAck != nil {
+		s.ackedRev = rev // nothing it asked for changed: it holds rev as it held the last
+	}
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
 	s.fresh, s.freshAll = nil, false
 	if p != nil {
@@ -777,8 +792,23 @@ func (s *subscription) answered(nonce string, detail string, nack bool, now time
 			}
 		}
 		s.lastNack = rec
+		// A refused part of a split response refused resources up to the revision of the
+		// whole (its last part's): the range covers them, and the parts still to come.
+		to := s.sentRev
+		if n := len(s.parts); n > 0 {
+			to = max(to, s.parts[n-1].rev)
+		}
+		s.rejected = rejectedAfter(s.rejected, rejection{from: s.ackedRev, to: to, rec: rec, names: s.freshSent, all: s.freshAllSent})
+		s.freshSent, s.freshAllSent = nil, false
 	} else {
 		s.lastAck = rec
+		s.ackedRev = s.sentRev
+		if len(s.parts) == 0 { // the whole response is held: its fresh names too
+			s.freshSent, s.freshAllSent = nil, false
+		}
+		if s.whole() {
+			s.rejected = nil // a whole state replaced what the client refused before
+		}
 	}
 	return rec
 }

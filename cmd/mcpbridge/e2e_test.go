@@ -274,6 +274,7 @@ func TestEveryServiceIsOnTheGRPCPort(t *testing.T) {
 		"envoy.service.discovery.v3.AggregatedDiscoveryService",
 		"envoy.service.listener.v3.ListenerDiscoveryService", "envoy.service.route.v3.RouteDiscoveryService",
 		"envoy.service.cluster.v3.ClusterDiscoveryService", "envoy.service.endpoint.v3.EndpointDiscoveryService",
+		"envoy.service.status.v3.ClientStatusDiscoveryService",
 		"grpc.health.v1.Health",
 	} {
 		if !listed[want] {

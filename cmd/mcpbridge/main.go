@@ -65,13 +65,13 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{errors.New("a command is required: serve, validate, push, watch, version (see mcpbridge --help)")}
+			return usageError{errors.New("a command is required: serve, validate, push, watch, status, version (see mcpbridge --help)")}
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCommand(), newValidateCommand(), newPushCommand(), newWatchCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newValidateCommand(), newPushCommand(), newWatchCommand(), newStatusCommand(), newVersionCommand())
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}

@@ -106,6 +106,25 @@ metadata: {name: vm-1, namespace: shop}
 spec:
   address: 10.0.0.5
   labels: {app: legacy}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh-default, namespace: istio-system}
+spec:
+  accessLogging: [{providers: [{name: envoy}]}]
+---
+apiVersion: networking.istio.io/v1beta1
+kind: ProxyConfig
+metadata: {name: shop-proxies, namespace: shop}
+spec:
+  concurrency: 2
+---
+apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: headers, namespace: shop}
+spec:
+  url: oci://registry.example.com/headers:1.0
+  phase: STATS
 `
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/source/csds"
 )
 
 //go:embed status.html
@@ -20,7 +21,14 @@ var statusHTML string
 // statusTemplate is parsed once; html/template escapes everything a client or producer sent
 // (node ids, NACK messages), so none of it can inject markup into an operator's browser.
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
-	"ago":  ago,
+	"ago": ago,
+	// state is a cell of the sync table: its state, or "-" for a type not subscribed.
+	"state": func(states map[string]string, col string) string {
+		if s := states[col]; s != "" {
+			return s
+		}
+		return "-"
+	},
 	"when": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 }).Parse(statusHTML))
 
@@ -41,6 +49,9 @@ type statusData struct {
 	Peers             []metrics.PeerInfo
 	FileFaults        []string
 	TranslationFaults []metrics.Fault
+	// Sync is the table of mcpbridge status: each node's state per type (CSDS).
+	Sync        []csds.Row
+	SyncColumns []string
 }
 
 type statusPage struct{ d *debug }
@@ -78,6 +89,8 @@ func (p *statusPage) data(refresh int) statusData {
 		Revision: cols.Revision, Collections: cols.Collections, Clients: p.d.opts.Engine.Clients(),
 		Producers: prod.Producers, Peers: prod.Peers,
 		FileFaults: prod.FileFaults, TranslationFaults: prod.TranslationFaults,
+		// Types only: the table needs no list of resources.
+		Sync: csds.Table(csds.Response(p.d.opts.Engine.Status(source.StatusOptions{}))), SyncColumns: csds.Columns,
 	}
 }
 

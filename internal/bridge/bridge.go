@@ -38,6 +38,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/source/csds"
 	"github.com/mcpbridge/mcpbridge/source/rest"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -181,6 +182,8 @@ func (b *Bridge) wireSource() {
 	mcp.RegisterAggregatedMeshConfigServiceServer(b.grpc, &source.AggregatedMeshConfig{Engine: b.engine})
 	b.xds = &xds.Server{Engine: b.engine}
 	b.xds.Register(b.grpc)
+	// Client status (CSDS): what every client above holds, for mcpbridge status and istioctl-like tools.
+	(&csds.Server{Engine: b.engine, Authz: b.authz, Metrics: b.metrics, Logger: b.log.With("component", "csds")}).Register(b.grpc)
 }
 
 // namespaceOf is the namespace of a resource for consumers' views: the Envoy resources the

@@ -78,6 +78,11 @@ func TestStatusPageInABrowserShowsCountsAndNACKs(t *testing.T) {
 	count := run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-collection="`+seColl+`"] td.count`)))
 	clients := run(t, ctx, chromedp.Text(chromedp.CSS("#clients")))
 	markup := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#clients b").length`))
+	// The config status table: the sink refused its latest ServiceEntries.
+	sync := strings.Fields(run(t, ctx, chromedp.Text(chromedp.CSS(`#sync tr[data-node="browser-sink"]`))))
+	if len(sync) != 7 || sync[0] != "browser-sink" || strings.Join(sync[1:6], " ") != "- - - - ERROR" {
+		t.Errorf("config status row %q, want browser-sink with ISTIO ERROR", sync)
+	}
 	if title != "mcpbridge status" || strings.TrimSpace(count) != "2" {
 		t.Errorf("title %q, serviceentries count %q; want 2 resources", title, count)
 	}

@@ -239,6 +239,7 @@ func sotwRequest(m *discovery.DiscoveryRequest, defaultType string) *source.Requ
 	req.Node = m.GetNode().GetId()
 	req.NodeNamespaces = nodeNamespaces(m.GetNode())
 	req.NodeLabels = nodeLabels(m.GetNode())
+	req.NodeMetadata = m.GetNode().GetMetadata()
 	return req
 }
 
@@ -280,6 +281,7 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	req.Node = m.GetNode().GetId()
 	req.NodeNamespaces = nodeNamespaces(m.GetNode())
 	req.NodeLabels = nodeLabels(m.GetNode())
+	req.NodeMetadata = m.GetNode().GetMetadata()
 	return req
 }
 

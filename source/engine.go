@@ -201,8 +201,9 @@ type Engine struct {
 	// authz is Options.Authz when it has rules, else nil; namespaceOf Options.NamespaceOf.
 	authz       *authz.Policy
 	namespaceOf NamespaceFunc
-	// authzLog logs authorization refusals, at most one line a second.
-	authzLog limits.RareLog
+	// authzLog logs authorization refusals, at most one line a second; nackLog the NACKs of
+	// clients that poll (Polled).
+	authzLog, nackLog limits.RareLog
 	// maxSubs is Options.MaxSubscriptions; refusals counts and logs its refusals.
 	maxSubs  int
 	refusals *limits.Refuser

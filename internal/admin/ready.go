@@ -32,8 +32,8 @@ func (r *Readiness) Check(name string, check func() string) {
 	r.mu.Unlock()
 }
 
-// Ready is closed the first time the last pending condition is met: for what must wait for
-// readiness without asking again and again.
+// Ready is closed the first time a met condition leaves none pending: for what must not
+// run on a partial state (the file exports, Linkerd's first answers), not only answer /readyz.
 func (r *Readiness) Ready() <-chan struct{} { return r.ready }
 
 // Wait registers a condition and returns the function that marks it met. Calling that

@@ -41,6 +41,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/csds"
 	"github.com/mcpbridge/mcpbridge/source/linkerd"
+	"github.com/mcpbridge/mcpbridge/source/rest"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
@@ -71,6 +72,8 @@ type Bridge struct {
 	translator *envoy.Controller
 	// translationFaults reports the translation's faults to the metrics and the status page.
 	translationFaults metrics.FaultsFunc
+	// rest serves REST-JSON polling on the HTTP port; nil when http.rest.enabled is false.
+	rest *rest.Server
 	// authz is the compiled authz.rules (no rules: everything allowed).
 	authz *authz.Policy
 	// writer takes the producers' writes: the store, or etcd in front of it.
@@ -142,6 +145,12 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 		return nil, err
 	}
 	b.wireTranslation()
+	if err := b.wireREST(); err != nil {
+		return nil, err
+	}
+	if err := b.wireExports(); err != nil {
+		return nil, err
+	}
 	if err := b.wireAdmin(); err != nil {
 		return nil, err
 	}
@@ -383,12 +392,16 @@ func (b *Bridge) wireAdmin() error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	b.http = admin.Handler(admin.Options{
+	mux := admin.Handler(admin.Options{
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
 		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(), Replica: b.replicaStatus(),
 	})
+	if b.rest != nil {
+		b.rest.Register(mux)
+	}
+	b.http = mux
 	return nil
 }
 
@@ -562,6 +575,9 @@ func (b *Bridge) stop() {
 	b.engine.Stop()
 	b.linkerd.Stop()
 	b.sink.Stop()
+	if b.rest != nil {
+		b.rest.Stop() // waiting polls answer now, not after the poll timeout
+	}
 }
 
 // stopGRPC stops accepting and lets streams end for up to grace, then closes what is left.

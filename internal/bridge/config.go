@@ -30,6 +30,53 @@ type Config struct {
 	Collections []string        `mapstructure:"collections"`
 	// Downstreams are ResourceSinks the bridge dials and pushes to.
 	Downstreams []dial.Target `mapstructure:"downstreams"`
+	// Exports keeps files of what the bridge serves up to date (package source/export).
+	Exports ExportsConfig `mapstructure:"exports"`
+}
+
+// ExportsConfig is the filesystem export: files that Envoy's path_config_source (or anything
+// else that reads files) follows.
+type ExportsConfig struct {
+	// Files are the DiscoveryResponse files to keep up to date.
+	Files []ExportFile `mapstructure:"files"`
+	// Directory, if set, is kept holding Kubernetes-style Istio YAML of every stored
+	// collection of a known kind, one file per collection (PLURAL.GROUP.yaml), versions as
+	// resourceVersion: what mcpbridge validate accepts and the file source loads back into
+	// the same resources. Empty: none.
+	Directory string `mapstructure:"directory"`
+	// Debounce gathers a burst of changes into one write of each file. 100ms, as
+	// sources.file_debounce.
+	Debounce time.Duration `mapstructure:"debounce"`
+	// RetryInterval is how long a failed write (permissions, a full disk) waits before it is
+	// tried again. 5s.
+	RetryInterval time.Duration `mapstructure:"retry_interval"`
+}
+
+// ExportFile is one exported file: what a state-of-the-world client of this node and type
+// would receive, as a DiscoveryResponse.
+type ExportFile struct {
+	// Path of the file; written by write-temp-then-rename in its directory.
+	Path string `mapstructure:"path"`
+	// TypeURL is the xDS type (type.googleapis.com/envoy.config.cluster.v3.Cluster, or an
+	// MCP collection's xDS type URL).
+	TypeURL string `mapstructure:"type_url"`
+	// Format is json (default) or yaml.
+	Format string `mapstructure:"format"`
+	// Node is the node the file is for: its id (sidecar~..., router~...) and metadata
+	// decide the views (listeners by node kind, a gateway's class, namespaces).
+	Node ExportNode `mapstructure:"node"`
+	// ResourceNames narrows the file to these names; empty: every resource (wildcard) of a
+	// type that allows it.
+	ResourceNames []string `mapstructure:"resource_names"`
+}
+
+// ExportNode is an exported file's node, as an xDS client would name itself.
+type ExportNode struct {
+	ID string `mapstructure:"id"`
+	// Labels are the workload labels (node metadata LABELS): a gateway's class.
+	Labels map[string]string `mapstructure:"labels"`
+	// Namespaces narrows namespaced resources (node metadata MCPBRIDGE_NAMESPACES).
+	Namespaces []string `mapstructure:"namespaces"`
 }
 
 // AuthzConfig is what each peer may do, by the SPIFFE ID of its verified client certificate
@@ -180,6 +227,26 @@ type HTTPConfig struct {
 	TLS tlsserver.Config `mapstructure:"tls"`
 	// Insecure allows a plaintext Address that is not loopback, as GRPCConfig.Insecure.
 	Insecure bool `mapstructure:"insecure"`
+	// REST is xDS over REST-JSON long polling on this port (package source/rest).
+	REST RESTConfig `mapstructure:"rest"`
+}
+
+// RESTConfig configures REST-JSON polling (POST /v3/discovery:clusters and the others).
+type RESTConfig struct {
+	// Enabled serves the REST endpoints. On by default: they read only what gRPC clients
+	// may, under the same authz.rules.
+	Enabled bool `mapstructure:"enabled"`
+	// PollTimeout is the longest a poll waits for a change before it is answered 304 Not
+	// Modified. 30s: long enough that an idle poller costs a request every half minute;
+	// Envoy's api_config_source.request_timeout must be longer (its default is 1s).
+	PollTimeout time.Duration `mapstructure:"poll_timeout"`
+	// MaxConcurrentPolls bounds the polls waiting at once; one more is answered 503 with
+	// Retry-After and counted in mcpbridge_limit_refusals_total{limit="max_concurrent_polls"}.
+	// 10,000: each waiting poll holds a connection and a goroutine.
+	MaxConcurrentPolls int `mapstructure:"max_concurrent_polls"`
+	// MaxRequestBytes bounds a request's JSON body; larger is answered 413. 1 MiB: a
+	// request names resources, and 1 MiB is some 10,000 endpoint names.
+	MaxRequestBytes int64 `mapstructure:"max_request_bytes"`
 }
 
 type LogConfig struct {
@@ -237,7 +304,8 @@ func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
 			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
-		HTTP:    HTTPConfig{Address: "127.0.0.1:15014"},
+		HTTP: HTTPConfig{Address: "127.0.0.1:15014", REST: RESTConfig{Enabled: true, PollTimeout: 30 * time.Second,
+			MaxConcurrentPolls: 10_000, MaxRequestBytes: 1 << 20}},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
 		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
@@ -253,6 +321,7 @@ func DefaultConfig() *Config {
 		Limits:      DefaultLimits(),
 		Collections: []string{},
 		Downstreams: []dial.Target{},
+		Exports:     ExportsConfig{Files: []ExportFile{}, Debounce: 100 * time.Millisecond, RetryInterval: 5 * time.Second},
 	}
 }
 

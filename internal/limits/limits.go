@@ -26,11 +26,14 @@ const (
 	ResourcesPerProducer   = "resources_per_producer"
 	FirstRequestTimeout    = "first_request_timeout"
 	MaxRecvMsgSize         = "max_recv_msg_size"
+	// MaxConcurrentPolls is http.rest.max_concurrent_polls: REST-JSON long polls waiting at
+	// once (package source/rest), refused with HTTP 503.
+	MaxConcurrentPolls = "max_concurrent_polls"
 )
 
 // Names lists every limit, for the metric's series at zero.
 var Names = []string{Streams, StreamsPerPeer, SubscriptionsPerStream, RequestsPerSecond,
-	ResourcesPerProducer, FirstRequestTimeout, MaxRecvMsgSize}
+	ResourcesPerProducer, FirstRequestTimeout, MaxRecvMsgSize, MaxConcurrentPolls}
 
 // Refuser counts and logs refusals and makes the status a client is refused with. It is safe
 // for concurrent use; the zero value neither counts nor logs less: it has a log per limit.

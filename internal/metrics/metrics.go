@@ -75,6 +75,7 @@ type Metrics struct {
 	limitRefusals *prometheus.CounterVec
 	heartbeats    *prometheus.CounterVec
 	expiring      *prometheus.CounterVec
+	exportWrites  *prometheus.CounterVec
 
 	mu    sync.Mutex
 	peers map[peerKey]*Peer
@@ -149,13 +150,17 @@ func New() *Metrics {
 			Name: "mcpbridge_limit_refusals_total",
 			Help: "Refusals by a limit (ResourceExhausted): streams refused or ended, producers' pushes NACKed. limit is the configuration key's last part (limits.streams: streams).",
 		}, []string{"limit"}),
+		exportWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbridge_export_writes_total",
+			Help: "Writes of exported files (exports.files) by path: result=success (the file was replaced whole) or failure (the last good file stays; retried after exports.retry_interval).",
+		}, []string{"path", "result"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.streams, m.requests, m.acks, m.nacks, m.sendFailures, m.recvFailures,
 		m.reconnections, m.peerConnected, m.messageSize, m.pushLatency, m.authzRefusals, m.tlsReloads,
-		m.limitRefusals, m.heartbeats, m.expiring,
+		m.limitRefusals, m.heartbeats, m.expiring, m.exportWrites,
 	)
 	return m
 }
@@ -372,4 +377,24 @@ func (m *Metrics) TLSReloaded(listener string, err error) {
 		result = "failure"
 	}
 	m.tlsReloads.WithLabelValues(listener, result).Inc()
+}
+
+// DeclareExport exports an exported file's write counts at zero.
+func (m *Metrics) DeclareExport(path string) {
+	if m != nil {
+		m.exportWrites.WithLabelValues(path, "success")
+		m.exportWrites.WithLabelValues(path, "failure")
+	}
+}
+
+// ExportWritten counts a write of an exported file: err nil when the new file is in place.
+func (m *Metrics) ExportWritten(path string, err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.exportWrites.WithLabelValues(path, result).Inc()
 }

@@ -1,0 +1,101 @@
+package xds
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	// The Envoy types, linked for protojson's resolver of the resources' Anys (what their
+	// own Anys hold, such as the HTTP connection manager, comes with the translation that
+	// makes them).
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/source"
+)
+
+// PollRequest turns a DiscoveryRequest that is asked once (a REST poll, a file export's
+// configured node and type) into an engine request for Engine.Snapshot: the same type
+// resolution, node view and narrowing as a state-of-the-world stream's request.
+func PollRequest(m *discovery.DiscoveryRequest) *source.Request {
+	return sotwRequest(m, "")
+}
+
+// IsRouter tells whether a node ID is a gateway proxy's (router~...), whose listeners and
+// routes are built only while one of its class holds them (GatewayClasses).
+func IsRouter(nodeID string) bool { return isRouter(nodeID) }
+
+// NodeOf is what a request says of its node, for GatewayClassOf.
+func NodeOf(req *source.Request) source.Node {
+	return source.Node{ID: req.Node, Labels: req.NodeLabels, Namespaces: req.NodeNamespaces}
+}
+
+// HoldGatewayClass acquires the gateway class of a router node's request from classes, so
+// that its listeners and routes are built; release gives it back. Nil classes, or a node that
+// is no router, holds nothing.
+func HoldGatewayClass(classes GatewayClasses, req *source.Request) (release func()) {
+	if classes == nil || !isRouter(req.Node) {
+		return func() {}
+	}
+	return classes.AcquireGatewayClass(GatewayClassOf(NodeOf(req)))
+}
+
+// GatewayClassKey names a router node's gateway class, for holding one class once however
+// many pollers ask for it; empty for a node that is no router.
+func GatewayClassKey(req *source.Request) string {
+	if !isRouter(req.Node) {
+		return ""
+	}
+	return fmt.Sprint(GatewayClassOf(NodeOf(req)))
+}
+
+// EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding
+// of proto3 (protojson), as Envoy's REST and filesystem subscriptions read it: each resource
+// an Any with its "@type". It encodes the response's bytes as a stream would send them
+// (internal/wire), then re-reads them as the generated message, so that JSON and gRPC clients
+// hold the same content. An Any of a type this binary does not link is an error naming it.
+func EncodeJSON(msg *wire.Message, form wire.Form) ([]byte, error) {
+	var resp discovery.DiscoveryResponse
+	if err := proto.Unmarshal(sotwLayout.Encode(msg, form), &resp); err != nil {
+		return nil, fmt.Errorf("re-reading the response to %s: %w", msg.Key, err)
+	}
+	out, err := protojson.Marshal(&resp)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the response to %s as JSON: %w", msg.Key, err)
+	}
+	// protojson varies its whitespace on purpose (so that nobody relies on its bytes); the
+	// bytes served and written are made plain and stable here: compacted, then indented.
+	var compact, indented bytes.Buffer
+	if err := json.Compact(&compact, out); err != nil {
+		return nil, err
+	}
+	if err := json.Indent(&indented, compact.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	indented.WriteByte('\n')
+	return indented.Bytes(), nil
+}
+
+// RESTPaths are the REST-JSON endpoints of the Envoy types, as Envoy's REST subscription
+// posts to them (api_config_source api_type REST), and the type each serves. Every other type
+// (the MCP collections over xDS, MeshConfig) is served at RESTResourcesPath, by the request's
+// type_url.
+var RESTPaths = map[string]string{
+	"/v3/discovery:clusters":  ClusterType,
+	"/v3/discovery:endpoints": EndpointType,
+	"/v3/discovery:listeners": ListenerType,
+	"/v3/discovery:routes":    RouteType,
+}
+
+// RESTResourcesPath serves any type by the request's type_url.
+const RESTResourcesPath = "/v3/discovery:resources"
+
+// ProtocolREST names REST polling in logs and metrics.
+const ProtocolREST = "xds-rest"

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
 	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
@@ -32,9 +33,10 @@ type Options struct {
 	Logger  *slog.Logger
 	// GatewayClasses, if set, lists the gateway classes built (/debug/gateways).
 	GatewayClasses func() []envoy.GatewayClassInfo
-	// Replica, if set, describes this replica of a replicated store (/debug/replica): its
-	// name, the etcd revision it applied, whether it ingests the shared sources.
-	Replica func() any
+	// Replica, if set, describes this replica of a replicated store (/debug/replica and the
+	// status page): its name, the etcd revision it applied and its lag, whether it ingests
+	// the shared sources.
+	Replica func() etcdbackend.Status
 	// Admin, if set, guards the debug views, the profiles and the status page: a request it
 	// refuses is answered 403 with its reason. /healthz, /readyz and /metrics stay open.
 	Admin func(r *http.Request) error

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/csds"
+	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
 )
 
 //go:embed status.html
@@ -52,6 +53,8 @@ type statusData struct {
 	// Sync is the table of mcpbridge status: each node's state per type (CSDS).
 	Sync        []csds.Row
 	SyncColumns []string
+	// Replica is this replica of an etcd-backed store; nil with the memory store.
+	Replica *etcdbackend.Status
 }
 
 type statusPage struct{ d *debug }
@@ -91,7 +94,16 @@ func (p *statusPage) data(refresh int) statusData {
 		FileFaults: prod.FileFaults, TranslationFaults: prod.TranslationFaults,
 		// Types only: the table needs no list of resources.
 		Sync: csds.Table(csds.Response(p.d.opts.Engine.Status(source.StatusOptions{}))), SyncColumns: csds.Columns,
+		Replica: p.replica(),
 	}
+}
+
+func (p *statusPage) replica() *etcdbackend.Status {
+	if p.d.opts.Replica == nil {
+		return nil
+	}
+	st := p.d.opts.Replica()
+	return &st
 }
 
 // ago is a time as a short age ("4s ago"), empty for the zero time.

@@ -139,11 +139,11 @@ func (b *Bridge) ingestedFileFaults() []error {
 }
 
 // replicaStatus is /debug/replica with the etcd backend; nil with memory.
-func (b *Bridge) replicaStatus() func() any {
+func (b *Bridge) replicaStatus() func() etcdbackend.Status {
 	if b.etcd == nil {
 		return nil
 	}
-	return func() any { return b.etcd.Status() }
+	return b.etcd.Status
 }
 
 // etcdTLS is the client TLS config for etcd's https:// endpoints; nil without a CA or

@@ -345,7 +345,9 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	_, body := httpGet(t, a.httpURL+"/readyz")
 	mustContain(t, "/readyz", body, "store.etcd")
 	_, replica := httpGet(t, a.httpURL+"/debug/replica")
-	mustContain(t, "/debug/replica", replica, `"ready": false`, `"replica": "a"`)
+	mustContain(t, "/debug/replica", replica, `"ready": false`, `"replica": "a"`, `"applied_revision"`, `"lag_revisions"`)
+	_, page := httpGet(t, a.httpURL+"/")
+	mustContain(t, "the status page", page, `id="replica"`, "replica <code>a</code>", "applied etcd revision")
 
 	cluster.Restart(cluster.Members[0])
 	cluster.WaitHealthy()

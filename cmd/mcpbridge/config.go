@@ -72,6 +72,8 @@ var defaults = map[string]any{
 	"store.etcd.dial_timeout":          "5s",
 	"store.etcd.request_timeout":       "5s",
 	"store.etcd.session_ttl":           "10s",
+	"store.etcd.max_txn_ops":           100,
+	"store.etcd.max_txn_bytes":         1 << 20,
 	"store.etcd.tls.ca_file":           "",
 	"store.etcd.tls.cert_file":         "",
 	"store.etcd.tls.key_file":          "",
@@ -465,6 +467,12 @@ func validateStore(s bridge.StoreConfig) error {
 	}
 	if e.SessionTTL < 2*time.Second {
 		return configErrorf("store.etcd.session_ttl: %s is under etcd's shortest lease of 2s", e.SessionTTL)
+	}
+	if e.MaxTxnOps < 2 {
+		return configErrorf("store.etcd.max_txn_ops: %d; at least 2 (etcd's --max-txn-ops is 128 by default)", e.MaxTxnOps)
+	}
+	if e.MaxTxnBytes < 4096 {
+		return configErrorf("store.etcd.max_txn_bytes: %d; at least 4096 (etcd's --max-request-bytes is 1.5 MiB by default)", e.MaxTxnBytes)
 	}
 	if (e.TLS.CertFile == "") != (e.TLS.KeyFile == "") {
 		return configErrorf("store.etcd.tls: cert_file and key_file go together")

@@ -85,6 +85,11 @@ func TestBadConfigurationExits2NamingTheKey(t *testing.T) {
 			[]string{"sources.upstreams[0].authz.namespaces"}},
 		{"downstream authz", []string{"serve", "--config", write("az6.yaml", "downstreams:\n  - address: 127.0.0.1:1\n    authz: {collections: ['*'], namespaces: ['*']}\n")}, nil,
 			[]string{"downstreams[0].authz"}},
+		{"unknown store backend", []string{"serve", "--config", write("st1.yaml", "store:\n  backend: redis\n")}, nil, []string{"store.backend", "redis"}},
+		{"etcd without endpoints", []string{"serve", "--config", write("st2.yaml", "store:\n  backend: etcd\n")}, nil, []string{"store.etcd.endpoints"}},
+		{"etcd endpoint not a URL", []string{"serve", "--config", write("st3.yaml", "store:\n  backend: etcd\n  etcd: {endpoints: [etcd:2379]}\n")}, nil, []string{"store.etcd.endpoints[0]", "etcd:2379"}},
+		{"etcd session too short", []string{"serve", "--config", write("st4.yaml", "store:\n  backend: etcd\n  etcd: {endpoints: ['http://127.0.0.1:2379'], session_ttl: 1s}\n")}, nil, []string{"store.etcd.session_ttl"}},
+		{"etcd transactions too small", []string{"serve", "--config", write("st5.yaml", "store:\n  backend: etcd\n  etcd: {endpoints: ['http://127.0.0.1:2379'], max_txn_bytes: 10}\n")}, nil, []string{"store.etcd.max_txn_bytes"}},
 		{"unknown command", []string{"serv"}, nil, []string{"serv"}},
 		{"stray argument", []string{"serve", "extra"}, nil, []string{"extra"}},
 	}

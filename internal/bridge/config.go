@@ -287,7 +287,12 @@ type EtcdConfig struct {
 	// SessionTTL is how long a replica cut off from etcd still counts as holding its
 	// producers' streams.
 	SessionTTL time.Duration `mapstructure:"session_ttl"`
-	TLS        EtcdTLS       `mapstructure:"tls"`
+	// MaxTxnOps and MaxTxnBytes bound one etcd transaction: a write beyond them is committed
+	// in chunks under one commit record. At most etcd's --max-txn-ops and
+	// --max-request-bytes, less the few keys the bridge adds.
+	MaxTxnOps   int     `mapstructure:"max_txn_ops"`
+	MaxTxnBytes int     `mapstructure:"max_txn_bytes"`
+	TLS         EtcdTLS `mapstructure:"tls"`
 }
 
 // EtcdTLS is the client side of TLS to etcd: the CA that signed etcd's certificates, and this
@@ -311,6 +316,7 @@ func DefaultConfig() *Config {
 		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
 		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
 			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
+			MaxTxnOps: 100, MaxTxnBytes: 1 << 20,
 		}},
 		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond, ServeV2: true,
 			TTL: TTLConfig{Types: []TypeTTL{}}},

@@ -39,7 +39,7 @@ func (b *Bridge) wireStoreBackend() error {
 	}
 	be, err := etcdbackend.New(etcdbackend.Options{
 		Client: cli, Prefix: e.Prefix, Store: b.store, Replica: e.Replica, Logger: b.log,
-		RequestTimeout: e.RequestTimeout, SessionTTL: e.SessionTTL,
+		RequestTimeout: e.RequestTimeout, SessionTTL: e.SessionTTL, MaxTxnOps: e.MaxTxnOps, MaxTxnBytes: e.MaxTxnBytes,
 	})
 	if err != nil {
 		cli.Close()

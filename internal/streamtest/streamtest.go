@@ -5,7 +5,9 @@ package streamtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -60,10 +62,12 @@ func (c *Client[Req, Resp]) Close() {
 // Cancel ends the stream without waiting, as a client that goes away does.
 func (c *Client[Req, Resp]) Cancel() { c.cancel() }
 
-// Send sends a request or fails the test.
+// Send sends a request or fails the test. io.EOF is not a failure: grpc-go's SendMsg returns
+// it when the server has already ended the stream (a refused stream, ended before the
+// client's first message is written), and the stream's status is what Recv or Ended report.
 func (c *Client[Req, Resp]) Send(r *Req) {
 	c.t.Helper()
-	if err := c.stream.Send(r); err != nil {
+	if err := c.stream.Send(r); err != nil && !errors.Is(err, io.EOF) {
 		c.t.Fatalf("send: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,14 @@ func start(t *testing.T, configure func(*Config)) *running {
 	if configure != nil {
 		configure(cfg)
 	}
+	r, _ := serveOnLoopback(t, cfg)
+	return r
+}
+
+// serveOnLoopback serves a bridge of cfg on loopback ports; stop ends it (once), and is
+// called when the test ends if not before.
+func serveOnLoopback(t *testing.T, cfg *Config) (*running, func()) {
+	t.Helper()
 	b, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +67,17 @@ func start(t *testing.T, configure func(*Config)) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, grpcLis, httpLis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return &running{Bridge: b, grpcAddr: grpcLis.Addr().String(), httpURL: "http://" + httpLis.Addr().String()}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &running{Bridge: b, grpcAddr: grpcLis.Addr().String(), httpURL: "http://" + httpLis.Addr().String()}, stop
 }
 
 func dialConn(t *testing.T, addr string) *grpc.ClientConn {

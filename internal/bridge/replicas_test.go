@@ -1,10 +1,8 @@
 package bridge
 
 import (
-	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,32 +40,8 @@ func startReplica(t *testing.T, cluster *etcdtest.Cluster, name string, configur
 	if configure != nil {
 		configure(cfg)
 	}
-	b, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Serve(ctx, grpcLis, httpLis) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: serve: %v", name, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	r := &replicaOf{running: &running{Bridge: b, grpcAddr: grpcLis.Addr().String(), httpURL: "http://" + httpLis.Addr().String()}, stop: stop}
+	running, stop := serveOnLoopback(t, cfg)
+	r := &replicaOf{running: running, stop: stop}
 	waitReplicaReady(t, r)
 	return r
 }

@@ -54,6 +54,9 @@ type Options struct {
 	// SessionTTL is the lease of this replica's presence keys: the time after which a dead
 	// replica's producers count as gone. Default 10s.
 	SessionTTL time.Duration
+	// GCInterval is how often the chunks of large writes that their dead replica never
+	// committed are looked for and deleted (gc.go). Default 5m.
+	GCInterval time.Duration
 }
 
 // Backend is a store.ExpiringWriter committing to etcd, and the reader applying etcd's state
@@ -68,6 +71,7 @@ type Backend struct {
 	maxOps, maxBytes int
 	timeout          time.Duration
 	sessionTTL       time.Duration
+	gcInterval       time.Duration
 
 	mu       sync.Mutex
 	applied  int64         // the etcd revision applied to the store
@@ -97,12 +101,13 @@ func New(opts Options) (*Backend, error) {
 	b := &Backend{
 		cli: opts.Client, prefix: opts.Prefix, st: opts.Store, name: opts.Replica, log: opts.Logger,
 		maxOps: opts.MaxTxnOps, maxBytes: opts.MaxTxnBytes, timeout: opts.RequestTimeout, sessionTTL: opts.SessionTTL,
-		advanced: make(chan struct{}),
-		results:  map[int64]map[string]store.Result{},
-		chunks:   map[string]map[string][]byte{},
-		present:  map[string]map[string]bool{},
-		owners:   map[string]bool{},
-		notReady: "not loaded from etcd yet",
+		gcInterval: opts.GCInterval,
+		advanced:   make(chan struct{}),
+		results:    map[int64]map[string]store.Result{},
+		chunks:     map[string]map[string][]byte{},
+		present:    map[string]map[string]bool{},
+		owners:     map[string]bool{},
+		notReady:   "not loaded from etcd yet",
 	}
 	if b.prefix == "" {
 		b.prefix = "/mcpbridge/"
@@ -128,6 +133,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	if b.sessionTTL <= 0 {
 		b.sessionTTL = 10 * time.Second
+	}
+	if b.gcInterval <= 0 {
+		b.gcInterval = 5 * time.Minute
 	}
 	b.leases.init(b)
 	b.session.init(b)
@@ -171,6 +179,7 @@ func (b *Backend) Start(ctx context.Context) error {
 		return err
 	}
 	go b.follow(ctx, rev)
+	go b.collectOrphansEvery(ctx, b.gcInterval)
 	return nil
 }
 
@@ -206,7 +215,7 @@ func (b *Backend) load(ctx context.Context) (int64, error) {
 			}
 			state[owner][coll] = append(state[owner][coll], enc)
 		case strings.HasPrefix(rel, chunkPrefix):
-			txid, err := chunkOf(rel)
+			_, txid, err := chunkOf(rel)
 			if err == nil {
 				if chunks[txid] == nil {
 					chunks[txid] = map[string][]byte{}
@@ -477,7 +486,7 @@ func (b *Backend) applyRevision(rev int64, events []*clientv3.Event) {
 }
 
 func (b *Backend) noteChunk(rel string, value []byte, del bool) {
-	txid, err := chunkOf(rel)
+	_, txid, err := chunkOf(rel)
 	if err != nil {
 		return
 	}

@@ -482,3 +482,89 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 	})
 }
+
+// TestChunksNoWriterCanCommitAreCollected: the chunks of a large write whose writer's session
+// lease is gone and that no commit record names are deleted; those of a live writer, and of a
+// committed write not yet copied, stay.
+func TestChunksNoWriterCanCommitAreCollected(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	a := startReplica(t, cli, "a", nil)
+	ctx := context.Background()
+	grant := func() clientv3.LeaseID {
+		g, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.ID
+	}
+	dead, live, deadCommitted := grant(), grant(), grant()
+	chunk := appendOp(nil, op{key: resourceKey("o", coll, "ns/x"), value: []byte("x")})
+	put := func(key string) {
+		if _, err := cli.Put(ctx, a.b.prefix+key, string(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan, running, committed := newTxID(dead), newTxID(live), newTxID(deadCommitted)
+	for _, txid := range []string{orphan, running, committed} {
+		put(chunkKey("o", txid, 0))
+		put(chunkKey("o", txid, 1))
+	}
+	if _, err := cli.Put(ctx, a.b.prefix+commitKey("o", committed), "2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []clientv3.LeaseID{dead, deadCommitted} {
+		if _, err := cli.Revoke(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := a.b.collectOrphans(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("collectOrphans = %d, %v; want 1 write's chunks deleted", n, err)
+	}
+	for txid, want := range map[string]int64{orphan: 0, running: 2, committed: 2} {
+		resp, err := cli.Get(ctx, a.b.prefix+chunksPrefix("o", txid), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != want {
+			t.Errorf("chunks of %s: %d left, want %d", txid, resp.Count, want)
+		}
+	}
+}
+
+// TestLargeWriteCommitsOnlyWhileItsSessionIsAlive: without this replica's alive key on the
+// session lease its chunks name, a large write's commit record is refused (so chunks of a
+// lost session are never committed late), the write fails Unavailable with its chunks
+// deleted, and succeeds once the replica is alive again.
+func TestLargeWriteCommitsOnlyWhileItsSessionIsAlive(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Start(t, 1).Client()
+	small := func(o *Options) { o.MaxTxnOps, o.MaxTxnBytes = 10, 4096 }
+	a := startReplica(t, cli, "a", small)
+	ctx := context.Background()
+	if _, err := cli.Delete(ctx, a.b.prefix+aliveKey("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.b.Apply("o", store.Update{Collection: coll, Full: true, Resources: resources(t, 100, "v1")})
+	var ue *store.UnavailableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("a large write without the alive key: %v, want Unavailable", err)
+	}
+	resp, err := cli.Get(ctx, a.b.prefix+chunkPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%d chunks left behind by refused commits (%v)", resp.Count, err)
+	}
+	if n := len(a.held()); n != 0 {
+		t.Fatalf("a refused write was applied: %d resources", n)
+	}
+	if err := a.b.session.markAlive(ctx, a.b.session.current()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b.Apply("o", store.Update{Collection: coll, Full: true, Resources: resources(t, 100, "v1")}); err != nil {
+		t.Fatalf("the write once alive again: %v", err)
+	}
+	if n := len(a.held()); n != 100 {
+		t.Fatalf("holds %d after the write, want 100", n)
+	}
+}

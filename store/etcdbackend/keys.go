@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The layout under the prefix P (store.etcd.prefix). Owners and collections are path-escaped,
@@ -20,10 +23,15 @@ import (
 //	P l/OWNER                   the owner's lease ID, attached to that lease
 //	P p/OWNER/REPLICA           the owner has a stream on REPLICA; attached to the replica's
 //	                            session lease, so a dead replica's streams end by themselves
-//	P t/TXID/SEQ                a chunk of a write too large for one etcd transaction
+//	P t/OWNER/TXID/SEQ          a chunk of a write too large for one etcd transaction; TXID
+//	                            begins with the writer's session lease (hex)
 //	P c/OWNER/TXID              the commit record of such a write: its chunks are applied,
 //	                            as one write, when it appears; later copied to r/ keys
 //	                            (materialized) and deleted with its chunks
+//	P a/REPLICA                 the replica is alive: attached to its session lease. A
+//	                            commit record is written only while the lease its chunks
+//	                            name is this key's, so the chunks of a dead session that
+//	                            have no record can never get one, and are collected (gc.go)
 const (
 	resourcePrefix = "r/"
 	sequencePrefix = "s/"
@@ -31,6 +39,7 @@ const (
 	presencePrefix = "p/"
 	chunkPrefix    = "t/"
 	commitPrefix   = "c/"
+	alivePrefix    = "a/"
 )
 
 func esc(s string) string { return url.PathEscape(s) }
@@ -52,8 +61,11 @@ func leaseKey(owner string) string    { return leasePrefix + esc(owner) }
 func presenceKey(owner, replica string) string {
 	return presencePrefix + esc(owner) + "/" + esc(replica)
 }
-func chunkKey(txid string, seq int) string   { return fmt.Sprintf("%s%s/%06d", chunkPrefix, txid, seq) }
-func chunksPrefix(txid string) string        { return chunkPrefix + txid + "/" }
+func chunkKey(owner, txid string, seq int) string {
+	return fmt.Sprintf("%s%s/%s/%06d", chunkPrefix, esc(owner), txid, seq)
+}
+func chunksPrefix(owner, txid string) string { return chunkPrefix + esc(owner) + "/" + txid + "/" }
+func aliveKey(replica string) string         { return alivePrefix + esc(replica) }
 func commitKey(owner, txid string) string    { return commitPrefix + esc(owner) + "/" + txid }
 func ownerCommitsPrefix(owner string) string { return commitPrefix + esc(owner) + "/" }
 
@@ -94,13 +106,27 @@ func pairOf(rel, prefix string) (a, b string, err error) {
 }
 
 // chunkOf parses a relative t/ key.
-func chunkOf(rel string) (txid string, err error) {
+func chunkOf(rel string) (owner, txid string, err error) {
 	rest, _ := strings.CutPrefix(rel, chunkPrefix)
-	txid, _, ok := strings.Cut(rest, "/")
-	if !ok || txid == "" {
-		return "", fmt.Errorf("malformed chunk key %q", rel)
+	o, rest, ok1 := strings.Cut(rest, "/")
+	txid, _, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || o == "" || txid == "" {
+		return "", "", fmt.Errorf("malformed chunk key %q", rel)
 	}
-	return txid, nil
+	if owner, err = unesc(o); err != nil {
+		return "", "", fmt.Errorf("chunk key %q: %w", rel, err)
+	}
+	return owner, txid, nil
+}
+
+// txidLease is the writer's session lease a transaction ID begins with (0: none).
+func txidLease(txid string) clientv3.LeaseID {
+	hexLease, _, _ := strings.Cut(txid, "-")
+	n, err := strconv.ParseInt(hexLease, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return clientv3.LeaseID(n)
 }
 
 // op is one change of a write: a put of a relative r/ key, or its deletion.

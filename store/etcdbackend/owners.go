@@ -207,6 +207,11 @@ func (s *session) start(ctx context.Context) error {
 		s.end()
 		return fmt.Errorf("etcd backend: session: %w", err)
 	}
+	if err := s.markAlive(ctx, sess); err != nil {
+		sess.Close()
+		s.end()
+		return fmt.Errorf("etcd backend: session: %w", err)
+	}
 	s.mu.Lock()
 	s.s = sess
 	s.mu.Unlock()
@@ -238,6 +243,9 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 		if ctx.Err() != nil {
 			continue
 		}
+		if err := s.markAlive(ctx, sess); err != nil {
+			s.b.log.Warn("could not mark this replica alive on its new session", "error", err)
+		}
 		s.b.setNotReady("")
 		s.mu.Lock()
 		s.s = sess
@@ -255,6 +263,15 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 			}
 		}
 	}
+}
+
+// markAlive puts this replica's alive key on the session's lease: large writes commit only
+// while it holds the lease their chunks name.
+func (s *session) markAlive(ctx context.Context, sess *concurrency.Session) error {
+	pctx, cancel := context.WithTimeout(ctx, s.b.timeout)
+	defer cancel()
+	_, err := s.b.cli.Put(pctx, s.b.prefix+aliveKey(s.b.name), s.b.name, clientv3.WithLease(sess.Lease()))
+	return err
 }
 
 func (s *session) current() *concurrency.Session {

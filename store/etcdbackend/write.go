@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -287,7 +288,11 @@ func (b *Backend) commitSmall(ctx context.Context, owner string, seq int64, leas
 // commitChunked writes ops as chunks no replica applies yet, then the commit record that
 // makes every replica apply them as one write, if the owner's sequence is still seq.
 func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, lease clientv3.LeaseID, ops []op) (string, int64, error) {
-	txid := newTxID()
+	session := b.session.lease()
+	if session == 0 {
+		return "", 0, errors.New("no etcd session yet")
+	}
+	txid := newTxID(session)
 	var chunk []byte
 	n := 0
 	flush := func() error {
@@ -296,7 +301,7 @@ func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, le
 		}
 		rctx, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()
-		_, err := b.cli.Put(rctx, b.prefix+chunkKey(txid, n), string(chunk))
+		_, err := b.cli.Put(rctx, b.prefix+chunkKey(owner, txid, n), string(chunk))
 		n++
 		chunk = chunk[:0]
 		return err
@@ -304,14 +309,14 @@ func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, le
 	for _, o := range ops {
 		if len(chunk) > 0 && len(chunk)+opSize(o) > b.maxBytes {
 			if err := flush(); err != nil {
-				b.dropChunks(txid)
+				b.dropChunks(owner, txid)
 				return "", 0, err
 			}
 		}
 		chunk = appendOp(chunk, o)
 	}
 	if err := flush(); err != nil {
-		b.dropChunks(txid)
+		b.dropChunks(owner, txid)
 		return "", 0, err
 	}
 	record := clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n))
@@ -320,22 +325,28 @@ func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, le
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(b.prefix+sequenceKey(owner)), "=", seq)).
-		Then(record, b.sequencePut(owner, lease)).Commit()
-	if err != nil || !resp.Succeeded {
-		b.dropChunks(txid)
-		if err == nil {
-			err = errLostRace
-		}
+	// The record is written only while this replica's session is the one the chunks name
+	// (so chunks of a lost session are never committed later, and may be collected).
+	resp, err := b.cli.Txn(rctx).If(
+		clientv3.Compare(clientv3.ModRevision(b.prefix+sequenceKey(owner)), "=", seq),
+		clientv3.Compare(clientv3.LeaseValue(b.prefix+aliveKey(b.name)), "=", session),
+	).Then(record, b.sequencePut(owner, lease)).Commit()
+	if err != nil {
+		// Committed or not, nobody knows: the chunks stay. If no record ever names them, the
+		// collection of a dead session's chunks deletes them (gc.go).
 		return "", 0, err
+	}
+	if !resp.Succeeded {
+		b.dropChunks(owner, txid)
+		return "", 0, errLostRace
 	}
 	return txid, resp.Header.Revision, nil
 }
 
-func (b *Backend) dropChunks(txid string) {
+func (b *Backend) dropChunks(owner, txid string) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	if _, err := b.cli.Delete(ctx, b.prefix+chunksPrefix(txid), clientv3.WithPrefix()); err != nil {
+	if _, err := b.cli.Delete(ctx, b.prefix+chunksPrefix(owner, txid), clientv3.WithPrefix()); err != nil {
 		b.log.Warn("could not delete the chunks of an abandoned write", "txid", txid, "error", err)
 	}
 }
@@ -349,7 +360,7 @@ func (b *Backend) materialize(ctx context.Context, owner, txid string, ops []op)
 	record := b.prefix + commitKey(owner, txid)
 	if ops == nil {
 		rctx, cancel := context.WithTimeout(ctx, b.timeout)
-		resp, err := b.cli.Get(rctx, b.prefix+chunksPrefix(txid), clientv3.WithPrefix())
+		resp, err := b.cli.Get(rctx, b.prefix+chunksPrefix(owner, txid), clientv3.WithPrefix())
 		cancel()
 		if err != nil {
 			return err
@@ -389,14 +400,15 @@ func (b *Backend) materialize(ctx context.Context, owner, txid string, ops []op)
 	defer cancel()
 	_, err := b.cli.Txn(rctx).If(exists).Then(
 		clientv3.OpDelete(record),
-		clientv3.OpDelete(b.prefix+chunksPrefix(txid), clientv3.WithPrefix()),
+		clientv3.OpDelete(b.prefix+chunksPrefix(owner, txid), clientv3.WithPrefix()),
 		b.sequencePut(owner, lease),
 	).Commit()
 	return err
 }
 
-func newTxID() string {
+// newTxID is the writer's session lease in hex, then random bytes.
+func newTxID(session clientv3.LeaseID) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return strconv.FormatInt(int64(session), 16) + "-" + hex.EncodeToString(b[:])
 }

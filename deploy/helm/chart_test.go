@@ -59,6 +59,7 @@ func TestExamplesRender(t *testing.T) {
 		"monitoring.yaml":        checkMonitoring,
 		"authz.yaml":             checkAuthz,
 		"istiod-tls.yaml":        checkIstiodTLS,
+		"replicas-etcd.yaml":     checkReplicasEtcd,
 	}
 	for _, name := range examples(t) {
 		t.Run(name, func(t *testing.T) {
@@ -323,6 +324,29 @@ func checkCertManagerTLS(t *testing.T, _ map[string]any, r *rendered) {
 		t.Errorf("Certificate privateKey %s, want a new key at each renewal", toYAML(cert.Spec.PrivateKey))
 	}
 	checkTLSWiring(t, r, cert.Spec.SecretName, "/etc/mcpbridge/tls/ca.crt")
+}
+
+// checkReplicasEtcd: several pods share one state through etcd; a drain moves one at a time.
+func checkReplicasEtcd(t *testing.T, vals map[string]any, r *rendered) {
+	t.Helper()
+	dep := one[appsv1.Deployment](t, r, "Deployment", releaseName)
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 3 {
+		t.Errorf("Deployment replicas %v, want 3", dep.Spec.Replicas)
+	}
+	if len(dep.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
+		t.Errorf("topologySpreadConstraints %s, want the example's", toYAML(dep.Spec.Template.Spec.TopologySpreadConstraints))
+	}
+	_, config := r.bridgeConfig(t)
+	backend, _ := lookup(config, "store.backend")
+	got, _ := lookup(config, "store.etcd.endpoints")
+	want, _ := lookup(vals, "config.store.etcd.endpoints")
+	if backend != "etcd" || !reflect.DeepEqual(got, want) {
+		t.Errorf("rendered store.backend %v, endpoints %v; want etcd and the values' %v", backend, got, want)
+	}
+	pdb := one[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", releaseName)
+	if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
+		t.Errorf("PodDisruptionBudget %s, want maxUnavailable 1", toYAML(pdb.Spec))
+	}
 }
 
 // checkIstiodTLS: istiod presents no client certificate, so the gRPC port must ask for one

@@ -50,6 +50,7 @@ func TestRenderedConfigStartsTheBridge(t *testing.T) {
 				defer held.Close()
 				_, port, _ := net.SplitHostPort(held.Addr().String())
 				p := preparePod(t, r, sc.cluster, "0.0.0.0:"+port, "0.0.0.0:0")
+				p.env = append(p.env, sc.env...)
 				pr := p.run(t)
 				select {
 				case <-pr.exited:
@@ -69,6 +70,7 @@ func TestRenderedConfigStartsTheBridge(t *testing.T) {
 
 			t.Run("serves and answers its probes", func(t *testing.T) {
 				p := preparePod(t, r, sc.cluster, "127.0.0.1:0", "127.0.0.1:0")
+				p.env = append(p.env, sc.env...)
 				pr := p.run(t)
 				s := pr.waitServing(t, startTimeout)
 				if s.GRPCTLS != listenerTLS(p.config, "grpc") || s.HTTPTLS != listenerTLS(p.config, "http") {
@@ -136,7 +138,10 @@ func waitProbe(t *testing.T, addr string, g *corev1.HTTPGetAction) {
 // scenario is what an example needs of the cluster, and what to check of it while it serves.
 type scenario struct {
 	cluster cluster
-	check   func(t *testing.T, s serving)
+	// env is added to the pod's environment (which beats its config file), for what the
+	// test stands in for the cluster's (etcd's address).
+	env   []string
+	check func(t *testing.T, s serving)
 }
 
 func scenarioFor(t *testing.T, name string, r *rendered) scenario {
@@ -157,6 +162,21 @@ func scenarioFor(t *testing.T, name string, r *rendered) scenario {
 				}
 				if err := grpcHandshake(s.GRPC, ca, nil); err == nil {
 					t.Error("a client without a certificate was served; mutual TLS requires one")
+				}
+			},
+		}
+	case "replicas-etcd.yaml":
+		// The test is the cluster's etcd: a real one, from Debian's etcd-server.
+		endpoint := startEtcd(t)
+		return scenario{
+			env: []string{"MCPBRIDGE_STORE_ETCD_ENDPOINTS=" + endpoint},
+			check: func(t *testing.T, s serving) {
+				var replica struct {
+					Backend string `json:"backend"`
+					Ready   bool   `json:"ready"`
+				}
+				if err := getJSON("http://"+s.HTTP+"/debug/replica", &replica); err != nil || replica.Backend != "etcd" || !replica.Ready {
+					t.Errorf("/debug/replica %+v (%v), want a ready etcd replica", replica, err)
 				}
 			},
 		}

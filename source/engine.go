@@ -175,6 +175,11 @@ type Options struct {
 	// only while no disconnected producer holds resources in those collections: they inherit
 	// the liveness of their inputs (heartbeat.go). Other owners are live while connected.
 	Derived map[string][]string
+	// CatchUp, if set, is called when a stream opens, before its first request is read: a
+	// replicated store (store.backend: etcd) waits there until it has applied what its
+	// source of truth had committed, so that a client coming from another replica with
+	// initial versions is not told to remove what this replica has not applied yet.
+	CatchUp func(context.Context)
 }
 
 // Engine serves subscriptions on any number of streams. It is safe for concurrent use.
@@ -209,13 +214,15 @@ type Engine struct {
 	refusals *limits.Refuser
 	// derived is Options.Derived.
 	derived map[string][]string
+	catchUp func(context.Context)
 }
 
 // New returns an engine over a store.
 func New(opts Options) *Engine {
 	e := &Engine{store: opts.Store, log: opts.Logger, timeout: opts.SendTimeout, maxSize: opts.MaxResponseSize,
 		pushInterval: opts.PushInterval, stop: make(chan struct{}), metrics: opts.Metrics, namespaceOf: opts.NamespaceOf,
-		maxSubs: opts.MaxSubscriptions, refusals: limits.NewRefuser(opts.Metrics), derived: opts.Derived}
+		maxSubs: opts.MaxSubscriptions, refusals: limits.NewRefuser(opts.Metrics), derived: opts.Derived,
+		catchUp: opts.CatchUp}
 	if opts.Authz.Enabled() {
 		e.authz = opts.Authz
 	}
@@ -259,6 +266,9 @@ func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if e.catchUp != nil {
+		e.catchUp(ctx)
+	}
 	s := e.open(a, protocol, peer, grant)
 	defer s.close()
 	return s.end(s.loop(ctx))

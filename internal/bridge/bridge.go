@@ -194,6 +194,7 @@ func (b *Bridge) wireSource(ttls *xds.TTLs) {
 		SendTimeout: b.cfg.XDS.SendTimeout, MaxResponseSize: b.cfg.XDS.MaxResponseSize, PushInterval: b.cfg.XDS.PushInterval,
 		Metrics: b.metrics, Authz: b.authz, NamespaceOf: namespaceOf(b.cfg.Translate.DomainSuffix),
 		MaxSubscriptions: b.cfg.Limits.SubscriptionsPerStream, Derived: derivedInputs(b.cfg.Translate.Enabled),
+		CatchUp: b.catchUp(),
 	})
 	healthpb.RegisterHealthServer(b.grpc, b.health)
 	reflection.Register(b.grpc)

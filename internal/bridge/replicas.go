@@ -138,6 +138,27 @@ func (b *Bridge) ingestedFileFaults() []error {
 	return nil
 }
 
+// catchUp is what a stream opening on a replica waits for (etcd backend; nil with memory):
+// this replica has applied what etcd had committed, and translated it, so that a client
+// coming from another replica with initial versions is not told to remove what this one
+// has not caught up with. Bounded by store.etcd.request_timeout.
+func (b *Bridge) catchUp() func(context.Context) {
+	if b.etcd == nil {
+		return nil
+	}
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, b.cfg.Store.Etcd.RequestTimeout)
+		defer cancel()
+		b.etcd.CatchUp(ctx)
+		if b.translator != nil {
+			select {
+			case <-b.translator.Synced(b.store.View().Revision()):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
 // replicaStatus is /debug/replica with the etcd backend; nil with memory.
 func (b *Bridge) replicaStatus() func() etcdbackend.Status {
 	if b.etcd == nil {

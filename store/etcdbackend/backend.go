@@ -594,3 +594,22 @@ func (b *Backend) waitApplied(ctx context.Context, rev int64, owner string) (sto
 		}
 	}
 }
+
+// CatchUp waits until this replica has applied everything etcd had committed when it was
+// called (one linearizable read of the current revision), for at most the request timeout:
+// a stream opening here may come from another replica with versions this one has not applied
+// yet. Cut off from etcd, it returns at once and the replica serves what it has.
+func (b *Backend) CatchUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if ok, _ := b.Ready(); !ok {
+		return
+	}
+	resp, err := b.cli.Get(ctx, b.prefix+sequencePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return
+	}
+	if _, err := b.waitApplied(ctx, resp.Header.Revision, ""); err != nil {
+		b.log.Warn("a stream opened before this replica caught up with etcd", "revision", resp.Header.Revision, "error", err)
+	}
+}

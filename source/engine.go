@@ -246,6 +246,14 @@ func New(opts Options) *Engine {
 	return e
 }
 
+// CatchUp waits, as a stream opening does, until a replicated store has applied what its
+// source of truth had committed (Options.CatchUp); it returns at once without one.
+func (e *Engine) CatchUp(ctx context.Context) {
+	if e.catchUp != nil {
+		e.catchUp(ctx)
+	}
+}
+
 // Stop ends every stream with Unavailable, now and for streams that start later.
 func (e *Engine) Stop() { e.once.Do(func() { close(e.stop) }) }
 
@@ -266,9 +274,7 @@ func (e *Engine) Serve(ctx context.Context, a Adapter, protocol, peer string) er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if e.catchUp != nil {
-		e.catchUp(ctx)
-	}
+	e.CatchUp(ctx)
 	s := e.open(a, protocol, peer, grant)
 	defer s.close()
 	return s.end(s.loop(ctx))

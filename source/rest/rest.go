@@ -176,6 +176,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 	collection := first.Collection
 	watch := s.opts.Store.Watch(collection) // before the first read: no change is missed
 	defer watch.Close()
+	// A poller may come from another replica: answer from what etcd had committed, not from a
+	// replica still catching up (a version older than the poller's would go back in time).
+	s.opts.Engine.CatchUp(r.Context())
 	defer s.holds.hold(xds.PollRequest(dr))()
 	timer := time.NewTimer(s.opts.PollTimeout)
 	defer timer.Stop()

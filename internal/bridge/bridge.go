@@ -218,6 +218,7 @@ func (b *Bridge) wireLinkerd() {
 		KeepaliveInterval: b.cfg.Linkerd.KeepaliveInterval, DomainSuffix: b.cfg.Translate.DomainSuffix,
 		SendTimeout: b.cfg.XDS.SendTimeout,
 		Ready:       b.ready.Ready(),
+		CatchUp:     b.engine.CatchUp,
 	})
 	b.linkerd.Register(b.grpc)
 	b.runners = append(b.runners, runner{name: "linkerd", run: b.linkerd.Run})

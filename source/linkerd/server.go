@@ -66,6 +66,10 @@ type Options struct {
 	// sources loaded): a client keeps its last answers until its first message, and a "does
 	// not exist" sent before the store is loaded would make it drop them.
 	Ready <-chan struct{}
+	// CatchUp, when set, is called after Ready and before the first message: a replicated
+	// store catches up with what it had committed (source.Options.CatchUp), so that a proxy
+	// moving from another replica is not sent an older answer first.
+	CatchUp func(context.Context)
 }
 
 // Server is the Destination service. Register it on a gRPC server whose codec is wire.Codec
@@ -78,6 +82,7 @@ type Server struct {
 	keepalive time.Duration
 	timeout   time.Duration
 	ready     <-chan struct{}
+	catchUp   func(context.Context)
 	stop      chan struct{}
 	stopOnce  sync.Once
 	authzLog  limits.RareLog
@@ -86,7 +91,7 @@ type Server struct {
 // New returns a Server over a store. Run must run for streams to follow changes.
 func New(opts Options) *Server {
 	s := &Server{log: opts.Logger, metrics: opts.Metrics, keepalive: opts.KeepaliveInterval, timeout: opts.SendTimeout,
-		ready: opts.Ready, stop: make(chan struct{})}
+		ready: opts.Ready, catchUp: opts.CatchUp, stop: make(chan struct{})}
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
 	}
@@ -245,6 +250,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 	select {
 	case <-s.ready:
+		if s.catchUp != nil {
+			s.catchUp(ctx)
+		}
 		return nil
 	case <-s.stop:
 		return errStopping

@@ -45,11 +45,17 @@ func (s *Store) Prepare(updates ...Update) ([]Update, error) {
 		u.Resources = nil
 		u.Encoded = make([]Encoded, len(p.entries))
 		for j, e := range p.entries {
-			u.Encoded[j] = Encoded{bytes: e.Bytes}
+			u.Encoded[j] = e.Encoded()
 		}
 		out[i] = u
 	}
 	return out, nil
+}
+
+// OwnedCopy is one owner's copy of a name in a collection, served or shadowed; nil when it
+// holds none.
+func (v *View) OwnedCopy(collection, owner, name string) *Entry {
+	return v.st.colls[collection].ownedCopy(owner, name)
 }
 
 // Owned calls f with each copy one owner holds in a collection, served or shadowed, by name.

@@ -42,7 +42,6 @@ type Member struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *os.File
 }
 
 // Cluster is a set of etcd members started together.
@@ -122,7 +121,7 @@ func (c *Cluster) run(m *Member, state string) {
 		c.t.Fatalf("starting etcd %s: %v", m.Name, err)
 	}
 	m.mu.Lock()
-	m.cmd, m.done, m.log = cmd, make(chan struct{}), logf
+	m.cmd, m.done = cmd, make(chan struct{})
 	done := m.done
 	m.mu.Unlock()
 	go func() {

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mcpbridge/mcpbridge/store"
@@ -342,11 +343,11 @@ func (b *Backend) drain(ctx context.Context, ch clientv3.WatchChan, rev int64) i
 func (b *Backend) loadIfCompacted(ctx context.Context, rev int64) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	_, err := b.cli.Get(rctx, b.prefix+"s/", clientv3.WithRev(rev+1), clientv3.WithCountOnly())
+	_, err := b.cli.Get(rctx, b.prefix+aliveKey(b.name), clientv3.WithRev(rev+1), clientv3.WithCountOnly())
 	if err == nil {
 		return rev, nil
 	}
-	if strings.Contains(err.Error(), "compacted") {
+	if errors.Is(err, rpctypes.ErrCompacted) {
 		return b.load(ctx)
 	}
 	return rev, err
@@ -464,20 +465,7 @@ func (b *Backend) applyRevision(rev int64, events []*clientv3.Event) {
 			w.present[owner] = true
 		}
 	}
-	results := map[string]store.Result{}
-	for owner, colls := range w.updates {
-		b.owners[owner] = true
-		updates := make([]store.Update, 0, len(colls))
-		for _, u := range colls {
-			updates = append(updates, *u)
-		}
-		res, err := b.st.Apply(owner, updates...)
-		if err != nil {
-			b.log.Error("could not apply etcd's revision to the store", "revision", rev, "owner", owner, "error", err)
-			continue
-		}
-		results[owner] = res
-	}
+	results := b.applyLocked(&w, rev)
 	for owner := range w.present {
 		b.setPresentLocked(owner)
 	}
@@ -526,16 +514,27 @@ func (b *Backend) commitOpsLocked(owner, txid string, w *revisionWrite) {
 func (b *Backend) applyCommitLocked(owner, txid string, rev int64) {
 	var w revisionWrite
 	b.commitOpsLocked(owner, txid, &w)
-	for o, colls := range w.updates {
+	b.applyLocked(&w, rev)
+}
+
+// applyLocked applies a revision's changes to the store, one write per owner, and returns
+// each owner's result.
+func (b *Backend) applyLocked(w *revisionWrite, rev int64) map[string]store.Result {
+	results := make(map[string]store.Result, len(w.updates))
+	for owner, colls := range w.updates {
+		b.owners[owner] = true
 		updates := make([]store.Update, 0, len(colls))
 		for _, u := range colls {
 			updates = append(updates, *u)
 		}
-		b.owners[o] = true
-		if _, err := b.st.Apply(o, updates...); err != nil {
-			b.log.Error("could not apply a pending commit", "owner", o, "txid", txid, "revision", rev, "error", err)
+		res, err := b.st.Apply(owner, updates...)
+		if err != nil {
+			b.log.Error("could not apply etcd's revision to the store", "revision", rev, "owner", owner, "error", err)
+			continue
 		}
+		results[owner] = res
 	}
+	return results
 }
 
 // setPresentLocked tells the store whether owner has a stream on any replica.
@@ -605,7 +604,8 @@ func (b *Backend) CatchUp(ctx context.Context) {
 	if ok, _ := b.Ready(); !ok {
 		return
 	}
-	resp, err := b.cli.Get(ctx, b.prefix+sequencePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	// Any linearizable read returns etcd's current revision; one key is the cheapest.
+	resp, err := b.cli.Get(ctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
 	if err != nil {
 		return
 	}

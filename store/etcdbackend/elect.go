@@ -20,12 +20,7 @@ func (b *Backend) Ingest(ctx context.Context, ingest func(context.Context) error
 	for ctx.Err() == nil {
 		sess := b.session.current()
 		if sess == nil {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(100 * time.Millisecond):
-				continue
-			}
+			return errors.New("etcd backend: Ingest before Start")
 		}
 		e := concurrency.NewElection(sess, b.prefix+electionPrefix+"ingester")
 		if err := e.Campaign(ctx, b.name); err != nil {

@@ -50,12 +50,6 @@ func resourceKey(owner, collection, name string) string {
 	return resourcePrefix + esc(owner) + "/" + esc(collection) + "/" + name
 }
 
-func ownerResourcesPrefix(owner string) string { return resourcePrefix + esc(owner) + "/" }
-
-func collectionResourcesPrefix(owner, collection string) string {
-	return resourcePrefix + esc(owner) + "/" + esc(collection) + "/"
-}
-
 func sequenceKey(owner string) string { return sequencePrefix + esc(owner) }
 func leaseKey(owner string) string    { return leasePrefix + esc(owner) }
 func presenceKey(owner, replica string) string {

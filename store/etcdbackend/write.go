@@ -171,27 +171,43 @@ func (b *Backend) ownerState(ctx context.Context, owner string) (seq int64, pend
 
 // opsOf turns prepared updates into puts and deletions of the owner's r/ keys, against what
 // the owner holds: an unchanged resource (same bytes) is not written again. delta is how many
-// copies the owner gains (negative: loses).
+// copies the owner gains (negative: loses). An incremental update looks up only the names it
+// carries; a full one compares with everything the owner holds in the collection.
 func opsOf(view *store.View, owner string, replaceAll bool, updates []store.Update) (ops []op, delta int) {
 	listed := map[string]bool{}
 	for _, u := range updates {
 		listed[u.Collection] = true
-		held := map[string][]byte{}
-		view.Owned(u.Collection, owner, func(e *store.Entry) bool {
-			held[e.Name] = e.Bytes
-			return true
-		})
+		var held map[string][]byte
+		if u.Full {
+			held = map[string][]byte{}
+			view.Owned(u.Collection, owner, func(e *store.Entry) bool {
+				held[e.Name] = e.Bytes
+				return true
+			})
+		}
+		// had is the owner's current bytes of a name, and whether it holds it.
+		had := func(name string) ([]byte, bool) {
+			if u.Full {
+				b, ok := held[name]
+				return b, ok
+			}
+			if e := view.OwnedCopy(u.Collection, owner, name); e != nil {
+				return e.Bytes, true
+			}
+			return nil, false
+		}
 		upserted := make(map[string]bool, len(u.Encoded))
 		for _, enc := range u.Encoded {
-			upserted[enc.Name()] = true
-			old, had := held[enc.Name()]
-			if had && bytes.Equal(old, enc.Bytes()) {
+			name := enc.Name()
+			upserted[name] = true
+			old, ok := had(name)
+			if ok && bytes.Equal(old, enc.Bytes()) {
 				continue
 			}
-			if !had {
+			if !ok {
 				delta++
 			}
-			ops = append(ops, op{key: resourceKey(owner, u.Collection, enc.Name()), value: enc.Bytes()})
+			ops = append(ops, op{key: resourceKey(owner, u.Collection, name), value: enc.Bytes()})
 		}
 		removed := u.Removed
 		if u.Full {
@@ -202,8 +218,10 @@ func opsOf(view *store.View, owner string, replaceAll bool, updates []store.Upda
 				}
 			}
 		}
+		gone := make(map[string]bool, len(removed))
 		for _, name := range removed {
-			if _, had := held[name]; had && !upserted[name] {
+			if _, ok := had(name); ok && !upserted[name] && !gone[name] { // a name listed twice is deleted once
+				gone[name] = true
 				delta--
 				ops = append(ops, op{del: true, key: resourceKey(owner, u.Collection, name)})
 			}
@@ -247,23 +265,18 @@ func (b *Backend) fits(ops []op) bool {
 	return size <= b.maxBytes
 }
 
-// etcdOp is an op as an etcd request, attached to lease when the owner has one.
+// etcdOp is an op as an etcd request, attached to lease when the owner has one (a lease of
+// 0 is none).
 func (b *Backend) etcdOp(o op, lease clientv3.LeaseID) clientv3.Op {
 	if o.del {
 		return clientv3.OpDelete(b.prefix + o.key)
 	}
-	if lease != 0 {
-		return clientv3.OpPut(b.prefix+o.key, string(o.value), clientv3.WithLease(lease))
-	}
-	return clientv3.OpPut(b.prefix+o.key, string(o.value))
+	return clientv3.OpPut(b.prefix+o.key, string(o.value), clientv3.WithLease(lease))
 }
 
 func (b *Backend) sequencePut(owner string, lease clientv3.LeaseID) clientv3.Op {
 	v := b.name + " " + time.Now().UTC().Format(time.RFC3339Nano)
-	if lease != 0 {
-		return clientv3.OpPut(b.prefix+sequenceKey(owner), v, clientv3.WithLease(lease))
-	}
-	return clientv3.OpPut(b.prefix+sequenceKey(owner), v)
+	return clientv3.OpPut(b.prefix+sequenceKey(owner), v, clientv3.WithLease(lease))
 }
 
 // commitSmall commits ops in one transaction, if the owner's sequence is still seq.
@@ -319,18 +332,16 @@ func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, le
 		b.dropChunks(owner, txid)
 		return "", 0, err
 	}
-	record := clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n))
-	if lease != 0 {
-		record = clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n), clientv3.WithLease(lease))
-	}
+	record := clientv3.OpPut(b.prefix+commitKey(owner, txid), fmt.Sprint(n), clientv3.WithLease(lease))
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	// The record is written only while this replica's session is the one the chunks name
 	// (so chunks of a lost session are never committed later, and may be collected).
+	alive := b.prefix + aliveKey(b.name)
 	resp, err := b.cli.Txn(rctx).If(
 		clientv3.Compare(clientv3.ModRevision(b.prefix+sequenceKey(owner)), "=", seq),
-		clientv3.Compare(clientv3.LeaseValue(b.prefix+aliveKey(b.name)), "=", session),
-	).Then(record, b.sequencePut(owner, lease)).Commit()
+		clientv3.Compare(clientv3.LeaseValue(alive), "=", session),
+	).Then(record, b.sequencePut(owner, lease)).Else(clientv3.OpGet(alive)).Commit()
 	if err != nil {
 		// Committed or not, nobody knows: the chunks stay. If no record ever names them, the
 		// collection of a dead session's chunks deletes them (gc.go).
@@ -338,6 +349,11 @@ func (b *Backend) commitChunked(ctx context.Context, owner string, seq int64, le
 	}
 	if !resp.Succeeded {
 		b.dropChunks(owner, txid)
+		// Which compare failed: this replica's session (no retry can succeed until it is
+		// renewed), or another replica's write of the owner (retry on the newer state).
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || clientv3.LeaseID(kvs[0].Lease) != session {
+			return "", 0, &store.UnavailableError{Err: errors.New("this replica's etcd session changed during the write")}
+		}
 		return "", 0, errLostRace
 	}
 	return txid, resp.Header.Revision, nil

@@ -382,10 +382,21 @@ func checkDNS1123Preconditions(name string) error {
 	return nil
 }
 
+// isNumber is whether strconv.Atoi accepts s. Atoi can only succeed on a sign or a digit
+// first, and costs an error value per call when it fails: asked only then, since this runs
+// for every host of every ServiceEntry a producer pushes.
+func isNumber(s string) bool {
+	if s == "" || !(s[0] == '+' || s[0] == '-' || '0' <= s[0] && s[0] <= '9') {
+		return false
+	}
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
 // validateDNS1123Labels mirrors agent.ValidateDNS1123Labels.
 func validateDNS1123Labels(domain string) error {
 	top := domain[strings.LastIndexByte(domain, '.')+1:]
-	if _, err := strconv.Atoi(top); err == nil {
+	if isNumber(top) {
 		return fmt.Errorf("domain name %q invalid (top level domain %q cannot be all-numeric)", domain, top)
 	}
 	rest := domain
@@ -604,10 +615,6 @@ func parseProtocol(s string) protocol {
 
 func (p protocol) isHTTP() bool {
 	return p == protoHTTP || p == protoHTTP2 || p == protoHTTPProxy || p == protoGRPC || p == protoGRPCWeb
-}
-
-func (p protocol) isTCP() bool {
-	return p == protoTCP || p == protoHTTPS || p == protoTLS || p == protoMongo || p == protoRedis || p == protoMySQL
 }
 
 func (p protocol) isTLS() bool { return p == protoHTTPS || p == protoTLS }

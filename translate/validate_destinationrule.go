@@ -106,7 +106,7 @@ func (v *validator) policyPartsAt(p *path, o *networking.OutlierDetection, pool 
 	cp := p.f("connectionPool")
 	v.connectionPoolAt(&cp, pool)
 	lp := p.f("loadBalancer")
-	v.loadBalancerAt(&lp, lb, o)
+	v.loadBalancerAt(&lp, lb)
 	tlsp := p.f("tls")
 	v.clientTLSAt(&tlsp, tls)
 }
@@ -199,7 +199,9 @@ func (v *validator) connectionPoolAt(p *path, s *networking.ConnectionPoolSettin
 }
 
 // loadBalancerAt mirrors validateLoadBalancer.
-func (v *validator) loadBalancerAt(p *path, lb *networking.LoadBalancerSettings, outlier *networking.OutlierDetection) {
+// The failover rules that need an outlier policy only warn without one: istiod's warnings
+// are not reported, so the outlier policy is not read here.
+func (v *validator) loadBalancerAt(p *path, lb *networking.LoadBalancerSettings) {
 	if lb == nil {
 		return
 	}
@@ -266,7 +268,6 @@ func (v *validator) loadBalancerAt(p *path, lb *networking.LoadBalancerSettings,
 			v.errorf(&ap, "aggression should be greater than 0")
 		}
 	}
-	_ = outlier // the failover rules that need an outlier policy only warn without one
 }
 
 // isPrime is Envoy's primality test (source/common/common/utility.cc), as Istio copied it: a

@@ -144,14 +144,7 @@ func validateTrafficExtension(v *validator, t *extensions.TrafficExtension) {
 	if (wasm != nil) == (lua != nil) {
 		v.errorf(&specRoot, "exactly one of wasm or lua must be set")
 	}
-	v.oneOfSelectorTypeAt(&specRoot, t.GetSelector(), nil, t.GetTargetRefs())
-	sp := specRoot.f("selector")
-	v.workloadSelectorAt(&sp, t.GetSelector())
-	tps := specRoot.f("targetRefs")
-	for i, r := range t.GetTargetRefs() {
-		ip := tps.i(i)
-		v.targetRefAt(&ip, r)
-	}
+	v.policySelectionAt(t.GetSelector(), nil, t.GetTargetRefs())
 	if lua != nil {
 		lp := specRoot.f("lua")
 		cp := lp.f("inlineCode")

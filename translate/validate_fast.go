@@ -24,7 +24,6 @@ const (
 	seHosts            = 1
 	seAddresses        = 2
 	sePorts            = 3
-	seLocation         = 4
 	seResolution       = 5
 	seEndpoints        = 6
 	seExportTo         = 7

@@ -112,7 +112,7 @@ func mergeGateways(class string, c translate.GatewayClass, gws []*gateway, fs *f
 			pi := slices.IndexFunc(ports, func(p mergedPort) bool { return p.number == n })
 			ms := mergedServer{gw: gw, index: i, s: s, kind: kind}
 			if pi < 0 {
-				ports = append(ports, mergedPort{number: n, plaintext: kind == serverHTTP && !isTLSServer(s)})
+				ports = append(ports, mergedPort{number: n, plaintext: kind == serverHTTP})
 				pi = len(ports) - 1
 			}
 			p := &ports[pi]
@@ -142,11 +142,6 @@ func mergeGateways(class string, c translate.GatewayClass, gws []*gateway, fs *f
 	}
 	slices.SortFunc(ports, func(a, b mergedPort) int { return int(a.number) - int(b.number) })
 	return ports
-}
-
-// isTLSServer is istiod's: TLS settings on a server that is not HTTP.
-func isTLSServer(s *networking.Server) bool {
-	return s.GetTls() != nil && !isHTTPProtocol(strings.ToUpper(s.GetPort().GetProtocol()))
 }
 
 // duplicateHost records a TLS server's hosts on its port and returns one that a server

@@ -3,7 +3,6 @@ package envoy
 import (
 	"bytes"
 	"cmp"
-	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -222,9 +221,6 @@ func (t *Translator) RemoveGatewayClass(id string) {
 		t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
 	}
 }
-
-// GatewayClasses returns the classes built, by ID.
-func (t *Translator) GatewayClasses() map[string]translate.GatewayClass { return maps.Clone(t.classes) }
 
 // TranslatorOptions configures a Translator.
 type TranslatorOptions struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
+	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -420,7 +421,7 @@ func oneLine(err error) string {
 // validateAuthz compiles authz.rules and the upstreams' scopes, so that a bad rule is a
 // configuration error naming it before anything starts.
 func validateAuthz(c *Config) error {
-	if _, err := authz.Compile(c.Authz.Rules, translate.CollectionOf); err != nil {
+	if _, err := authz.Compile(c.Authz.Rules, xds.CollectionOf); err != nil {
 		return configErrorf("%v", err)
 	}
 	for i, t := range c.Sources.Upstreams {

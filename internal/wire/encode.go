@@ -149,18 +149,21 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	b = appendString(b, l.key, m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
 	for _, e := range m.Resources {
-		r := l.resource(e, form, m.Key)
+		var r resourceBytes // a heartbeat's wrappers carry no body: none is read for them
+		if !wrapped || !m.Heartbeat {
+			r = l.resource(e, form, m.Key)
+		}
 		switch {
 		case wrapped && l.delta:
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = l.appendWrapper(b, e, r, m)
+			b = l.appendWrapper(b, e, r, m, l.wrapperSize(e, r, m))
 		case wrapped: // state of the world: an Any of the wrapper
 			size := l.wrapperSize(e, r, m)
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
 			b = protowire.AppendVarint(b, uint64(stringSize(1, ResourceWrapperTypeURL)+protowire.SizeTag(2)+protowire.SizeBytes(size)))
 			b = appendString(b, 1, ResourceWrapperTypeURL)
 			b = protowire.AppendTag(b, 2, protowire.BytesType)
-			b = l.appendWrapper(b, e, r, m)
+			b = l.appendWrapper(b, e, r, m, size)
 		default:
 			b = r.append(b, l.resources)
 		}
@@ -228,8 +231,8 @@ func (l *Layout) sizeHint(m *Message) int {
 
 // appendWrapper writes the length and the fields of one envoy.service.discovery.v3.Resource:
 // name, version, the resource unless m is a heartbeat, and the TTL when m has one.
-func (l *Layout) appendWrapper(b []byte, e *store.Entry, r resourceBytes, m *Message) []byte {
-	b = protowire.AppendVarint(b, uint64(l.wrapperSize(e, r, m)))
+func (l *Layout) appendWrapper(b []byte, e *store.Entry, r resourceBytes, m *Message, size int) []byte {
+	b = protowire.AppendVarint(b, uint64(size))
 	b = appendString(b, l.deltaName, e.Name)
 	b = appendString(b, l.deltaVersion, e.Version)
 	if !m.Heartbeat {

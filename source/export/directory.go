@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,14 +73,16 @@ func FileName(k *translate.Kind) string { return path.Base(k.Collection) + "." +
 // Run writes every collection's file, then each again when its collection changes, until ctx
 // ends.
 func (d *Directory) Run(ctx context.Context) error {
-	watch := d.opts.Store.Watch() // every collection; before the first read
-	defer watch.Close()
-	if !waitReady(ctx, d.opts.Ready) {
-		return nil
-	}
 	due := map[string]bool{}
 	for _, k := range translate.Kinds() {
 		due[k.Collection] = true
+	}
+	// The Istio kinds' collections only (the Envoy resources the translation derives after
+	// each change are not exported); before the first read.
+	watch := d.opts.Store.Watch(slices.Collect(maps.Keys(due))...)
+	defer watch.Close()
+	if !waitReady(ctx, d.opts.Ready) {
+		return nil
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()

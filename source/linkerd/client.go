@@ -33,6 +33,9 @@ type Addr struct {
 	// TLSIdentity is the identity's URI or DNS-like name, ServerName its SNI (today's API only).
 	TLSIdentity string `json:"tlsIdentity,omitempty"`
 	ServerName  string `json:"serverName,omitempty"`
+	// UnknownFields counts the bytes of fields the client's message does not define (a
+	// conduit client receiving today's TLS identity would have them): for tests.
+	UnknownFields int `json:"-"`
 }
 
 // Get opens a Destination.Get stream for a path (host:port), with today's package
@@ -98,7 +101,7 @@ func fromConduit(m *conduitpb.Update) *Update {
 		for _, w := range u.Add.GetAddrs() {
 			ip := w.GetAddr().GetIp()
 			out.Addrs = append(out.Addrs, Addr{Addr: addrString(ip.GetIpv4(), conduitIPv6(ip.GetIpv6()), w.GetAddr().GetPort()),
-				Weight: w.GetWeight(), MetricLabels: w.GetMetricLabels()})
+				Weight: w.GetWeight(), MetricLabels: w.GetMetricLabels(), UnknownFields: len(w.ProtoReflect().GetUnknown())})
 		}
 		return out
 	case *conduitpb.Update_Remove:

@@ -1,7 +1,6 @@
 package linkerd
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -98,8 +97,9 @@ func (x *index) sync(v *store.View) (hosts touched, all bool) {
 func (x *index) reloadServiceEntries(v *store.View) {
 	x.ses, x.byHost, x.sel = map[string]*seInfo{}, map[string][]string{}, map[string]map[string]bool{}
 	rev, es := v.Snapshot(ServiceEntries)
+	t := touched{} // a reload touches everything: what it names is not read
 	for _, e := range es {
-		x.addSE(e, touched{})
+		x.addSE(e, t)
 	}
 	x.seRev = rev
 }
@@ -107,8 +107,9 @@ func (x *index) reloadServiceEntries(v *store.View) {
 func (x *index) reloadWorkloadEntries(v *store.View) {
 	x.wes = map[string]map[string]*weInfo{}
 	rev, es := v.Snapshot(WorkloadEntries)
+	t := touched{} // a reload touches everything: what it names is not read
 	for _, e := range es {
-		x.addWE(e, touched{})
+		x.addWE(e, t)
 	}
 	x.weRev = rev
 }
@@ -223,12 +224,13 @@ func (x *index) selected(ns string, selector map[string]string) []*weInfo {
 		return nil
 	}
 	var out []*weInfo
-	for _, key := range slices.Sorted(maps.Keys(x.wes[ns])) {
-		we := x.wes[ns][key]
+	for _, we := range x.wes[ns] {
 		if matches(we.labels, selector) {
 			out = append(out, we)
 		}
 	}
+	// In key order, as before: only the matches are sorted, not the namespace's every entry.
+	slices.SortFunc(out, func(a, b *weInfo) int { return strings.Compare(a.key, b.key) })
 	return out
 }
 

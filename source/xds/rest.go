@@ -28,10 +28,6 @@ func PollRequest(m *discovery.DiscoveryRequest) *source.Request {
 	return sotwRequest(m, "")
 }
 
-// IsRouter tells whether a node ID is a gateway proxy's (router~...), whose listeners and
-// routes are built only while one of its class holds them (GatewayClasses).
-func IsRouter(nodeID string) bool { return isRouter(nodeID) }
-
 // NodeOf is what a request says of its node, for GatewayClassOf.
 func NodeOf(req *source.Request) source.Node {
 	return source.Node{ID: req.Node, Labels: req.NodeLabels, Namespaces: req.NodeNamespaces}
@@ -53,7 +49,7 @@ func GatewayClassKey(req *source.Request) string {
 	if !isRouter(req.Node) {
 		return ""
 	}
-	return fmt.Sprint(GatewayClassOf(NodeOf(req)))
+	return GatewayClassOf(NodeOf(req)).ID()
 }
 
 // EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding

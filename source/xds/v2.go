@@ -61,8 +61,9 @@ var (
 // stored bytes, with the few fields v2 spells otherwise rewritten (envoyv2.Value). It runs
 // when a response is encoded, once per response and version for every stream that shares it;
 // the rewrite of an entry is kept while the entry lives (v2Bodies), so that a whole-type
-// response after a change reads only the resources that changed. Endpoints and listeners
-// need nothing and are never read.
+// response after a change reads only the resources that changed. Endpoints need nothing;
+// listeners are served as stored, their RDS config sources still naming V3 (docs/xds-v2.md,
+// "Not done yet").
 func v2Value(key string, e *store.Entry) []byte {
 	_, stored := e.Body()
 	v3 := v3Of[key]

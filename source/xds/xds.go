@@ -149,9 +149,7 @@ func (h *gatewayHold) see(req *source.Request) {
 		return
 	}
 	h.seen = true
-	if isRouter(req.Node) {
-		h.release = h.classes.AcquireGatewayClass(GatewayClassOf(source.Node{ID: req.Node, Labels: req.NodeLabels, Namespaces: req.NodeNamespaces}))
-	}
+	h.release = HoldGatewayClass(h.classes, req)
 }
 
 func (h *gatewayHold) end() {

@@ -35,13 +35,13 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
-	"github.com/mcpbridge/mcpbridge/internal/admin"
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/app"
+	"github.com/mcpbridge/mcpbridge/app/admin"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Owner is the producer ID under which Load and LoadYAML store what the test loads.
@@ -50,7 +50,7 @@ const Owner = "bridgetest"
 // Bridge is a running mcpbridge. Its methods take the calling test's testing.TB, so that one
 // bridge can serve the subtests of a test.
 type Bridge struct {
-	b        *bridge.Bridge
+	b        *app.Bridge
 	grpcAddr string
 	httpAddr string
 	wait     time.Duration
@@ -58,7 +58,7 @@ type Bridge struct {
 
 // options are what the Options of Start set.
 type options struct {
-	cfg  *bridge.Config
+	cfg  *app.Config
 	log  *slog.Logger
 	wait time.Duration
 }
@@ -109,7 +109,7 @@ func WithWaitTimeout(d time.Duration) Option { return func(o *options) { o.wait 
 // port serves and every source delivered its first state). It stops when the test ends.
 func Start(t testing.TB, opts ...Option) *Bridge {
 	t.Helper()
-	o := &options{cfg: bridge.DefaultConfig(), log: slog.New(slog.DiscardHandler), wait: 10 * time.Second}
+	o := &options{cfg: app.DefaultConfig(), log: slog.New(slog.DiscardHandler), wait: 10 * time.Second}
 	o.cfg.GRPC.ShutdownGrace = time.Second
 	for _, opt := range opts {
 		opt(o)
@@ -117,7 +117,7 @@ func Start(t testing.TB, opts ...Option) *Bridge {
 	// A source that never delivers (an unreachable upstream) is ready anyway when Start stops
 	// waiting, as mcpbridge serve is after sources.startup_timeout.
 	o.cfg.Sources.StartupTimeout = o.wait
-	b, err := bridge.New(o.cfg, o.log)
+	b, err := app.New(o.cfg, o.log)
 	if err != nil {
 		t.Fatalf("bridgetest: %v", err)
 	}
@@ -217,7 +217,7 @@ func (b *Bridge) Load(t testing.TB, objs ...Object) {
 	t.Helper()
 	state := map[string][]*mcpapi.Resource{}
 	for _, o := range objs {
-		k, ok := translate.ByAMCSTypeURL("type.googleapis.com/" + string(o.Spec.ProtoReflect().Descriptor().FullName()))
+		k, ok := kinds.ByAMCSTypeURL("type.googleapis.com/" + string(o.Spec.ProtoReflect().Descriptor().FullName()))
 		if !ok {
 			t.Fatalf("bridgetest: Load %s/%s: %T is not an Istio kind the bridge serves", o.Namespace, o.Name, o.Spec)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
-	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -45,7 +44,7 @@ func newApplier(st *store.Store, w store.Writer, a asked, node SinkNode, m *metr
 	for canonical := range a.byCanonical {
 		ap.colls[canonical] = m.Collection(metrics.RoleSink, canonical)
 	}
-	ap.colls[source.TriggerCollection] = m.Collection(metrics.RoleSink, source.TriggerCollection)
+	ap.colls[mcp.TriggerCollection] = m.Collection(metrics.RoleSink, mcp.TriggerCollection)
 	ap.unasked = m.Collection(metrics.RoleSink, metrics.UnaskedCollection)
 	return ap
 }
@@ -60,7 +59,7 @@ func writerOr(w store.Writer, st *store.Store) store.Writer {
 
 // label is the metrics label and handles of a collection a producer named.
 func (a *applier) label(name string) (string, *metrics.Collection) {
-	if name == source.TriggerCollection {
+	if name == mcp.TriggerCollection {
 		return name, a.colls[name]
 	}
 	if _, canonical, ok := a.asked.lookup(name); ok {
@@ -102,7 +101,7 @@ func (a *applier) handle(owner string, rights producerRights, m *mcp.Resources) 
 }
 
 func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) outcome {
-	if m.GetCollection() == source.TriggerCollection {
+	if m.GetCollection() == mcp.TriggerCollection {
 		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
 	}
 	if _, canonical, _ := a.asked.lookup(m.GetCollection()); !rights.in(canonical) {

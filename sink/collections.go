@@ -5,8 +5,7 @@ import (
 	"maps"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
-	"github.com/mcpbridge/mcpbridge/source"
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 )
 
 // Collection is one collection the bridge asks a producer for.
@@ -23,7 +22,7 @@ type Collection struct {
 // DefaultCollections is what the bridge asks for when it is not configured otherwise: the
 // canonical collection of every known kind, incremental.
 func DefaultCollections() []Collection {
-	names := translate.DefaultCollections()
+	names := kinds.DefaultCollections()
 	out := make([]Collection, len(names))
 	for i, n := range names {
 		out[i] = Collection{Name: n, Incremental: true}
@@ -63,10 +62,10 @@ func newAsked(colls []Collection) (asked, error) {
 		switch {
 		case c.Name == "":
 			return asked{}, fmt.Errorf("collections[%d]: name is empty", i)
-		case c.Name == source.TriggerCollection:
+		case c.Name == mcp.TriggerCollection:
 			return asked{}, fmt.Errorf("collections[%d]: %q is reserved for opening ResourceSink streams", i, c.Name)
 		}
-		canonical := translate.CanonicalCollection(c.Name)
+		canonical := kinds.CanonicalCollection(c.Name)
 		if j, dup := firstIndex[canonical]; dup {
 			return asked{}, fmt.Errorf("collections[%d]: %q is the same collection as collections[%d] %q (%s)",
 				i, c.Name, j, colls[j].Name, canonical)
@@ -81,7 +80,7 @@ func newAsked(colls []Collection) (asked, error) {
 // lookup returns the configured collection behind a name the producer used, and its
 // canonical name.
 func (a asked) lookup(name string) (Collection, string, bool) {
-	canonical := translate.CanonicalCollection(name)
+	canonical := kinds.CanonicalCollection(name)
 	c, ok := a.byCanonical[canonical]
 	return c, canonical, ok
 }

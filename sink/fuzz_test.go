@@ -11,7 +11,6 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
-	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -101,7 +100,7 @@ func fuzzSeeds() []*mcp.Resources {
 		{Collection: vsColl, Nonce: "11"},
 		{Collection: gwColl, Nonce: "12"},
 		{Collection: opaqueColl, Nonce: "13", Resources: []*mcpapi.Resource{{Metadata: &mcpapi.Metadata{Name: "w", Version: "1"}}}},
-		{Collection: source.TriggerCollection},
+		{Collection: mcp.TriggerCollection},
 		{Collection: seColl, Resources: ses("a")},
 		{Collection: seColl, Nonce: "14", Resources: []*mcpapi.Resource{{}}},
 	}

@@ -22,9 +22,9 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,7 +39,7 @@ const (
 )
 
 func newStore() *store.Store {
-	return store.New(store.Options{Validate: translate.ValidateResource})
+	return store.New(store.Options{Validate: kinds.ValidateResource})
 }
 
 func serviceEntry(name, host string) *mcpapi.Resource {

@@ -17,7 +17,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
-	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
@@ -126,16 +126,16 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 	ctx := stream.Context()
 	grant, err := s.authz.Grant(authz.PeerIdentity(ctx))
 	if err != nil {
-		s.log.Warn("producer refused", "peer", source.PeerAddr(ctx), "error", err)
+		s.log.Warn("producer refused", "peer", rpcpeer.Addr(ctx), "error", err)
 		s.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedNoRule)
 		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	rights := producerRights{grant: grant}
 	owner := ProducerOwner(ctx)
-	log := s.log.With("owner", owner, "peer", source.PeerAddr(ctx))
+	log := s.log.With("owner", owner, "peer", rpcpeer.Addr(ctx))
 	s.presence.open(owner)
 	defer s.presence.close(owner)
-	s.producers.open(owner, source.PeerAddr(ctx))
+	s.producers.open(owner, rpcpeer.Addr(ctx))
 	defer s.producers.close(owner)
 	sm := s.metrics.Stream(metrics.RoleSink, ProtocolResourceSink)
 	defer sm.Close()

@@ -15,7 +15,6 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
-	"github.com/mcpbridge/mcpbridge/source"
 )
 
 func TestStreamOpensWithARequestPerConfiguredCollection(t *testing.T) {
@@ -298,12 +297,12 @@ func TestTriggerCollectionIsAnsweredUnimplementedAndTheStreamGoesOn(t *testing.T
 	b := startSink(t, Options{})
 	p := dialProducer(t, b.addr, "istio-source")
 	// Istio's source clients open with the trigger before anything else, without a nonce.
-	if err := p.stream.Send(&mcp.Resources{Collection: source.TriggerCollection}); err != nil {
+	if err := p.stream.Send(&mcp.Resources{Collection: mcp.TriggerCollection}); err != nil {
 		t.Fatal(err)
 	}
 	p.requests(len(DefaultCollections()))
 	reply := p.recv()
-	if reply.Collection != source.TriggerCollection || reply.ErrorDetail == nil ||
+	if reply.Collection != mcp.TriggerCollection || reply.ErrorDetail == nil ||
 		codes.Code(reply.ErrorDetail.Code) != codes.Unimplemented {
 		t.Fatalf("answer to the trigger: %v, want a NACK with code Unimplemented", reply)
 	}
@@ -397,7 +396,7 @@ func TestNewServerRefusesTwoNamesOfOneCollection(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), seAlias) || !strings.Contains(err.Error(), seColl) {
 		t.Fatalf("error %v, want one naming %s and %s", err, seAlias, seColl)
 	}
-	for _, bad := range []string{"", source.TriggerCollection} {
+	for _, bad := range []string{"", mcp.TriggerCollection} {
 		if _, err := NewServer(Options{Store: newStore(), Collections: []Collection{{Name: bad}}}); err == nil {
 			t.Fatalf("collection %q accepted", bad)
 		}

@@ -15,8 +15,8 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // UpstreamOptions configures an Upstream.
@@ -79,7 +79,7 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 	}
 	var rights producerRights
 	if opts.Target.Authz != nil {
-		g, err := authz.ScopeGrant("upstream "+opts.Target.Address, *opts.Target.Authz, translate.CollectionOf)
+		g, err := authz.ScopeGrant("upstream "+opts.Target.Address, *opts.Target.Authz, kinds.CollectionOf)
 		if err != nil {
 			return nil, fmt.Errorf("authz.%w", err)
 		}

@@ -12,11 +12,6 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 )
 
-// TriggerCollection is the collection of the Resources message with which an MCP source that
-// dials a ResourceSink opens the stream, so that the sink starts sending its requests. Istio's
-// source clients do the same; the sink NACKs it (Unimplemented) and goes on.
-const TriggerCollection = "$triggerCollection"
-
 // Downstream pushes to a remote ResourceSink: the bridge dials it, opens the stream with the
 // trigger, and then serves the sink's RequestResources exactly as the ResourceSource service
 // would. It reconnects with exponential backoff and jitter.
@@ -77,7 +72,7 @@ func (d *Downstream) stream(ctx context.Context, client mcp.ResourceSinkClient, 
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&mcp.Resources{Collection: TriggerCollection}); err != nil {
+	if err := stream.Send(&mcp.Resources{Collection: mcp.TriggerCollection}); err != nil {
 		return err
 	}
 	peer.Up()

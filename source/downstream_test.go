@@ -92,8 +92,8 @@ func TestDownstreamPushSendsTriggerThenServesRequestsAndReconnects(t *testing.T)
 	}
 	select {
 	case c := <-sink.triggers:
-		if c != TriggerCollection {
-			t.Fatalf("first message's collection = %q, want %q", c, TriggerCollection)
+		if c != mcp.TriggerCollection {
+			t.Fatalf("first message's collection = %q, want %q", c, mcp.TriggerCollection)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no trigger")

@@ -21,14 +21,14 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // startBridgeWith is startBridge with engine options.
 func startBridgeWith(t *testing.T, opts Options) *bridge {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	opts.Store = st
 	eng := New(opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

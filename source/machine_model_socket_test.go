@@ -3,11 +3,12 @@ package source
 import (
 	"context"
 	"flag"
-	"google.golang.org/protobuf/proto"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -18,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -115,7 +117,7 @@ func (a *modelADS) StreamAggregatedResources(s grpc.BidiStreamingServer[discover
 		req.Names, req.Nonce, req.ErrorDetail, req.Node = m.ResourceNames, m.ResponseNonce, m.ErrorDetail, m.GetNode().GetId()
 		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
 		return req, nil
-	}}, "model-sotw", PeerAddr(s.Context()))
+	}}, "model-sotw", rpcpeer.Addr(s.Context()))
 }
 
 func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
@@ -133,7 +135,7 @@ func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery
 		req.Node = m.GetNode().GetId()
 		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
 		return req, nil
-	}}, "model-delta", PeerAddr(s.Context()))
+	}}, "model-delta", rpcpeer.Addr(s.Context()))
 }
 
 // modelNodeNamespaces reads the narrowing from node metadata, as source/xds does.

@@ -1,14 +1,12 @@
 package source
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 )
 
 // Protocol names, as logs, metrics and the debug endpoint show them.
@@ -35,7 +33,7 @@ var (
 
 // resolveCollection maps an MCP collection (canonical, alias or opaque) to the store's.
 func resolveCollection(name string) (collection string, known bool) {
-	if k, ok := translate.ByCollection(name); ok {
+	if k, ok := kinds.ByCollection(name); ok {
 		return k.Collection, true
 	}
 	return name, false
@@ -44,7 +42,7 @@ func resolveCollection(name string) (collection string, known bool) {
 // resolveAMCSType maps an AggregatedMeshConfigService type URL to the store's collection; an
 // unknown type URL is an opaque collection of that name.
 func resolveAMCSType(typeURL string) (collection string, known bool) {
-	if k, ok := translate.ByAMCSTypeURL(typeURL); ok {
+	if k, ok := kinds.ByAMCSTypeURL(typeURL); ok {
 		return k.Collection, true
 	}
 	return typeURL, false
@@ -88,7 +86,7 @@ func (a *resourcesStream) Recv() (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.GetCollection() == TriggerCollection {
+	if m.GetCollection() == mcp.TriggerCollection {
 		return nil, nil // the sink's answer to our trigger, not a subscription
 	}
 	return requestResources(m), nil
@@ -105,7 +103,7 @@ type ResourceSource struct {
 
 func (s *ResourceSource) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.RequestResources, mcp.Resources]) error {
 	a := &resourcesStream{recv: stream.Recv, send: stream.SendMsg}
-	return s.Engine.Serve(stream.Context(), a, ProtocolResourceSource, PeerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolResourceSource, rpcpeer.Addr(stream.Context()))
 }
 
 // AggregatedMeshConfig is the istio.mcp.v1alpha1.AggregatedMeshConfigService: the older MCP
@@ -117,12 +115,12 @@ type AggregatedMeshConfig struct {
 
 func (s *AggregatedMeshConfig) StreamAggregatedResources(stream grpc.BidiStreamingServer[mcp.MeshConfigRequest, mcp.MeshConfigResponse]) error {
 	a := &meshConfigStream{stream: stream}
-	return s.Engine.Serve(stream.Context(), a, ProtocolAMCS, PeerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCS, rpcpeer.Addr(stream.Context()))
 }
 
 func (s *AggregatedMeshConfig) IncrementalAggregatedResources(stream grpc.BidiStreamingServer[mcp.IncrementalMeshConfigRequest, mcp.IncrementalMeshConfigResponse]) error {
 	a := &incrementalMeshConfigStream{stream: stream}
-	return s.Engine.Serve(stream.Context(), a, ProtocolAMCSIncr, PeerAddr(stream.Context()))
+	return s.Engine.Serve(stream.Context(), a, ProtocolAMCSIncr, rpcpeer.Addr(stream.Context()))
 }
 
 type meshConfigStream struct {
@@ -169,11 +167,3 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 
 func (a *incrementalMeshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *incrementalMeshConfigStream) Layout() *wire.Layout     { return incrementalMeshConfigLayout }
-
-// PeerAddr is the address of the client of a server stream, for logs and the debug view.
-func PeerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}

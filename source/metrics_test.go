@@ -12,8 +12,8 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // failingAdapter subscribes to one collection, then fails every send.
@@ -36,7 +36,7 @@ func (a *failingAdapter) Layout() *wire.Layout   { return resourcesLayout }
 // A send that fails ends the stream and is counted with its gRPC code.
 func TestMetricsCountSendFailures(t *testing.T) {
 	m := metrics.New()
-	eng := New(Options{Store: store.New(store.Options{Validate: translate.ValidateResource}), Metrics: m})
+	eng := New(Options{Store: store.New(store.Options{Validate: kinds.ValidateResource}), Metrics: m})
 	defer eng.Stop()
 	a := &failingAdapter{requests: make(chan *Request, 1), sendErr: status.Error(codes.Unavailable, "peer went away")}
 	a.requests <- &Request{Key: seColl, Collection: seColl, Known: true, WildcardCapable: true}

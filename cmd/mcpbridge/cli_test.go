@@ -20,8 +20,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/app"
 	"github.com/mcpbridge/mcpbridge/bridgetest"
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 )
@@ -107,7 +107,7 @@ func TestViperDefaultsAreTheBridgeDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := bridge.DefaultConfig(); !reflect.DeepEqual(cfg, want) {
+	if want := app.DefaultConfig(); !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("viper defaults\n%+v\nbridge.DefaultConfig\n%+v", cfg, want)
 	}
 }

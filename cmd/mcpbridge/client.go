@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpbridge/mcpbridge/internal/dial"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // What validate, push and watch share: dialling a peer as a client, and reading Istio YAML
@@ -88,7 +88,7 @@ type files struct {
 }
 
 func newFiles(paths []string, log *slog.Logger) *files {
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	return &files{store: st, source: filesource.New(filesource.Options{Paths: paths, Store: st, Logger: log})}
 }
 

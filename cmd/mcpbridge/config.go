@@ -17,20 +17,20 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/mcpbridge/mcpbridge/app"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source/xds"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
-// with the wiring, in internal/bridge; only this command reads configuration).
+// with the wiring, in app; only this command reads configuration).
 type (
-	Config     = bridge.Config
-	LogConfig  = bridge.LogConfig
-	GRPCConfig = bridge.GRPCConfig
+	Config     = app.Config
+	LogConfig  = app.LogConfig
+	GRPCConfig = app.GRPCConfig
 )
 
 // defaults are the values of every key when nothing else sets it.
@@ -80,7 +80,7 @@ var defaults = map[string]any{
 	"store.etcd.tls.key_file":          "",
 	"collections":                      []string{},
 	"memory.limit":                     "auto",
-	"memory.gc_percent":                bridge.DefaultGCPercent,
+	"memory.gc_percent":                app.DefaultGCPercent,
 	"sources.upstreams":                []any{},
 	"downstreams":                      []any{},
 	"sink.node_id":                     "mcpbridge",
@@ -99,7 +99,7 @@ var defaults = map[string]any{
 	"translate.domain_suffix":          "cluster.local",
 	"linkerd.keepalive_interval":       "30s",
 	"authz.rules":                      []any{},
-	// internal/bridge.LimitsConfig says why each limit is what it is.
+	// internal/app.LimitsConfig says why each limit is what it is.
 	"limits.streams":                  100_000,
 	"limits.streams_per_peer":         1_000,
 	"limits.subscriptions_per_stream": 200_000,
@@ -118,9 +118,9 @@ var flagKeys = map[string]string{
 }
 
 // ConfigError is a bad command line or configuration: exit status 2, one line.
-type ConfigError = bridge.ConfigError
+type ConfigError = app.ConfigError
 
-func configErrorf(format string, args ...any) error { return bridge.ConfigErrorf(format, args...) }
+func configErrorf(format string, args ...any) error { return app.ConfigErrorf(format, args...) }
 
 // addConfigFlags declares the flags of CONTRACT.md section 2 on fs.
 func addConfigFlags(fs *pflag.FlagSet) {
@@ -312,7 +312,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if err := validateStore(c.Store); err != nil {
 		return err
 	}
-	if _, err := bridge.ResolveTTLs(c.XDS.TTL); err != nil {
+	if _, err := app.ResolveTTLs(c.XDS.TTL); err != nil {
 		return err
 	}
 	for key, d := range map[string]time.Duration{
@@ -365,7 +365,7 @@ func isLoopback(addr string) bool {
 
 // validateLimits refuses a limit that is not positive: none has a value meaning "no limit"
 // (to lift one, set it far above what any client needs), and 0 would refuse every client.
-func validateLimits(l bridge.LimitsConfig) error {
+func validateLimits(l app.LimitsConfig) error {
 	for key, n := range map[string]int{
 		"limits.streams": l.Streams, "limits.streams_per_peer": l.StreamsPerPeer,
 		"limits.subscriptions_per_stream": l.SubscriptionsPerStream, "limits.request_burst": l.RequestBurst,
@@ -428,7 +428,7 @@ func validateAuthz(c *Config) error {
 		if t.Authz == nil {
 			continue
 		}
-		if _, err := authz.ScopeGrant("", *t.Authz, translate.CollectionOf); err != nil {
+		if _, err := authz.ScopeGrant("", *t.Authz, kinds.CollectionOf); err != nil {
 			return configErrorf("sources.upstreams[%d].authz.%v", i, err)
 		}
 	}
@@ -441,7 +441,7 @@ func validateAuthz(c *Config) error {
 }
 
 // validateStore checks store.backend and, for etcd, store.etcd.
-func validateStore(s bridge.StoreConfig) error {
+func validateStore(s app.StoreConfig) error {
 	switch s.Backend {
 	case "memory":
 		return nil

@@ -21,10 +21,10 @@ import (
 	"github.com/mcpbridge/mcpbridge/bridgetest"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/sink"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 const seCollection = "istio/networking/v1alpha3/serviceentries"
@@ -52,7 +52,7 @@ type producerSource struct {
 
 func startProducerSource(t *testing.T) *producerSource {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	eng := source.New(source.Options{Store: st})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,7 +124,7 @@ type downstreamSink struct {
 
 func startDownstreamSink(t *testing.T, incremental bool) *downstreamSink {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	srv := grpc.NewServer()
 	s, err := sink.NewServer(sink.Options{Store: st, Collections: []sink.Collection{{Name: seCollection, Incremental: incremental}}})
 	if err != nil {
@@ -143,7 +143,7 @@ func startDownstreamSink(t *testing.T, incremental bool) *downstreamSink {
 // dialingSink is a config consumer that dials the bridge's ResourceSource.
 func startDialingSink(t *testing.T, bridgeAddr string, incremental bool) *store.Store {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	up, err := sink.NewUpstream(sink.UpstreamOptions{
 		Target: dial.Target{Address: bridgeAddr}, Store: st,
 		Collections: []sink.Collection{{Name: seCollection, Incremental: incremental}},

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/app"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source/export"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // sameIstioConfig compares two stores' collections of every Istio kind, entry by entry:
 // names, versions and encodings. It returns the first difference, or "".
 func sameIstioConfig(a, b *store.Store) string {
 	va, vb := a.View(), b.View()
-	for _, k := range translate.Kinds() {
+	for _, k := range kinds.Kinds() {
 		_, ea := va.Snapshot(k.Collection)
 		_, eb := vb.Snapshot(k.Collection)
 		if len(ea) != len(eb) {
@@ -40,12 +40,12 @@ func sameIstioConfig(a, b *store.Store) string {
 // source loads it into the store the bridge held: every resource, with its version and bytes.
 func TestExportDirectoryRoundTripsThroughValidateAndTheFileSource(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "backup")
-	cfg := bridge.DefaultConfig()
+	cfg := app.DefaultConfig()
 	cfg.Sources.Files = []string{"../../examples"}
 	cfg.Exports.Directory = out
 	cfg.Exports.Debounce = time.Millisecond
 	cfg.GRPC.ShutdownGrace = time.Second
-	b, err := bridge.New(cfg, nil)
+	b, err := app.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestExportDirectoryRoundTripsThroughValidateAndTheFileSource(t *testing.T) 
 	if err != nil || len(entries) < 3 {
 		t.Fatalf("export directory: %v, %v", entries, err)
 	}
-	se, _ := translate.ByCollection("istio/networking/v1alpha3/serviceentries")
+	se, _ := kinds.ByCollection("istio/networking/v1alpha3/serviceentries")
 	if _, err := os.Stat(filepath.Join(out, export.FileName(se))); err != nil {
 		t.Fatalf("no file for ServiceEntries: %v", err)
 	}

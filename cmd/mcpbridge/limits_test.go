@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/app"
 )
 
 // Each limits.* key is read from the file (and the environment), as the README documents it.
@@ -31,7 +31,7 @@ func TestLimitsAreReadFromTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := bridge.LimitsConfig{Streams: 10, StreamsPerPeer: 3, SubscriptionsPerStream: 30, RequestsPerSecond: 0.5,
+	want := app.LimitsConfig{Streams: 10, StreamsPerPeer: 3, SubscriptionsPerStream: 30, RequestsPerSecond: 0.5,
 		RequestBurst: 4, ResourcesPerProducer: 50, FirstRequestTimeout: 3 * time.Second}
 	if cfg.Limits != want {
 		t.Fatalf("limits %+v, want %+v", cfg.Limits, want)

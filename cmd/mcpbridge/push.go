@@ -17,8 +17,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/sink"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func newPushCommand() *cobra.Command {
@@ -266,7 +266,7 @@ func (p *pusher) handle(req *mcp.RequestResources) error {
 	if name == "" {
 		return nil
 	}
-	p.asked[name] = translate.CanonicalCollection(name)
+	p.asked[name] = kinds.CanonicalCollection(name)
 	return p.push(name)
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/app"
 )
 
 func newServeCommand() *cobra.Command {
@@ -58,7 +58,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, onListen listenin
 	}
 	applyMemoryLimit(cfg.Memory.Limit, log)
 	applyGCPercent(cfg.Memory.GCPercent, log)
-	b, err := bridge.New(cfg, log)
+	b, err := app.New(cfg, log)
 	if err != nil {
 		grpcLis.Close()
 		httpLis.Close()

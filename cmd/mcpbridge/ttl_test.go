@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/mcpbridge/mcpbridge/internal/bridge"
+	"github.com/mcpbridge/mcpbridge/app"
 )
 
 // xds.ttl is read from the file as config.yaml shows it: a default and a list of types, whose
@@ -32,14 +32,14 @@ func TestTTLsAreReadFromTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := bridge.TTLConfig{Types: []bridge.TypeTTL{
+	want := app.TTLConfig{Types: []app.TypeTTL{
 		{Type: "type.googleapis.com/envoy.config.cluster.v3.Cluster", TTL: 30 * time.Second},
 		{Type: "networking.istio.io/v1/ServiceEntry", TTL: time.Minute},
 	}}
 	if !reflect.DeepEqual(cfg.XDS.TTL, want) {
 		t.Fatalf("xds.ttl %+v, want %+v", cfg.XDS.TTL, want)
 	}
-	ttls, err := bridge.ResolveTTLs(cfg.XDS.TTL)
+	ttls, err := app.ResolveTTLs(cfg.XDS.TTL)
 	if err != nil {
 		t.Fatal(err)
 	}

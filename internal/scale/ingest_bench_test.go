@@ -15,8 +15,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
@@ -57,7 +57,7 @@ func cpuTime() time.Duration {
 func BenchmarkIngest1000ServiceEntries(b *testing.B) {
 	const n = 1000
 	b.Run("mcpbridge", func(b *testing.B) {
-		st := store.New(store.Options{Validate: translate.ValidateResource})
+		st := store.New(store.Options{Validate: kinds.ValidateResource})
 		ctrl := envoy.New(envoy.Options{Store: st})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -22,7 +22,7 @@ import (
 
 // Object is one decoded document: an Istio resource ready for the store.
 type Object struct {
-	Kind     *translate.Kind
+	Kind     *kinds.Kind
 	Resource *mcpapi.Resource
 	File     string
 	Doc      int // 1-based index among the file's non-empty documents
@@ -246,7 +246,7 @@ func (d *docDecoder) validate(obj *Object, spec proto.Message) []*DecodeError {
 	if err == nil {
 		return nil
 	}
-	var invalid *translate.InvalidError
+	var invalid *kinds.InvalidError
 	if !errors.As(err, &invalid) {
 		return []*DecodeError{d.fail("spec", err)}
 	}
@@ -319,7 +319,7 @@ func (d *docDecoder) yamlError(err error) error {
 	return &cleanError{text: text, err: err}
 }
 
-func (d *docDecoder) kindOf(top map[string]json.RawMessage) (*translate.Kind, *DecodeError) {
+func (d *docDecoder) kindOf(top map[string]json.RawMessage) (*kinds.Kind, *DecodeError) {
 	apiVersion, err := requiredString(top, "apiVersion")
 	if err != nil {
 		return nil, d.fail("apiVersion", err)
@@ -329,7 +329,7 @@ func (d *docDecoder) kindOf(top map[string]json.RawMessage) (*translate.Kind, *D
 		return nil, d.fail("kind", err)
 	}
 	d.kind = kind
-	k, ok := translate.ByGroupVersionKind(apiVersion, kind)
+	k, ok := kinds.ByGroupVersionKind(apiVersion, kind)
 	if !ok {
 		return nil, d.fail("", fmt.Errorf("unknown kind: apiVersion %q, kind %q is not an Istio kind this bridge serves", apiVersion, kind))
 	}
@@ -473,7 +473,7 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // spec decodes spec into the kind's message, unknown fields being errors, and wraps it in an
 // Any; it returns the message too, to be validated.
-func (d *docDecoder) spec(k *translate.Kind, raw json.RawMessage) (*anypb.Any, proto.Message, *DecodeError) {
+func (d *docDecoder) spec(k *kinds.Kind, raw json.RawMessage) (*anypb.Any, proto.Message, *DecodeError) {
 	if raw == nil || bytes.Equal(raw, []byte("null")) {
 		return nil, nil, d.fail("spec", errors.New("missing"))
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
@@ -56,7 +56,7 @@ func TestDecodeServiceEntry(t *testing.T) {
 	if md.GetVersion() != "" || md.GetCreateTime() != nil {
 		t.Errorf("version %q, create time %v: want both unset (the store hashes the content)", md.GetVersion(), md.GetCreateTime())
 	}
-	if err := translate.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
+	if err := kinds.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
 		t.Fatalf("decoded body does not validate: %v", err)
 	}
 	se := &networking.ServiceEntry{}
@@ -402,7 +402,7 @@ func FuzzDecode(f *testing.F) {
 			if o.Name() == "" || !strings.Contains(o.Name(), "/") {
 				t.Fatalf("object without namespace/name: %q", o.Name())
 			}
-			if err := translate.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
+			if err := kinds.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
 				t.Fatalf("decoded object does not validate: %v", err)
 			}
 		}

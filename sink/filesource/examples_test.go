@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 )
 
 // TestExamples decodes the repository's examples/, which `make run` serves: every document
@@ -30,7 +30,7 @@ func TestExamples(t *testing.T) {
 		for _, o := range objs {
 			count[o.Kind.Collection]++
 			names[o.Kind.Kind+" "+o.Name()] = true
-			if err := translate.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
+			if err := kinds.ValidateResource(o.Kind.Collection, o.Resource); err != nil {
 				t.Errorf("%s %s: %v", o.Kind.Kind, o.Name(), err)
 			}
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -52,7 +52,7 @@ func (d *docDecoder) fastDecode(p *fastYAML) (*Object, proto.Message, bool) {
 	if apiVersion == "" || kind == "" || meta < 0 || spec < 0 {
 		return nil, nil, false
 	}
-	k, ok := translate.ByGroupVersionKind(apiVersion, kind)
+	k, ok := kinds.ByGroupVersionKind(apiVersion, kind)
 	if !ok {
 		return nil, nil, false
 	}
@@ -155,7 +155,7 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 
 // spec decodes spec into the kind's message and wraps it in an Any, as the general path does;
 // it returns the message too, to be validated.
-func (p *fastYAML) spec(k *translate.Kind, i int32) (*anypb.Any, proto.Message, bool) {
+func (p *fastYAML) spec(k *kinds.Kind, i int32) (*anypb.Any, proto.Message, bool) {
 	msg := k.New()
 	if !p.setFields(i, msg.ProtoReflect(), 0) {
 		return nil, nil, false

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // objKey names a resource of the owner's state.
@@ -17,7 +17,7 @@ type objKey struct{ collection, name string }
 // where it came from, for faults. The decoded resource is not kept: at 100,000 resources it
 // was a second copy of every body, with its objects.
 type stored struct {
-	kind      *translate.Kind
+	kind      *kinds.Kind
 	enc       store.Encoded
 	doc, line int
 }

@@ -9,8 +9,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	"pgregory.net/rapid"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // TestIndexAgainstMerge: files change at random (names added, edited, dropped, defined in
@@ -19,7 +19,7 @@ import (
 // name from the first file (by path) that defines it — and the duplicate faults are one per
 // definition after the first.
 func TestIndexAgainstMerge(t *testing.T) {
-	kind, _ := translate.ByCollection(seColl)
+	kind, _ := kinds.ByCollection(seColl)
 	rapid.Check(t, func(rt *rapid.T) {
 		paths := []string{"a.yaml", "b.yaml", "c.yaml"}
 		names := []string{"ns/n0", "ns/n1", "ns/n2", "ns/n3"}

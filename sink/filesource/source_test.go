@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -72,7 +72,7 @@ type harness struct {
 
 func start(t *testing.T, opts Options) *harness {
 	t.Helper()
-	return startWith(t, opts, store.New(store.Options{Validate: translate.ValidateResource}))
+	return startWith(t, opts, store.New(store.Options{Validate: kinds.ValidateResource}))
 }
 
 // startWith runs a Source whose writes reach st, directly or (opts.Store) through a wrapper.
@@ -368,7 +368,7 @@ func TestSourceConfigMapVolume(t *testing.T) {
 
 func TestSourceDebounces(t *testing.T) {
 	dir := t.TempDir()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	counting := &countingApplier{next: st}
 	h := startWith(t, Options{Paths: []string{dir}, Store: counting, Debounce: 300 * time.Millisecond}, st)
 	initial := counting.calls.Load()
@@ -391,7 +391,7 @@ func TestSourceDebounces(t *testing.T) {
 func TestSourceSkipsUnchanged(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), serviceEntry("reviews", "r"))
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	counting := &countingApplier{next: st}
 	h := startWith(t, Options{Paths: []string{dir}, Store: counting}, st)
 	if n := counting.calls.Load(); n != 1 {
@@ -456,7 +456,7 @@ func (r *refusingApplier) Apply(owner string, updates ...store.Update) (store.Re
 func TestSourceStoreRefuses(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), serviceEntry("reviews", "r"))
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	h := startWith(t, Options{Paths: []string{dir}, Store: &refusingApplier{next: st}}, st)
 	faults := h.src.Faults()
 	var ve *store.ValidationError
@@ -560,7 +560,7 @@ func TestSourceEditWritesOnlyTheDifference(t *testing.T) {
 		writeFile(t, filepath.Join(dir, name+".yaml"), serviceEntry(name, name))
 	}
 	writeFile(t, filepath.Join(dir, "two.yaml"), serviceEntry("one", "one")+"---\n"+serviceEntry("two", "two"))
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	h := startWith(t, Options{Paths: []string{dir}}, st)
 	encoded := st.Stats().Marshals
 

@@ -18,11 +18,11 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/csds"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // BenchmarkCSDSFetch1000Streams1000Resources: FetchClientStatus over loopback, from a client
@@ -30,7 +30,7 @@ import (
 // ServiceEntries: a million per-resource entries, computed at request time.
 func BenchmarkCSDSFetch1000Streams1000Resources(b *testing.B) {
 	const streams, resources = 1000, 1000
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	var rs []*mcpapi.Resource
 	for i := range resources {
 		body, _ := anypb.New(&networking.ServiceEntry{Hosts: []string{fmt.Sprintf("svc-%d.example.com", i)}})

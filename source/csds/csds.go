@@ -36,6 +36,7 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/source"
 )
 
@@ -111,13 +112,13 @@ func (s *Server) access(ctx context.Context) (func(*source.StatusClient) bool, e
 	switch {
 	case err != nil:
 		s.Metrics.AuthzRefused(metrics.RoleAdmin, metrics.RefusedNoRule)
-		s.log().Warn("client status refused", "peer", source.PeerAddr(ctx), "error", err)
+		s.log().Warn("client status refused", "peer", rpcpeer.Addr(ctx), "error", err)
 		return nil, grpcstatus.Error(codes.PermissionDenied, err.Error())
 	case g.Admin:
 		return nil, nil
 	case id == "":
 		s.Metrics.AuthzRefused(metrics.RoleAdmin, metrics.RefusedNotAdmin)
-		s.log().Warn("client status refused", "peer", source.PeerAddr(ctx), "identity", g.Identity)
+		s.log().Warn("client status refused", "peer", rpcpeer.Addr(ctx), "identity", g.Identity)
 		return nil, grpcstatus.Error(codes.PermissionDenied, fmt.Sprintf("%v (identity %s)", errNotAdmin, g.Identity))
 	}
 	return func(c *source.StatusClient) bool { return c.Identity == id }, nil

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // DirectoryOptions configures a Directory export.
@@ -38,7 +38,7 @@ type DirectoryOptions struct {
 }
 
 // Directory keeps a directory of Kubernetes-style Istio YAML of every stored collection of a
-// kind the bridge knows (translate.Kinds): one file per collection, PLURAL.GROUP.yaml
+// kind the bridge knows (kinds.Kinds): one file per collection, PLURAL.GROUP.yaml
 // (serviceentries.networking.istio.io.yaml), each resource a document with its apiVersion
 // (the kind's canonical version), kind, metadata (name, namespace, labels, annotations,
 // resourceVersion: the stored version, creationTimestamp) and spec. The file source loads it
@@ -68,13 +68,13 @@ func NewDirectory(opts DirectoryOptions) *Directory {
 }
 
 // FileName is the file of a kind's collection in the directory.
-func FileName(k *translate.Kind) string { return path.Base(k.Collection) + "." + k.Group + ".yaml" }
+func FileName(k *kinds.Kind) string { return path.Base(k.Collection) + "." + k.Group + ".yaml" }
 
 // Run writes every collection's file, then each again when its collection changes, until ctx
 // ends.
 func (d *Directory) Run(ctx context.Context) error {
 	due := map[string]bool{}
-	for _, k := range translate.Kinds() {
+	for _, k := range kinds.Kinds() {
 		due[k.Collection] = true
 	}
 	// The Istio kinds' collections only (the Envoy resources the translation derives after
@@ -92,7 +92,7 @@ func (d *Directory) Run(ctx context.Context) error {
 			return nil
 		case <-watch.C():
 			for _, c := range watch.Changed() {
-				if k, ok := translate.ByCollection(c); ok && k.Collection == c {
+				if k, ok := kinds.ByCollection(c); ok && k.Collection == c {
 					due[c] = true
 				}
 			}
@@ -114,7 +114,7 @@ func (d *Directory) export(due map[string]bool) (failed int) {
 	}
 	v := d.opts.Store.View()
 	for c := range due {
-		k, _ := translate.ByCollection(c)
+		k, _ := kinds.ByCollection(c)
 		if err := d.write(v, k); err != nil {
 			failed++
 			d.failed(fmt.Errorf("%s: %w", FileName(k), err))
@@ -132,7 +132,7 @@ func (d *Directory) failed(err error) {
 }
 
 // write brings one collection's file up to date.
-func (d *Directory) write(v *store.View, k *translate.Kind) error {
+func (d *Directory) write(v *store.View, k *kinds.Kind) error {
 	file := filepath.Join(d.opts.Path, FileName(k))
 	_, entries := v.Snapshot(k.Collection)
 	if len(entries) == 0 {
@@ -167,7 +167,7 @@ func (d *Directory) write(v *store.View, k *translate.Kind) error {
 
 // RenderCollection is the Istio YAML of a collection's entries, one document each, in the
 // order given (the store's: by name).
-func RenderCollection(k *translate.Kind, entries []*store.Entry) ([]byte, error) {
+func RenderCollection(k *kinds.Kind, entries []*store.Entry) ([]byte, error) {
 	var out bytes.Buffer
 	for i, e := range entries {
 		doc, err := renderResource(k, e)
@@ -183,7 +183,7 @@ func RenderCollection(k *translate.Kind, entries []*store.Entry) ([]byte, error)
 }
 
 // renderResource is one resource as a Kubernetes-style document.
-func renderResource(k *translate.Kind, e *store.Entry) ([]byte, error) {
+func renderResource(k *kinds.Kind, e *store.Entry) ([]byte, error) {
 	r, err := e.Decode()
 	if err != nil {
 		return nil, err

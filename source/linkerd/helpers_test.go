@@ -15,8 +15,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,7 +33,7 @@ type fixture struct {
 
 func start(t testing.TB, opts Options) *fixture {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	opts.Store = st
 	srv := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -38,7 +39,7 @@ type served struct {
 
 func serve(tb testing.TB, opts Options) *served {
 	tb.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	eng := source.New(source.Options{Store: st})
 	opts.Engine, opts.Store = eng, st
 	s := New(opts)

@@ -55,9 +55,9 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 const (
@@ -152,7 +152,7 @@ type cmpBridge struct {
 
 func startCmpBridge(tb testing.TB) cmpServer {
 	tb.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	eng := source.New(source.Options{Store: st})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

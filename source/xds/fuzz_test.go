@@ -15,9 +15,9 @@ import (
 	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
 	corev2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2/core"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // scripted is an adapter that plays a fixed list of requests, then ends the stream.
@@ -63,7 +63,7 @@ func FuzzRequests(f *testing.F) {
 	seed(true, &discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, InitialResourceVersions: map[string]string{"a": "x", "gone": "y"}})
 
 	f.Fuzz(func(t *testing.T, delta bool, data []byte) {
-		st := store.New(store.Options{Validate: translate.ValidateResource})
+		st := store.New(store.Options{Validate: kinds.ValidateResource})
 		putForFuzz(t, st)
 		eng := source.New(source.Options{Store: st})
 		layout := sotwLayout
@@ -200,7 +200,7 @@ func FuzzRequestsV2(f *testing.F) {
 	seed(true, &apiv2.DeltaDiscoveryRequest{TypeUrl: RouteTypeV2, InitialResourceVersions: map[string]string{"a": "x", "gone": "y"}})
 
 	f.Fuzz(func(t *testing.T, delta bool, data []byte) {
-		st := store.New(store.Options{Validate: translate.ValidateResource})
+		st := store.New(store.Options{Validate: kinds.ValidateResource})
 		putForFuzz(t, st)
 		eng := source.New(source.Options{Store: st})
 		a := &scripted{layout: sotwLayoutV2}

@@ -25,9 +25,9 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,7 +59,7 @@ func startServerWith(t testing.TB, opts source.Options) *server {
 // the TTLs ttls (nil: none).
 func startServerTTL(t testing.TB, opts source.Options, ttls *TTLs) *server {
 	t.Helper()
-	st := store.New(store.Options{Validate: translate.ValidateResource})
+	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	opts.Store = st
 	eng := source.New(opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

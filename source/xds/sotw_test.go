@@ -18,8 +18,8 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func TestNodeIsTakenFromTheFirstRequest(t *testing.T) {
@@ -209,8 +209,8 @@ func TestIstiodOpeningEveryTypeIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newSotW(t, s.addr)
-	types := []string{translate.MeshConfigTypeURL}
-	for _, k := range translate.Kinds() {
+	types := []string{kinds.MeshConfigTypeURL}
+	for _, k := range kinds.Kinds() {
 		types = append(types, k.XDSTypeURL)
 	}
 	for i, typeURL := range types {
@@ -233,7 +233,7 @@ func TestIstiodOpeningEveryTypeIsAnswered(t *testing.T) {
 			t.Fatalf("%s not answered", typeURL)
 		}
 	}
-	mc := answered[translate.MeshConfigTypeURL]
+	mc := answered[kinds.MeshConfigTypeURL]
 	if len(mc.Resources) != 1 || mc.Resources[0].TypeUrl != "type.googleapis.com/istio.mesh.v1alpha1.MeshConfig" {
 		t.Fatalf("MeshConfig response: %v", mc.Resources)
 	}

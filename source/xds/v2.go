@@ -10,6 +10,7 @@ import (
 	apiv2 "github.com/mcpbridge/mcpbridge/api/envoy/api/v2"
 	discoveryv2 "github.com/mcpbridge/mcpbridge/api/envoy/service/discovery/v2"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
@@ -122,13 +123,13 @@ func (c *entryCache) len() int {
 	return len(c.m)
 }
 
-// CollectionOf is translate.CollectionOf, which also knows the v2 type URLs: the names authz
+// CollectionOf is kinds.CollectionOf, which also knows the v2 type URLs: the names authz
 // rules may give a kind include them (a v2 type URL names the collection of its v3 type).
 func CollectionOf(name string) string {
 	if v3, ok := v3Of[name]; ok {
 		return v3
 	}
-	return translate.CollectionOf(name)
+	return kinds.CollectionOf(name)
 }
 
 // V3TypeOf is the v3 type URL of a v2 Envoy resource type URL.

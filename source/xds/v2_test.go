@@ -30,9 +30,9 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // End-to-end tests of the xDS v2 transport over a loopback socket, with clients generated from
@@ -316,8 +316,8 @@ func TestV2MCPCollectionsKeepTheirNames(t *testing.T) {
 	if m.TypeUrl != "networking.istio.io/v1alpha3/ServiceEntry" || len(m.Resources) != 1 || m.Resources[0].TypeUrl != wire.MCPResourceTypeURL {
 		t.Fatalf("ServiceEntries over v2: %v", m)
 	}
-	c.Send(&apiv2.DiscoveryRequest{TypeUrl: translate.MeshConfigTypeURL})
-	if m := c.Recv(); m.TypeUrl != translate.MeshConfigTypeURL || len(m.Resources) != 1 {
+	c.Send(&apiv2.DiscoveryRequest{TypeUrl: kinds.MeshConfigTypeURL})
+	if m := c.Recv(); m.TypeUrl != kinds.MeshConfigTypeURL || len(m.Resources) != 1 {
 		t.Fatalf("MeshConfig over v2: %v", m)
 	}
 }
@@ -395,7 +395,7 @@ func TestV2ServicesAreLeftOutWhenDisabled(t *testing.T) {
 	v2 := []string{"envoy.service.discovery.v2.AggregatedDiscoveryService", "envoy.api.v2.ClusterDiscoveryService",
 		"envoy.api.v2.EndpointDiscoveryService", "envoy.api.v2.ListenerDiscoveryService", "envoy.api.v2.RouteDiscoveryService"}
 	for _, disable := range []bool{false, true} {
-		st := store.New(store.Options{Validate: translate.ValidateResource})
+		st := store.New(store.Options{Validate: kinds.ValidateResource})
 		eng := source.New(source.Options{Store: st})
 		srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
 		(&Server{Engine: eng, DisableV2: disable}).Register(srv)

@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
@@ -33,8 +35,8 @@ const (
 )
 
 // MeshConfigCollection is the store collection that holds the configured MeshConfig, served
-// under translate.MeshConfigTypeURL as a bare Any of istio.mesh.v1alpha1.MeshConfig.
-const MeshConfigCollection = translate.MeshConfigTypeURL
+// under kinds.MeshConfigTypeURL as a bare Any of istio.mesh.v1alpha1.MeshConfig.
+const MeshConfigCollection = kinds.MeshConfigTypeURL
 
 var (
 	// BodyAsKey: v2 types asked for on the v3 services are served as on the v2 ones.
@@ -83,13 +85,13 @@ func resolve(typeURL string) typeInfo {
 			scope: ListenerView, order: envoyOrder(typeURL)}
 	case RouteType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: envoyOrder(typeURL)}
-	case translate.MeshConfigTypeURL:
+	case kinds.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
 	}
 	if v3, ok := v3Of[typeURL]; ok {
 		return resolveV2(v3)
 	}
-	if k, ok := translate.ByXDSTypeURL(typeURL); ok {
+	if k, ok := kinds.ByXDSTypeURL(typeURL); ok {
 		return typeInfo{collection: k.Collection, known: true, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
 	}
 	// Unknown: an opaque collection of that name, served as MCP resources (empty if nothing
@@ -192,7 +194,7 @@ func serve[Req, Resp any](x *Server, stream grpc.BidiStreamingServer[Req, Resp],
 	a := &adapter[Req, Resp]{stream: stream, decode: decode, node: node, layout: layout, defaultType: defaultType,
 		gateway: gatewayHold{classes: x.Gateways}, ttl: clientTTL{ttls: ttls}}
 	defer a.gateway.end()
-	return x.Engine.Serve(stream.Context(), a, protocol, source.PeerAddr(stream.Context()))
+	return x.Engine.Serve(stream.Context(), a, protocol, rpcpeer.Addr(stream.Context()))
 }
 
 type ads struct {

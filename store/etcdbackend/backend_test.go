@@ -347,7 +347,7 @@ func TestOwnerLeaseExpiresOnEveryReplica(t *testing.T) {
 		t.Fatalf("a producer that moved to another replica before its expiry lost its resources: a holds %d", n)
 	}
 	// It leaves b too: no replica keeps its lease alive, and it is gone everywhere (the case
-	// of the replica it left being dead is internal/bridge's TestProducerLeaseExpiresOnEveryReplica).
+	// of the replica it left being dead is app's TestProducerLeaseExpiresOnEveryReplica).
 	if _, err := b.b.SetOwnerPresence("producer", false, expiry); err != nil {
 		t.Fatal(err)
 	}

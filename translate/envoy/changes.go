@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
-	"github.com/mcpbridge/mcpbridge/translate"
+	"github.com/mcpbridge/mcpbridge/kinds"
 )
 
 // Update records changes to one input collection (canonical or alias): resources upserted and
@@ -16,7 +16,7 @@ import (
 // collection again costs no translation. A resource whose body cannot be read is treated as
 // removed and reported as a fault.
 func (t *Translator) Update(collection string, upserts []Input, removed []string) {
-	kind, ok := translate.ByCollection(collection)
+	kind, ok := kinds.ByCollection(collection)
 	if !ok || !slices.Contains(inputKinds, kind.Kind) {
 		return
 	}
@@ -32,7 +32,7 @@ func (t *Translator) Update(collection string, upserts []Input, removed []string
 // Names returns the names held of an input kind's collection, for a caller that must
 // reconcile a full state (after its changes were compacted away) without a diff of its own.
 func (t *Translator) Names(collection string) []string {
-	kind, ok := translate.ByCollection(collection)
+	kind, ok := kinds.ByCollection(collection)
 	if !ok {
 		return nil
 	}

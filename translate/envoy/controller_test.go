@@ -15,8 +15,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/mcpbridge/mcpbridge/internal/testlog"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // testOwner is the producer the tests write Istio config as.
@@ -55,7 +55,7 @@ func runController(t *testing.T, st *store.Store, ctrl *Controller) *harness {
 }
 
 func newStore() *store.Store {
-	return store.New(store.Options{Validate: translate.ValidateResource})
+	return store.New(store.Options{Validate: kinds.ValidateResource})
 }
 
 // apply writes Istio resources as the test producer and waits until they are translated.

@@ -27,10 +27,10 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
 	xdsserver "github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // These tests run grpc-go's own xDS client against a bridge (store, translation controller,
@@ -69,7 +69,7 @@ func startBridgeWith(t *testing.T, opts source.Options) *bridge {
 func startBridgeUnchecked(t *testing.T) *bridge {
 	t.Helper()
 	return startBridgeOn(t, store.New(store.Options{Validate: func(collection string, r *mcpapi.Resource) error {
-		k, ok := translate.ByCollection(collection)
+		k, ok := kinds.ByCollection(collection)
 		if !ok {
 			return nil
 		}

@@ -11,8 +11,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
-	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Istio kinds the translation reads.
@@ -38,7 +38,7 @@ func InputCollections() []string {
 
 // collectionOf is the canonical collection of a kind of the naming table.
 func collectionOf(kind string) string {
-	for _, k := range translate.Kinds() {
+	for _, k := range kinds.Kinds() {
 		if k.Kind == kind {
 			return k.Collection
 		}
@@ -155,7 +155,7 @@ type workloadEntry struct {
 
 // checkBody checks that a resource's body is of the kind and valid, without decoding it.
 func checkBody(kind string, in Input) error {
-	k, _ := translate.ByCollection(collectionOf(kind))
+	k, _ := kinds.ByCollection(collectionOf(kind))
 	if in.TypeURL == "" && len(in.Value) == 0 {
 		return fmt.Errorf("body is missing")
 	}
@@ -167,7 +167,7 @@ func checkBody(kind string, in Input) error {
 
 // decodeBody unmarshals a stored resource's body into the kind's message.
 func decodeBody(kind string, in Input, into proto.Message) error {
-	k, _ := translate.ByCollection(collectionOf(kind))
+	k, _ := kinds.ByCollection(collectionOf(kind))
 	if in.TypeURL == "" && len(in.Value) == 0 {
 		return fmt.Errorf("body is missing")
 	}

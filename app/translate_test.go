@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
+	"github.com/mcpbridge/mcpbridge/translate"
+)
+
+const (
+	listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	routeType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// A bridge serving the examples derives Envoy clusters from them and serves them over ADS;
+// with translate.enabled off it serves none.
+func TestServedExamplesAreTranslatedIntoEnvoyClusters(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		b := start(t, func(c *Config) {
+			c.Sources.Files = []string{"../../examples"}
+			c.Translate.Enabled = enabled
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		stream, err := discovery.NewAggregatedDiscoveryServiceClient(dialConn(t, b.grpcAddr)).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Send(&discovery.DiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"})
+		var names []string
+		for { // the first response may come before the translation's first write
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("translate.enabled=%v: %v", enabled, err)
+			}
+			names = names[:0]
+			for _, a := range m.Resources {
+				var c cluster.Cluster
+				if err := a.UnmarshalTo(&c); err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, c.Name)
+			}
+			if !enabled || len(names) > 0 {
+				break
+			}
+			stream.Send(&discovery.DiscoveryRequest{TypeUrl: m.TypeUrl, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce})
+		}
+		cancel()
+		const want = "outbound|9080|v2|reviews.bookinfo.svc.cluster.local"
+		if enabled != slices.Contains(names, want) {
+			t.Fatalf("translate.enabled=%v: clusters %v, %s expected: %v", enabled, names, want, enabled)
+		}
+	}
+}
+
+// A gateway proxy connecting over ADS makes its class's listeners and routes exist: those of
+// the Gateways its labels (node metadata LABELS) select, merged; a proxy whose labels select
+// none gets no gateway listener.
+func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
+	b := start(t, func(c *Config) { c.Sources.Files = []string{"../../examples"} })
+	conn := dialConn(t, b.grpcAddr)
+	listeners := func(node string, labels map[string]any) *streamtest.Client[discovery.DiscoveryRequest, discovery.DiscoveryResponse] {
+		md, err := structpb.NewStruct(map[string]any{"LABELS": labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := ads(t, conn)
+		st.Send(&discovery.DiscoveryRequest{TypeUrl: listenerType, Node: &core.Node{Id: node, Metadata: md}})
+		return st
+	}
+	ingress := listeners("router~10.0.0.2~ingress-1.istio-system~istio-system.svc.cluster.local",
+		map[string]any{"istio": "ingressgateway", "app": "istio-ingressgateway"})
+	class := translate.GatewayClass{Labels: map[string]string{"istio": "ingressgateway", "app": "istio-ingressgateway"}}.ID()
+	want := translate.GatewayClassPrefix(class) + "0.0.0.0_80"
+	var got []string
+	for !slices.Contains(got, want) { // empty until the class is built, a moment after the connect
+		m := ingress.Recv()
+		got = anyNames(t, m.Resources)
+		ingress.Send(&discovery.DiscoveryRequest{TypeUrl: listenerType, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce})
+	}
+	assertNamesEqual(t, "the ingress gateway's listeners", got, want)
+
+	// Its route configuration holds the bookinfo Gateway's virtual host.
+	ingress.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{translate.GatewayClassPrefix(class) + "http.80"}})
+	rc := &route.RouteConfiguration{}
+	if err := ingress.Recv().Resources[0].UnmarshalTo(rc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.VirtualHosts) != 1 || !slices.Contains(rc.VirtualHosts[0].Domains, "bookinfo.example.com") {
+		t.Fatalf("route configuration %v, want the bookinfo virtual host", rc.VirtualHosts)
+	}
+
+	// /debug/gateways shows the class, its proxy, its Gateway and its listener.
+	code, body := httpGet(t, b.httpURL+"/debug/gateways")
+	if code != http.StatusOK {
+		t.Fatalf("/debug/gateways: %d %s", code, body)
+	}
+	var dbg struct {
+		Classes []struct {
+			ID        string
+			Proxies   int
+			Gateways  []string
+			Listeners []string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &dbg); err != nil {
+		t.Fatal(err)
+	}
+	if len(dbg.Classes) != 1 || dbg.Classes[0].ID != class || dbg.Classes[0].Proxies != 1 ||
+		!slices.Equal(dbg.Classes[0].Gateways, []string{"bookinfo/bookinfo-gateway"}) || !slices.Equal(dbg.Classes[0].Listeners, []string{want}) {
+		t.Fatalf("/debug/gateways: %s", body)
+	}
+
+	other := listeners("router~10.0.0.3~edge-1.edge~edge.svc.cluster.local", map[string]any{"app": "edge"})
+	if m := other.Recv(); len(m.Resources) != 0 {
+		t.Fatalf("a gateway no Gateway selects got listeners %v", anyNames(t, m.Resources))
+	}
+	other.Quiet(300 * time.Millisecond)
+}

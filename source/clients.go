@@ -75,14 +75,14 @@ func (e *Engine) Clients() []ClientInfo {
 func (s *stream) info() ClientInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.m.node, Connected: s.connected, Identity: s.identity}
+	ci := ClientInfo{ID: s.id, Protocol: s.protocol, Peer: s.peer, Node: s.m.nodeID(), Connected: s.connected, Identity: s.identity}
 	for _, sub := range s.m.ordered() {
 		si := SubscriptionInfo{
-			Type: sub.key, Collection: sub.collection, Mode: sub.mode.String(), Wildcard: sub.wildcard, View: sub.view,
-			Names: sortedNames(sub.names), Pending: sub.pendingNonce, LastACK: sub.lastAck, LastNACK: sub.lastNack,
+			Type: sub.key, Collection: sub.Collection, Mode: sub.Mode.String(), Wildcard: sub.want.wildcard, View: sub.want.view,
+			Names: sortedNames(sub.want.names), Pending: sub.ex.pending, LastACK: sub.ex.lastAck, LastNACK: sub.ex.lastNack,
 		}
-		if sub.ttl > 0 {
-			si.TTL, si.Unrenewed = sub.ttl.String(), slices.Clone(sub.beat.dead)
+		if sub.ttl() > 0 {
+			si.TTL, si.Unrenewed = sub.ttl().String(), slices.Clone(sub.beat.dead)
 		}
 		if sub.vis != nil {
 			si.Access = sub.vis.id
@@ -90,12 +90,12 @@ func (s *stream) info() ClientInfo {
 				si.Access, si.Denied = "", sub.vis.denial.Message
 			}
 		}
-		if sub.phase != phaseUnsent {
-			si.SentVersion, si.SentRevision = sub.sentVer, sub.sentRev
-			// Held-back deletions are owed: the client does not hold sentRev until they go.
-			// So is the rest of a response sent in parts.
-			if sub.phase == phaseIdle && !sub.nacked && len(sub.held) == 0 && len(sub.parts) == 0 {
-				si.AckedRevision, si.Acked = sub.sentRev, true
+		if sub.ex.phase != phaseUnsent {
+			si.SentVersion, si.SentRevision = sub.ex.version, sub.ex.rev
+			// Held-back deletions are owed: the client does not hold the revision until they
+			// go. So is the rest of a response sent in parts.
+			if sub.ex.phase == phaseIdle && !sub.ex.nacked && len(sub.owed.held) == 0 && len(sub.owed.parts) == 0 {
+				si.AckedRevision, si.Acked = sub.ex.rev, true
 			}
 		}
 		ci.Subscriptions = append(ci.Subscriptions, si)

@@ -4,91 +4,95 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
-
-	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// frameCache shares encoded response bodies between streams. When a change reaches many
-// subscribers at the same revision, the first stream encodes the response and the others reuse
-// its bytes: the work per change is one encode, not one per subscriber.
+// memo shares what streams compute alike: the encoded bodies of responses (frames) and what
+// heartbeats name. When a change reaches many subscribers at the same revision, the first
+// stream computes the value and the others reuse it: the work per change is one encode, not
+// one per subscriber. A value is a function of its frameKey alone, so sharing it changes
+// nothing a stream decides.
 //
-// Responses are shared in the moments after a change, not replayed later, so the cache keeps
-// only the most recent ones, bounded both in count and in bytes: a large collection sent whole
+// Values are shared in the moments after a change, not replayed later, so the memo keeps only
+// the most recent ones, bounded both in count and in bytes: a large collection sent whole
 // after every change would otherwise pin one full copy per revision.
-type frameCache struct {
+type memo[V any] struct {
 	mu       sync.Mutex
-	entries  map[frameKey]*list.Element // of *frameEntry, oldest first in fifo
+	entries  map[frameKey]*list.Element // of *memoEntry[V], oldest first in fifo
 	fifo     list.List
 	maxCount int
 	maxBytes int
-	bytes    int // of the encoded entries still cached
+	size     func(V) int // of a value, counted against maxBytes
+	bytes    int         // of the computed entries still kept
 
-	encodes, hits atomic.Uint64
+	computes, hits atomic.Uint64
 }
 
-// frameEntry is encoded once; streams that ask meanwhile wait for it rather than encode too.
-type frameEntry struct {
-	key    frameKey
-	once   sync.Once
-	body   []byte
-	counts counts
-	size   int // counted in frameCache.bytes once encoded, while cached
+// memoEntry is computed once; streams that ask meanwhile wait for it rather than compute too.
+type memoEntry[V any] struct {
+	key  frameKey
+	once sync.Once
+	val  V
+	size int // counted in memo.bytes once computed, while kept
 }
 
-// counts are what an encoded body carries, for metrics: its resources and, for a heartbeat,
-// the resources it left out because their producer is disconnected, and the parts that follow
-// it when it was split (heartbeat.go).
-type counts struct {
-	resources, withheld int
-	rest                [][]*store.Entry
+func newMemo[V any](maxCount, maxBytes int, size func(V) int) *memo[V] {
+	return &memo[V]{entries: make(map[frameKey]*list.Element, maxCount), maxCount: maxCount, maxBytes: maxBytes, size: size}
 }
 
-func (c *frameCache) init(maxCount, maxBytes int) {
-	c.entries = make(map[frameKey]*list.Element, maxCount)
-	c.maxCount, c.maxBytes = maxCount, maxBytes
-}
-
-// get returns the body for key and what it carries, encoding it at most once. A nil key is
-// not shared.
-func (c *frameCache) get(key *frameKey, encode func() ([]byte, counts)) ([]byte, counts) {
+// get returns the value for key, computing it at most once while it is kept. A nil key, or a
+// nil memo, is not shared.
+func (c *memo[V]) get(key *frameKey, compute func() V) V {
+	if c == nil {
+		return compute()
+	}
 	if key == nil {
-		c.encodes.Add(1)
-		return encode()
+		c.computes.Add(1)
+		return compute()
 	}
 	c.mu.Lock()
 	el, ok := c.entries[*key]
 	if !ok {
-		el = c.fifo.PushBack(&frameEntry{key: *key})
+		el = c.fifo.PushBack(&memoEntry[V]{key: *key})
 		c.entries[*key] = el
 		c.trim()
 	}
-	e := el.Value.(*frameEntry)
+	e := el.Value.(*memoEntry[V])
 	c.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
 	}
 	e.once.Do(func() {
-		c.encodes.Add(1)
-		e.body, e.counts = encode()
+		c.computes.Add(1)
+		e.val = compute()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.entries[e.key] == el { // not evicted while it was being encoded
-			e.size = len(e.body)
+		if c.entries[e.key] == el { // not evicted while it was being computed
+			if c.size != nil {
+				e.size = c.size(e.val)
+			}
 			c.bytes += e.size
 			c.trim()
 		}
 	})
-	return e.body, e.counts
+	return e.val
 }
 
-// trim evicts the oldest entries while the cache is over either bound; the newest stays, even
-// alone over the byte bound. Streams already holding an evicted body keep it until they sent it.
-func (c *frameCache) trim() {
-	for c.fifo.Len() > 1 && (c.fifo.Len() > c.maxCount || c.bytes > c.maxBytes) {
+// trim evicts the oldest entries while the memo is over either bound; the newest stays, even
+// alone over the byte bound. Streams already holding an evicted value keep it until they used it.
+func (c *memo[V]) trim() {
+	for c.fifo.Len() > 1 && (c.fifo.Len() > c.maxCount || (c.maxBytes > 0 && c.bytes > c.maxBytes)) {
 		oldest := c.fifo.Front()
-		e := oldest.Value.(*frameEntry)
+		e := oldest.Value.(*memoEntry[V])
 		c.fifo.Remove(oldest)
 		delete(c.entries, e.key)
 		c.bytes -= e.size
 	}
 }
+
+// frame is an encoded response body and how many resources it carries (for metrics).
+type frame struct {
+	body      []byte
+	resources int
+}
+
+func frameSize(f frame) int { return len(f.body) }

@@ -6,16 +6,15 @@ import (
 )
 
 func TestFrameCacheEncodesOnceAndStaysWithinItsBounds(t *testing.T) {
-	var c frameCache
-	c.init(100, 1000)
+	c := newMemo(100, 1000, frameSize)
 	encodes := 0
-	body := func(b byte) func() ([]byte, counts) {
-		return func() ([]byte, counts) { encodes++; return bytes.Repeat([]byte{b}, 300), counts{resources: 1} }
+	body := func(b byte) func() frame {
+		return func() frame { encodes++; return frame{body: bytes.Repeat([]byte{b}, 300), resources: 1} }
 	}
 	key := func(to uint64) *frameKey { return &frameKey{key: "k", to: to} }
 
-	first, _ := c.get(key(1), body('a'))
-	if again, n := c.get(key(1), body('x')); !bytes.Equal(first, again) || n.resources != 1 || encodes != 1 {
+	first := c.get(key(1), body('a'))
+	if again := c.get(key(1), body('x')); !bytes.Equal(first.body, again.body) || again.resources != 1 || encodes != 1 {
 		t.Fatalf("a cached response was encoded %d times", encodes)
 	}
 	for to := uint64(2); to <= 10; to++ {
@@ -32,7 +31,7 @@ func TestFrameCacheEncodesOnceAndStaysWithinItsBounds(t *testing.T) {
 		t.Fatalf("encodes %d -> %d: want the newest reused and the evicted one encoded again", before, encodes)
 	}
 	// One response larger than the byte bound is still shared while it is the newest.
-	big := func() ([]byte, counts) { encodes++; return make([]byte, 5000), counts{resources: 1} }
+	big := func() frame { encodes++; return frame{body: make([]byte, 5000), resources: 1} }
 	c.get(key(99), big)
 	before = encodes
 	c.get(key(99), big)

@@ -1,11 +1,11 @@
 package source
 
 import (
-	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -13,7 +13,7 @@ import (
 
 // TTLs and heartbeats (xds-protocol.rst, "TTL" and "SotW TTL").
 //
-// A subscription with a TTL (Request.TTL, set by the adapter for clients that announce TTL
+// A subscription with a TTL (Type.TTL, set by the adapter for clients that announce TTL
 // support) sends every resource with that TTL, and renews it with a heartbeat every TTL/2: a
 // response that names each resource the client holds, with the version it holds and the TTL,
 // and no body, which the client takes as a renewal, not an update. A resource is heartbeated
@@ -25,19 +25,25 @@ import (
 // disconnected producer holds any of the derivation's inputs.
 //
 // Heartbeats are due on a grid (multiples of TTL/2 of the wall clock), so that every stream
-// renews the same state at the same moment and shares one encoding of it (frameKey); one
-// timer per stream, armed for its next due subscription, and nothing at all on streams
-// without TTLs. A heartbeat is a response like any other: it takes a nonce, and none goes
-// while the type has a response in flight (at most one unacknowledged response per type);
-// one due meanwhile goes once the client answered. It names only what the client is known to
-// hold: resources unchanged since the last response (a newer version is on its way with its
-// body), not refused by a NACK (the client holds an older version, which the bridge cannot
-// name), and never a name the client was not sent.
+// renews the same state at the same moment and shares one reading and one encoding of it
+// (frameKey); the machine tells its stream when the next is due, and a stream without TTLs
+// has no timer at all. A heartbeat is a response like any other: it takes a nonce, and none
+// goes while the type has a response in flight (at most one unacknowledged response per
+// type); one due meanwhile goes once the client answered. It names only what the client is
+// known to hold: resources unchanged since the last response (a newer version is on its way
+// with its body), not refused by a NACK (the client holds an older version, which the bridge
+// cannot name), and never a name the client was not sent. One that would name nothing is not
+// sent (an empty state-of-the-world response would delete everything).
 //
 // When a producer comes back, the resources of its that clients may have dropped are sent
 // again with their bodies (the subscription owes everything anew), not heartbeated.
 
 // beatState is a subscription's heartbeat bookkeeping.
+//
+// Invariants: at is zero until the first response went, then the next grid point; owed is set
+// only while a response is in flight or owed (the heartbeat waits for it); refused names only
+// resources the client was sent and refused; parts are the rest of one round, consumed before
+// the next round starts.
 type beatState struct {
 	at   time.Time // the next heartbeat due; zero until the first response went
 	owed bool      // one fell due while a response was in flight
@@ -143,42 +149,55 @@ func livenessOf(v *store.View, derived map[string][]string) *liveness {
 	return l
 }
 
-// beatCandidate is a heartbeat the machine would send, before its nonce: the stream encodes
-// it first, since one that names nothing is not sent (an empty state-of-the-world response
-// would delete everything).
-type beatCandidate struct {
-	sub *subscription
-	p   *pending
+// beatContent is what one heartbeat names: its first part, the parts that follow it when it
+// is larger than the split size, and how many resources it left out because their owner is
+// dead. It is a function of the heartbeat's frameKey alone, so streams renewing the same state
+// share one reading of it (machineConfig.beats).
+type beatContent struct {
+	first    []*store.Entry
+	rest     [][]*store.Entry
+	withheld int
 }
 
-// heartbeats returns the heartbeats due at now, and whether some subscription now owes
-// everything anew (a producer came back: the stream flushes again). live is called at most
-// once, when something is due.
-func (m *machine) heartbeats(v *store.View, now time.Time, live func() *liveness) (due []beatCandidate, resend bool) {
+// heartbeats adds the heartbeats due at now to fx, after the responses. A producer that came
+// back makes the subscriptions that left its resources out owe everything anew: those go as
+// responses, flushed here.
+func (m *machine) heartbeats(v *store.View, now time.Time, fx *effects) {
+	if len(m.beating) == 0 {
+		return
+	}
 	var l *liveness
-	lazy := func() *liveness {
+	live := func() *liveness { // read at most once, when something is due
 		if l == nil {
-			l = live()
+			l = livenessOf(v, m.derived)
 		}
 		return l
 	}
+	resend := false
 	for _, sub := range m.beating {
+		var p *pending
 		if len(sub.beat.parts) > 0 {
-			if p := sub.partDue(v, now, lazy); p != nil {
-				due = append(due, beatCandidate{sub: sub, p: p})
+			p = sub.partDue(v, now, live)
+		} else {
+			var owes bool
+			p, owes = m.roundDue(sub, v, now, live, fx)
+			if owes {
+				m.dirty[sub] = struct{}{}
+				resend = true
 			}
-			continue
-		}
-		p, owes := sub.roundDue(v, now, m.protocol, lazy)
-		if owes {
-			m.dirty[sub] = struct{}{}
-			resend = true
 		}
 		if p != nil {
-			due = append(due, beatCandidate{sub: sub, p: p})
+			nonce := m.nextNonce()
+			sub.heartbeatSent(nonce)
+			fx.sends = append(fx.sends, outgoing{sub: sub, p: p, nonce: nonce})
 		}
 	}
-	return due, resend
+	if resend {
+		// Cannot fail: what owes everything anew is sent whole, never from the revision log.
+		if err := m.flush(v, fx); err != nil {
+			fx.refuse = &refusal{code: codes.Unavailable, msg: err.Error(), kind: fellBehind}
+		}
+	}
 }
 
 // partDue is the next part of a split heartbeat, when the client answered the last: the rest
@@ -186,32 +205,33 @@ func (m *machine) heartbeats(v *store.View, now time.Time, live func() *liveness
 // the one being sent.
 func (s *subscription) partDue(v *store.View, now time.Time, live func() *liveness) *pending {
 	if !now.Before(s.beat.at) {
-		s.beat.at = nextBeat(now, s.ttl)
+		s.beat.at = nextBeat(now, s.ttl())
 	}
-	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+	if s.ex.phase != phaseIdle || len(s.owed.parts) > 0 || s.owed.anew() {
 		return nil
 	}
 	return s.nextBeatPart(v, live())
 }
 
 // roundDue is the subscription's heartbeat when its grid point passed (or one fell due while
-// a response was in flight, now answered); nil when none is due or it may not go now. A
-// producer that came back makes the subscription owe everything instead (owes).
-func (s *subscription) roundDue(v *store.View, now time.Time, protocol string, live func() *liveness) (p *pending, owes bool) {
+// a response was in flight, now answered); nil when none is due, it may not go now, or it
+// would name nothing. A producer that came back makes the subscription owe everything instead
+// (owes).
+func (m *machine) roundDue(s *subscription, v *store.View, now time.Time, live func() *liveness, fx *effects) (p *pending, owes bool) {
 	b := &s.beat
 	switch {
 	case b.at.IsZero():
-		if s.phase != phaseUnsent {
-			b.at = nextBeat(now, s.ttl) // the first response went: renew from the next grid point
+		if s.ex.phase != phaseUnsent {
+			b.at = nextBeat(now, s.ttl()) // the first response went: renew from the next grid point
 		}
 		return nil, false
 	case !b.owed && now.Before(b.at):
 		return nil, false
 	}
 	if !now.Before(b.at) {
-		b.at = nextBeat(now, s.ttl)
+		b.at = nextBeat(now, s.ttl())
 	}
-	if s.phase != phaseIdle || len(s.parts) > 0 || len(s.fresh) > 0 || s.freshAll {
+	if s.ex.phase != phaseIdle || len(s.owed.parts) > 0 || s.owed.anew() {
 		b.owed = true // after the response in flight, or the one owed
 		return nil, false
 	}
@@ -220,7 +240,7 @@ func (s *subscription) roundDue(v *store.View, now time.Time, protocol string, l
 		return nil, false // the client refused the whole state: nothing it holds can be named
 	}
 	l := live()
-	dead := l.deadIn(s.collection)
+	dead := l.deadIn(s.Collection)
 	revive := revived(b.dead, dead)
 	b.dead = dead
 	if revive {
@@ -229,7 +249,16 @@ func (s *subscription) roundDue(v *store.View, now time.Time, protocol string, l
 		s.owesAll()
 		return nil, true
 	}
-	return s.heartbeat(v, protocol, l), false
+	p, c := s.heartbeat(v, m.protocol, l, m.beats)
+	if c.withheld != b.withheld {
+		fx.expiring = append(fx.expiring, expiring{sub: s, delta: c.withheld - b.withheld}) // resources newly left to expire
+		b.withheld = c.withheld
+	}
+	b.parts = c.rest
+	if len(c.first) == 0 {
+		return nil, false
+	}
+	return p, false
 }
 
 // revived tells whether an owner of before is not in after (both sorted).
@@ -242,16 +271,6 @@ func revived(before, after []string) bool {
 	return false
 }
 
-// owesAll makes the subscription send everything the client asked for, with bodies.
-func (s *subscription) owesAll() {
-	s.freshAll = true
-	if s.partialSotW && !s.wildcard { // answered from fresh names alone
-		for n := range s.names {
-			s.addFresh(n)
-		}
-	}
-}
-
 // nextBeatPart is the next non-empty part of a split heartbeat, read again against the view:
 // a resource changed since (its new version went or goes with its body), refused, no longer
 // wanted or whose owner left is dropped from it.
@@ -262,12 +281,12 @@ func (s *subscription) nextBeatPart(v *store.View, l *liveness) *pending {
 		if s.beat.refusedAll {
 			continue
 		}
-		p := &pending{rev: s.sentRev, heartbeat: true, continues: true, msg: wire.Message{Key: s.key, Version: s.sentVer, Heartbeat: true}}
+		p := &pending{rev: s.ex.rev, heartbeat: true, continues: true, msg: wire.Message{Key: s.key, Version: s.ex.version, Heartbeat: true}}
 		for _, e := range part {
 			if _, no := s.beat.refused[e.Name]; no || !s.wants(e.Name) || !l.live(e.Owner) {
 				continue
 			}
-			if cur := v.Get(s.collection, e.Name); cur == nil || cur.Version != e.Version || cur.Revision > s.sentRev {
+			if cur := v.Get(s.Collection, e.Name); cur == nil || cur.Version != e.Version || cur.Revision > s.ex.rev {
 				continue
 			}
 			p.msg.Resources = append(p.msg.Resources, e)
@@ -302,14 +321,11 @@ func splitBeat(es []*store.Entry, splitAt int) ([]*store.Entry, [][]*store.Entry
 	return parts[0], parts[1:]
 }
 
-// heartbeatSent records a heartbeat as in flight and returns its nonce.
-func (m *machine) heartbeatSent(sub *subscription) string {
-	m.nonce++
-	nonce := strconv.FormatUint(m.nonce, 10)
-	sub.phase = phaseAwaiting
-	sub.pendingNonce, sub.sentNonce = nonce, nonce
-	sub.beat.inflight, sub.beat.inflightAll = nil, false
-	return nonce
+// heartbeatSent records a heartbeat as in flight.
+func (s *subscription) heartbeatSent(nonce string) {
+	s.ex.phase = phaseAwaiting
+	s.ex.pending, s.ex.nonce = nonce, nonce
+	s.beat.inflight, s.beat.inflightAll = nil, false
 }
 
 // nextHeartbeat is when the stream's next heartbeat is due; zero when none is scheduled.
@@ -325,120 +341,52 @@ func (m *machine) nextHeartbeat() time.Time {
 }
 
 // heartbeat is the renewal of what the client holds: each resource it was sent and still
-// holds in the version it was sent, whose owner is live. It is read when encoded (fill), so
-// that of the streams sharing it only one reads the collection.
-func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness) *pending {
-	sentRev, refused := s.sentRev, s.beat.refused
-	p := &pending{rev: sentRev, heartbeat: true, msg: wire.Message{Key: s.key, Version: s.sentVer, Heartbeat: true}}
-	if len(refused) == 0 {
-		p.share = &frameKey{
-			protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: sentRev, to: v.Collection(s.collection).Revision,
-			view: s.view, access: s.accessID(), wildcard: s.wildcard, heartbeat: true, dead: l.key, beatVersion: s.sentVer,
-		}
-		if len(s.names) > 0 {
-			p.share.names = s.fingerprint()
-		}
-	}
-	p.fill = func() {
+// holds in the version it was sent, whose owner is live. Streams renewing the same state
+// (the same frameKey) share one reading of it through memo.
+func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness, memo *memo[beatContent]) (*pending, beatContent) {
+	sentRev, refused := s.ex.rev, s.beat.refused
+	p := &pending{rev: sentRev, heartbeat: true, msg: wire.Message{Key: s.key, Version: s.ex.version, Heartbeat: true}}
+	read := func() beatContent {
 		found, _ := s.current(v)
+		var c beatContent
 		kept := make([]*store.Entry, 0, len(found))
 		for _, e := range found {
 			if _, no := refused[e.Name]; no || e.Revision > sentRev {
 				continue // the client holds another version, or its new one is on its way
 			}
 			if !l.live(e.Owner) {
-				p.withheld++
+				c.withheld++
 				continue
 			}
 			kept = append(kept, e)
 		}
-		p.msg.Resources, p.beatRest = splitBeat(kept, s.splitAt)
+		c.first, c.rest = splitBeat(kept, s.splitAt)
+		return c
 	}
-	return p
+	var c beatContent
+	if len(refused) == 0 {
+		p.share = s.withTTL(&frameKey{
+			protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, from: sentRev, to: v.Collection(s.Collection).Revision,
+			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard, heartbeat: true, dead: l.key, beatVersion: s.ex.version,
+		})
+		if len(s.want.names) > 0 {
+			p.share.names = s.want.fingerprint()
+		}
+		c = memo.get(p.share, read)
+	} else {
+		c = read()
+	}
+	p.msg.Resources = c.first
+	return p, c
 }
 
 // withTTL is a response's sharing key for this subscription: responses with a TTL or in the
 // wrapper are encoded apart from those without.
 func (s *subscription) withTTL(k *frameKey) *frameKey {
-	if k == nil || s.ttl <= 0 {
+	if k == nil || s.ttl() <= 0 {
 		return k
 	}
 	c := *k
-	c.ttl, c.wrap = s.ttl, s.wrap
+	c.ttl, c.wrap = s.ttl(), s.wrap()
 	return &c
-}
-
-// beat sends the heartbeats due, then arms the timer for the next. Streams without TTLs pay
-// one length check.
-func (s *stream) beat(v *store.View) error {
-	if len(s.m.beating) == 0 { // only the loop changes the machine: no lock to read
-		return nil
-	}
-	s.mu.Lock()
-	due, resend := s.m.heartbeats(v, time.Now(), func() *liveness { return livenessOf(v, s.engine.derived) })
-	s.mu.Unlock()
-	for _, c := range due {
-		if err := s.sendHeartbeat(c); err != nil {
-			return err
-		}
-	}
-	if resend {
-		if err := s.flush(v); err != nil {
-			return err
-		}
-	}
-	s.armBeat()
-	return nil
-}
-
-// sendHeartbeat encodes a heartbeat (shared by the streams renewing the same state) and sends
-// it unless it names nothing.
-func (s *stream) sendHeartbeat(c beatCandidate) error {
-	sub, p, layout := c.sub, c.p, s.adapter.Layout()
-	body, n := s.engine.frames.get(sub.withTTL(p.share), func() ([]byte, counts) {
-		p.materialize()
-		p.msg.TTL, p.msg.Wrap = sub.ttl, sub.wrap
-		return layout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources), withheld: p.withheld, rest: p.beatRest}
-	})
-	if !p.continues { // a round's heartbeat, not a later part of it
-		sub.metrics.Expiring(n.withheld - sub.beat.withheld) // resources newly left to expire
-		sub.beat.withheld = n.withheld
-		sub.beat.parts = n.rest
-	}
-	if n.resources == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	nonce := s.m.heartbeatSent(sub)
-	s.mu.Unlock()
-	frame := &wire.Frame{Body: body, Tail: layout.Tail(nonce)}
-	if frame.Size() > s.engine.maxSize { // state of the world: not split (delta is, at splitAt)
-		s.engine.bigBeats.Log(s.log, slog.LevelWarn, "heartbeat is larger than the client's likely receive limit",
-			"type", sub.key, "bytes", frame.Size(), "limit", s.engine.maxSize, "resources", n.resources)
-	}
-	if err := s.transmit(frame); err != nil {
-		return err
-	}
-	s.engine.stats.heartbeats.Add(1)
-	sub.metrics.Heartbeat()
-	sub.metrics.Size(frame.Size())
-	return nil
-}
-
-// armBeat sets the stream's timer for its next heartbeat.
-func (s *stream) armBeat() {
-	next := s.m.nextHeartbeat()
-	if next.IsZero() {
-		if s.beatTimer != nil {
-			s.beatTimer.Stop()
-		}
-		return
-	}
-	d := max(time.Until(next), 0)
-	if s.beatTimer == nil {
-		s.beatTimer = time.NewTimer(d)
-		s.beatC = s.beatTimer.C
-		return
-	}
-	s.beatTimer.Reset(d)
 }

@@ -54,22 +54,23 @@ func benchHeartbeatRound(b *testing.B, resources, streams int, absent, cold bool
 		}
 	}
 	v := st.View()
-	var frames frameCache
-	frames.init(256, 16<<20)
+	frames := newMemo(256, 16<<20, frameSize)
+	beats := newMemo[beatContent](256, 0, nil)
+	typ := Type{Collection: coll, Known: true, Mode: Incremental, Form: wire.FormAnyBody, WildcardCapable: true, TTL: ttl}
 	machines := make([]*machine, streams)
 	for i := range machines {
-		m := newMachine("bench")
-		m.request(&Request{Key: coll, Collection: coll, Known: true, Mode: Incremental, Form: wire.FormAnyBody, WildcardCapable: true, TTL: ttl}, time.Time{})
-		due, err := m.due(v)
-		if err != nil || len(due) != 1 {
-			b.Fatalf("first response: %v, %d", err, len(due))
+		m := newMachine(machineConfig{protocol: "bench", types: func(*Request, *Node) Type { return typ }, beats: beats}, access{})
+		fx := m.handle(event{req: &Request{Key: coll}, view: v})
+		fx = m.handle(event{watched: fx.watch, view: v})
+		if fx.refuse != nil || len(fx.sends) != 1 {
+			b.Fatalf("first response: %v, %d", fx.refuse, len(fx.sends))
 		}
-		m.request(&Request{Key: coll, Collection: coll, Mode: Incremental, Nonce: due[0].nonce}, time.Time{})
+		m.handle(event{req: &Request{Key: coll, Nonce: fx.sends[0].nonce}, view: v})
 		machines[i] = m
 	}
 	now := time.Now()
 	for _, m := range machines { // schedules the first heartbeat
-		m.heartbeats(v, now, nil)
+		m.handle(event{view: v, now: now})
 	}
 	frameBytes := 0
 	b.ReportAllocs()
@@ -77,24 +78,26 @@ func benchHeartbeatRound(b *testing.B, resources, streams int, absent, cold bool
 	for b.Loop() {
 		now = now.Add(ttl / 2)
 		if cold {
-			frames.init(256, 16<<20)
+			frames = newMemo(256, 16<<20, frameSize)
+			beats = newMemo[beatContent](256, 0, nil)
+			for _, m := range machines {
+				m.beats = beats
+			}
 		}
 		for _, m := range machines {
-			due, _ := m.heartbeats(v, now, func() *liveness { return livenessOf(v, nil) })
-			for _, c := range due {
-				sub, p := c.sub, c.p
-				body, n := frames.get(sub.withTTL(p.share), func() ([]byte, counts) {
-					p.materialize()
-					p.msg.TTL = sub.ttl
-					return benchDeltaLayout.Encode(&p.msg, sub.form), counts{resources: len(p.msg.Resources), withheld: p.withheld}
+			fx := m.handle(event{view: v, now: now})
+			for _, o := range fx.sends {
+				sub, p := o.sub, o.p
+				f := frames.get(sub.withTTL(p.share), func() frame {
+					p.msg.TTL = sub.ttl()
+					return frame{body: benchDeltaLayout.Encode(&p.msg, sub.Form), resources: len(p.msg.Resources)}
 				})
-				if n.resources == 0 {
+				if f.resources == 0 {
 					b.Fatal("empty heartbeat")
 				}
-				frameBytes = len(body)
-				nonce := m.heartbeatSent(sub)
-				_ = benchDeltaLayout.Tail(nonce)
-				m.request(&Request{Key: coll, Collection: coll, Mode: Incremental, Nonce: nonce}, time.Time{})
+				frameBytes = len(f.body)
+				_ = benchDeltaLayout.Tail(o.nonce)
+				m.handle(event{req: &Request{Key: coll, Nonce: o.nonce}, view: v, now: now})
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"cmp"
+	"fmt"
 	"iter"
 	"maps"
 	"math"
@@ -9,29 +10,30 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// machine is the state of one stream: its subscriptions, and the order in which their responses
-// go. It is pure: the stream goroutine feeds it events (a request, collections that changed)
-// and sends the responses it returns, in order; it does no I/O, takes no locks and reads no
-// clock (times are passed in, for the debug view only). docs/architecture.md draws it.
+// machine is the state of one stream: its node, its subscriptions, and the order in which their
+// responses go. It is pure: its one entry point, handle, takes an event (a request, store
+// changes, a timer) and returns the effects the stream's loop carries out (responses and
+// heartbeats to send, a collection to watch, a refusal that ends the stream, when to wake for
+// the next heartbeat). It does no I/O, takes no locks and reads no clock: the time and the
+// store view come with the event. docs/architecture.md draws it.
 //
 // Work is in proportion to what changed: a request touches its own subscription; a store
 // change, the subscriptions of the collections it touched; a flush, the subscriptions marked
 // dirty by either, plus those waiting on another type.
 type machine struct {
-	protocol string
-	node     string
-	// nodeLabels and nodeNamespaces, from the first request that names the node, scope
-	// wildcard subscriptions (Request.Scope).
-	nodeLabels     map[string]string
-	nodeNamespaces []string
-	nodeSeen       bool
+	machineConfig
+	access access
+
+	// node is the stream's client, fixed by the first request that names one.
+	node *Node
 	// nodeMetadata (encoded: a few KiB for an Istio proxy, held compact rather than as a
-	// decoded Struct) and nodeAnnotations, from the same request, for the status view only.
+	// decoded Struct) and nodeAnnotations describe the node to the status view only.
 	nodeMetadata    []byte
 	nodeAnnotations map[string]string
 
@@ -48,6 +50,23 @@ type machine struct {
 	held int
 	// beating are the subscriptions with a TTL, whose clients are heartbeated (heartbeat.go).
 	beating []*subscription
+	// watched are the collections the stream watches for changes. A subscription's responses
+	// are computed only once its collection is watched, from a view read after the watch
+	// began: what was written before signals nothing, so an older view would miss it for good.
+	watched map[string]bool
+}
+
+// machineConfig is what a machine is given when its stream opens; it never changes.
+type machineConfig struct {
+	protocol string
+	// types resolves how a type is served (Adapter.Type), once per subscription.
+	types func(req *Request, node *Node) Type
+	// maxSubs bounds held (0: no bound); splitAt is the split size of splittable types.
+	maxSubs, splitAt int
+	// derived is Options.Derived: whose liveness follows its inputs' (heartbeat.go).
+	derived map[string][]string
+	// beats shares the content of heartbeats between streams (heartbeat.go); nil: not shared.
+	beats *memo[beatContent]
 }
 
 // maxNodeMetadata bounds the encoded node metadata a stream keeps for the status view: an
@@ -55,19 +74,88 @@ type machine struct {
 // metadata), so that a client cannot make each of its streams hold megabytes.
 const maxNodeMetadata = 64 << 10
 
-func newMachine(protocol string) *machine {
+func newMachine(cfg machineConfig, a access) *machine {
 	return &machine{
-		protocol: protocol, subs: map[string]*subscription{},
-		byCollection: map[string][]*subscription{}, dirty: map[*subscription]struct{}{},
+		machineConfig: cfg, access: a, subs: map[string]*subscription{},
+		byCollection: map[string][]*subscription{}, dirty: map[*subscription]struct{}{}, watched: map[string]bool{},
 	}
 }
+
+// event is what wakes a stream's machine: a request, collections whose changes the stream
+// takes, a collection the stream now watches (as the machine asked), or none of these (a
+// timer). view is the store the responses are computed from; now is the time, by which
+// heartbeats fall due.
+type event struct {
+	req     *Request
+	changed []string
+	watched string
+	view    *store.View
+	now     time.Time
+}
+
+// effects are what the machine decided on an event. The loop carries them out in order: it
+// sends each response, ends the stream on a refusal, arms its timer for the next heartbeat,
+// and, when asked to watch a collection, watches it and hands the machine an event saying so,
+// with a view read after the watch began.
+type effects struct {
+	// watch is a collection newly subscribed: the stream watches it from now on.
+	watch string
+	// sends are the responses and heartbeats to send, in order, each with its nonce.
+	sends []outgoing
+	// expiring are changes in how many resources heartbeats leave to expire (a metric).
+	expiring []expiring
+	// refuse ends the stream.
+	refuse *refusal
+	// beatAt is when the next heartbeat is due; zero when none is scheduled.
+	beatAt time.Time
+	// outcome is what the event's request did, and sub its subscription (nil when the
+	// request was ignored before one existed), for the loop's logs and metrics.
+	outcome outcome
+	sub     *subscription
+}
+
+// outgoing is one response the machine decided to send.
+type outgoing struct {
+	sub   *subscription
+	p     *pending
+	nonce string
+	// push: the response carries a change the client has not been sent (not a first
+	// response, nor one that only answers new names), for the push-latency metric.
+	push bool
+}
+
+type expiring struct {
+	sub   *subscription
+	delta int
+}
+
+// refusal ends a stream: the status it ends with, and what the loop counts and logs.
+type refusal struct {
+	code codes.Code
+	msg  string
+	// kind says which refusal it is, for the metrics (refusedNode, overLimit, fellBehind).
+	kind refusalKind
+}
+
+type refusalKind uint8
+
+const (
+	// refusedNode: the node is not the peer's (authz) or not the stream's first.
+	refusedNode refusalKind = iota
+	// overLimit: limits.subscriptions_per_stream.
+	overLimit
+	// fellBehind: an incremental wildcard subscriber older than the tombstone retention.
+	fellBehind
+)
 
 // outcome is what a request did, for the engine's logs and metrics.
 type outcome uint8
 
 const (
+	// noRequest: the event carried none.
+	noRequest outcome = iota
 	// ignoredStale: the request's nonce is not the latest response's.
-	ignoredStale outcome = iota
+	ignoredStale
 	// ignoredPhantom: an unsubscription from a type never subscribed.
 	ignoredPhantom
 	subscribed
@@ -76,54 +164,93 @@ const (
 	nacked
 )
 
-// request applies one client request. It returns the subscription concerned (nil when
-// ignored before one exists) and what happened.
-func (m *machine) request(req *Request, now time.Time) (*subscription, outcome) {
+// handle is the machine's one entry point: it applies the event and returns what to do.
+func (m *machine) handle(ev event) effects {
+	var fx effects
+	if ev.req != nil {
+		m.request(ev.req, ev.now, &fx)
+		if fx.refuse != nil {
+			return fx // nothing of a refused request is answered
+		}
+	}
+	if ev.watched != "" {
+		m.watched[ev.watched] = true
+		m.changed([]string{ev.watched})
+	}
+	m.changed(ev.changed)
+	if err := m.flush(ev.view, &fx); err != nil {
+		fx.refuse = &refusal{code: codes.Unavailable, msg: err.Error(), kind: fellBehind}
+		return fx
+	}
+	m.heartbeats(ev.view, ev.now, &fx)
+	fx.beatAt = m.nextHeartbeat()
+	return fx
+}
+
+// request applies one client request.
+func (m *machine) request(req *Request, now time.Time, fx *effects) {
+	if fx.refuse = m.admitNode(req.Node); fx.refuse != nil {
+		return
+	}
 	// A request changes one subscription at most: its type's.
 	before := m.subs[req.Key].weight()
-	sub, out := m.apply(req, now)
+	fx.sub, fx.outcome = m.apply(req, now)
 	m.held += m.subs[req.Key].weight() - before
-	return sub, out
+	if m.maxSubs > 0 && m.held > m.maxSubs {
+		fx.refuse = &refusal{code: codes.ResourceExhausted, kind: overLimit, msg: fmt.Sprintf(
+			"limits.subscriptions_per_stream: this request (type %s) would take the stream to %d types and names, over the limit of %d",
+			req.Key, m.held, m.maxSubs)}
+		return
+	}
+	if fx.outcome == subscribed && !m.watched[fx.sub.Collection] {
+		fx.watch = fx.sub.Collection
+	}
+}
+
+// admitNode fixes the stream's node by the first request that names one, once the node is
+// checked against the peer's identity; a later request naming another node is refused.
+func (m *machine) admitNode(n *Node) *refusal {
+	if n == nil || n.ID == "" {
+		return nil
+	}
+	if m.node != nil {
+		if n.ID != m.node.ID {
+			return &refusal{code: codes.InvalidArgument, kind: refusedNode, msg: fmt.Sprintf(
+				"this stream's node is %q, fixed by its first request; a request named node %q", m.node.ID, n.ID)}
+		}
+		return nil
+	}
+	if err := m.access.checkNode(n); err != nil {
+		return &refusal{code: codes.PermissionDenied, kind: refusedNode, msg: err.Error()}
+	}
+	m.node = &Node{ID: n.ID, Labels: n.Labels, Namespaces: n.Namespaces, Features: n.Features}
+	m.nodeAnnotations = n.Annotations
+	if n.Metadata != nil {
+		if b, _ := proto.Marshal(n.Metadata); len(b) <= maxNodeMetadata { // a Struct always encodes
+			m.nodeMetadata = b
+		}
+	}
+	return nil
 }
 
 // subscriptionCount is how many types the stream subscribed plus the names it subscribed
 // explicitly (a wildcard counts as its type alone).
 func (m *machine) subscriptionCount() int { return m.held }
 
-// weight is what one subscription counts in subscriptionCount: its type and its names.
-func (s *subscription) weight() int {
-	if s == nil {
-		return 0
-	}
-	return 1 + len(s.names)
-}
-
 func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
-	if req.Node != "" {
-		m.node = req.Node
-		if !m.nodeSeen {
-			m.nodeSeen, m.nodeLabels, m.nodeNamespaces = true, req.NodeLabels, req.NodeNamespaces
-			m.nodeAnnotations = req.NodeAnnotations
-			if req.NodeMetadata != nil {
-				if b, _ := proto.Marshal(req.NodeMetadata); len(b) <= maxNodeMetadata { // a Struct always encodes
-					m.nodeMetadata = b
-				}
-			}
-		}
-	}
 	sub := m.subs[req.Key]
-	if sub == nil && req.Mode == Incremental && len(req.Subscribe) == 0 && len(req.Unsubscribe) > 0 {
+	if sub == nil && len(req.Subscribe) == 0 && len(req.Unsubscribe) > 0 {
 		return nil, ignoredPhantom // not a (wildcard) subscription
 	}
 	if req.Nonce != "" && sub != nil {
 		// Only the latest response's nonce counts. It may have been answered already: a client
 		// then repeats it with a new set of names. (A nonce for a type this stream never
 		// answered cannot be stale: nonces belong to a stream, so that is a new subscription.)
-		if req.Nonce != sub.sentNonce {
+		if req.Nonce != sub.ex.nonce {
 			return sub, ignoredStale
 		}
 		out := resubscribed
-		if req.Nonce == sub.pendingNonce {
+		if req.Nonce == sub.ex.pending {
 			out = acked
 			if req.ErrorDetail != nil {
 				out = nacked
@@ -142,32 +269,38 @@ func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 	return sub, resubscribed
 }
 
-// subscribe starts (or, for Restart, starts over) a subscription.
+// subscribe starts (or, for Restart, starts over) a subscription: its type is resolved here,
+// once.
 func (m *machine) subscribe(req *Request) *subscription {
-	sub := &subscription{policy: req.policy(), seq: m.nextSeq}
+	typ := m.types(req, m.node)
+	sub := &subscription{policy: policy{key: req.Key, Type: typ, vis: m.access.visibility(typ.Collection)}, seq: m.nextSeq}
+	if typ.Splittable && typ.Mode == Incremental {
+		sub.splitAt = m.splitAt
+	}
 	m.nextSeq++
 	asked := req.Names
-	if req.Mode == Incremental {
+	if typ.Mode == Incremental {
 		asked = req.Subscribe
 	}
-	if sub.wildcardCapable {
-		sub.legacyWildcard = len(asked) == 0
-		sub.wildcard = sub.legacyWildcard || slices.Contains(asked, Wildcard)
+	if typ.WildcardCapable {
+		sub.want.legacy = len(asked) == 0
+		sub.want.wildcard = sub.want.legacy || slices.Contains(asked, Wildcard)
 	}
 	for _, n := range asked {
-		if n != Wildcard || !sub.wildcardCapable {
-			sub.addName(n)
+		if n != Wildcard || !typ.WildcardCapable {
+			sub.want.add(n)
 		}
 	}
-	sub.fresh = nil // the first response carries everything
-	sub.initial = req.InitialVersions
+	if typ.Mode == Incremental {
+		sub.ex.resumed = req.InitialVersions
+	}
 	m.scope(sub)
 	if old := m.subs[req.Key]; old != nil {
 		m.forget(old)
 	}
 	m.subs[req.Key] = sub
-	m.byCollection[sub.collection] = append(m.byCollection[sub.collection], sub)
-	if sub.ttl > 0 {
+	m.byCollection[typ.Collection] = append(m.byCollection[typ.Collection], sub)
+	if sub.ttl() > 0 {
 		m.beating = append(m.beating, sub)
 	}
 	m.dirty[sub] = struct{}{}
@@ -177,44 +310,53 @@ func (m *machine) subscribe(req *Request) *subscription {
 func (m *machine) forget(sub *subscription) {
 	delete(m.dirty, sub)
 	m.beating = slices.DeleteFunc(m.beating, func(x *subscription) bool { return x == sub })
-	m.byCollection[sub.collection] = slices.DeleteFunc(m.byCollection[sub.collection], func(x *subscription) bool { return x == sub })
-	if len(m.byCollection[sub.collection]) == 0 {
-		delete(m.byCollection, sub.collection)
+	m.byCollection[sub.Collection] = slices.DeleteFunc(m.byCollection[sub.Collection], func(x *subscription) bool { return x == sub })
+	if len(m.byCollection[sub.Collection]) == 0 {
+		delete(m.byCollection, sub.Collection)
 	}
 }
 
-// scope narrows a wildcard subscription to the client's view of the type, from the stream's
+// scope narrows a wildcard subscription to the client's part of the type, from the stream's
 // node (known from its first request, whichever type that asked for).
 func (m *machine) scope(sub *subscription) {
-	sub.view, sub.include = "", nil
-	if sub.scope != nil && sub.wildcard {
-		sub.view, sub.include = sub.scope(Node{ID: m.node, Labels: m.nodeLabels, Namespaces: m.nodeNamespaces})
+	sub.want.view, sub.want.include = "", nil
+	if sub.Scope != nil && sub.want.wildcard {
+		var n Node
+		if m.node != nil {
+			n = *m.node
+		}
+		sub.want.view, sub.want.include = sub.Scope(n)
 	}
 }
 
 // resubscribe applies the names of a follow-up request.
 func (m *machine) resubscribe(sub *subscription, req *Request) {
-	if req.Mode == StateOfTheWorld {
+	if sub.Mode == StateOfTheWorld {
 		m.resubscribeStateOfTheWorld(sub, req.Names)
 		return
 	}
 	for _, n := range req.Unsubscribe {
-		if n == Wildcard && sub.wildcardCapable {
-			if sub.wildcard && !sub.legacyWildcard {
-				sub.wildcard = false
+		if n == Wildcard && sub.WildcardCapable {
+			if sub.want.wildcard && !sub.want.legacy {
+				sub.want.wildcard = false
 				m.scope(sub)
 			}
 			continue
 		}
-		sub.removeName(n) // phantom unsubscriptions are harmless
+		// Phantom unsubscriptions are harmless. A name unsubscribed is one the client no
+		// longer holds: what it said it held on resuming no longer stands, nor does a name it
+		// asked anew.
+		sub.want.remove(n)
+		delete(sub.owed.fresh, n)
+		delete(sub.ex.resumed, n)
 	}
 	for _, n := range req.Subscribe {
-		if n == Wildcard && sub.wildcardCapable {
+		if n == Wildcard && sub.WildcardCapable {
 			m.enterWildcard(sub)
 			continue
 		}
-		sub.addName(n)
-		sub.addFresh(n) // sent even if the client should already have it
+		sub.want.add(n)
+		sub.owed.addFresh(n) // sent even if the client should already have it
 	}
 }
 
@@ -222,65 +364,42 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 // subscription. A wildcard entered by asking for nothing stays (xds-protocol.rst); an explicit
 // "*" lasts while the requests name it.
 func (m *machine) resubscribeStateOfTheWorld(sub *subscription, names []string) {
-	if sub.legacyWildcard {
+	if sub.want.legacy {
 		return
 	}
-	wild := sub.wildcardCapable && slices.Contains(names, Wildcard)
-	if wild {
+	if sub.WildcardCapable && slices.Contains(names, Wildcard) {
 		m.enterWildcard(sub)
-	} else if sub.wildcard {
-		sub.wildcard = false
+	} else if sub.want.wildcard {
+		sub.want.wildcard = false
 		m.scope(sub)
 	}
 	next := make(map[string]struct{}, len(names))
 	for _, n := range names {
-		if n == Wildcard && sub.wildcardCapable {
+		if n == Wildcard && sub.WildcardCapable {
 			continue
 		}
 		next[n] = struct{}{}
-		if _, had := sub.names[n]; !had {
-			sub.addFresh(n)
+		if !sub.want.has(n) {
+			sub.owed.addFresh(n)
 		}
 	}
-	if len(next) != len(sub.names) || len(sub.fresh) > 0 {
+	for n := range sub.owed.fresh {
+		if _, still := next[n]; !still {
+			delete(sub.owed.fresh, n) // asked anew, then dropped before it went
+		}
+	}
+	if len(next) != len(sub.want.names) || len(sub.owed.fresh) > 0 {
 		// Names dropped need no response: the next one (on a change) simply omits them.
-		sub.names = next
-		sub.namesChanged()
+		sub.want.replace(next)
 	}
 }
 
 func (m *machine) enterWildcard(sub *subscription) {
-	if sub.wildcard {
+	if sub.want.wildcard {
 		return
 	}
-	sub.wildcard, sub.freshAll = true, true // owes the whole type now
+	sub.want.wildcard, sub.owed.all = true, true // owes the whole type now
 	m.scope(sub)
-}
-
-func (s *subscription) addName(n string) {
-	if s.names == nil {
-		s.names = map[string]struct{}{}
-	}
-	if _, had := s.names[n]; had {
-		return
-	}
-	s.names[n] = struct{}{}
-	s.nameAdded(n)
-}
-
-func (s *subscription) removeName(n string) {
-	if _, ok := s.names[n]; ok {
-		delete(s.names, n)
-		s.namesChanged()
-	}
-	delete(s.fresh, n)
-}
-
-func (s *subscription) addFresh(name string) {
-	if s.fresh == nil {
-		s.fresh = map[string]struct{}{}
-	}
-	s.fresh[name] = struct{}{}
 }
 
 // changed marks the subscriptions of collections that changed in the store.
@@ -292,43 +411,37 @@ func (m *machine) changed(collections []string) {
 	}
 }
 
-// response is one response the machine decided to send, with its nonce.
-type response struct {
-	sub   *subscription
-	p     *pending
-	nonce string
-	push  bool
-}
-
-// due returns the responses to send now, in order, and records them as sent. A response of a
-// type waits until the types it comes after are caught up with its revision (ADS: clusters
+// flush adds the responses due now to fx, in order, and records them as sent. A response of
+// a type waits until the types it comes after are caught up with its revision (ADS: clusters
 // before the endpoints and routes that use them); a deletion waits until the types that must
 // stop referring to it first are caught up with the revision that made it.
-func (m *machine) due(v *store.View) ([]response, error) {
-	var out []response
+func (m *machine) flush(v *store.View, fx *effects) error {
 	for progress := true; progress && len(m.dirty) > 0; {
 		progress = false
 		for _, sub := range m.dirtyInOrder() {
 			sent, moved, err := m.step(v, sub)
 			if err != nil {
-				return out, err
+				return err
 			}
 			if sent != nil {
-				out = append(out, *sent)
+				fx.sends = append(fx.sends, *sent)
 			}
 			progress = progress || moved
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // step evaluates one dirty subscription: it sends, catches up, or waits.
-func (m *machine) step(v *store.View, sub *subscription) (sent *response, moved bool, err error) {
-	if sub.phase == phaseAwaiting {
+func (m *machine) step(v *store.View, sub *subscription) (sent *outgoing, moved bool, err error) {
+	if sub.ex.phase == phaseAwaiting {
 		delete(m.dirty, sub) // the client's answer marks it again
 		return nil, false, nil
 	}
-	info := v.Collection(sub.collection)
+	if !m.watched[sub.Collection] {
+		return nil, false, nil // stays dirty: the stream is about to watch it (see watched)
+	}
+	info := v.Collection(sub.Collection)
 	rev := info.Revision
 	if !m.afterCaughtUp(v, sub, rev) {
 		return nil, false, nil // stays dirty: re-examined when the types before it move
@@ -339,25 +452,29 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *response, moved 
 	}
 	switch {
 	case advance:
-		moved = sub.sentRev != rev || sub.heldChanged(p) || sub.freshAll || len(sub.fresh) > 0
+		moved = sub.ex.rev != rev || sub.heldChanged(p) || sub.owed.anew()
 		sub.caughtUp(rev, p)
 	case p != nil:
-		m.nonce++
-		nonce := strconv.FormatUint(m.nonce, 10)
 		// A push carries a change the client has not been sent: not the first response, nor
 		// one that only answers new names.
-		push := sub.phase != phaseUnsent && p.rev > sub.sentRev && !p.notPush
+		push := sub.ex.phase != phaseUnsent && p.rev > sub.ex.rev && !p.notPush
 		p.changed = info.Changed
 		if sub.vis != nil && sub.vis.denial != nil {
-			p.msg.Errors = sub.vis.errors(sub.sortedNames())
+			p.msg.Errors = sub.vis.errors(sub.want.sortedNames())
 		}
+		nonce := m.nextNonce()
 		sub.sent(p, nonce)
-		sent, moved = &response{sub: sub, p: p, nonce: nonce, push: push}, true
+		sent, moved = &outgoing{sub: sub, p: p, nonce: nonce, push: push}, true
 	}
-	if len(sub.held) == 0 || sub.phase == phaseAwaiting {
+	if len(sub.owed.held) == 0 || sub.ex.phase == phaseAwaiting {
 		delete(m.dirty, sub) // held-back deletions keep it dirty until they may go
 	}
 	return sent, moved, nil
+}
+
+func (m *machine) nextNonce() string {
+	m.nonce++
+	return strconv.FormatUint(m.nonce, 10)
 }
 
 // dirtyInOrder lists the dirty subscriptions in response order.
@@ -372,7 +489,7 @@ func inOrder(subs iter.Seq[*subscription], n int) []*subscription {
 		list = append(list, sub)
 	}
 	slices.SortFunc(list, func(a, b *subscription) int {
-		if c := cmp.Compare(a.priority, b.priority); c != 0 {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.seq, b.seq)
@@ -383,18 +500,18 @@ func inOrder(subs iter.Seq[*subscription], n int) []*subscription {
 // caughtUpThrough is the store revision up to which a subscription's client has been sent
 // every addition: math.MaxUint64 when it is current with the view.
 func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
-	if sub.phase == phaseUnsent || sub.freshAll || len(sub.parts) > 0 {
+	if sub.ex.phase == phaseUnsent || sub.owed.all || len(sub.owed.parts) > 0 {
 		return 0 // owes a first response, everything anew, or the rest of one sent in parts
 	}
-	if sub.sentRev >= v.Collection(sub.collection).Revision {
+	if sub.ex.rev >= v.Collection(sub.Collection).Revision {
 		return math.MaxUint64
 	}
-	return sub.sentRev
+	return sub.ex.rev
 }
 
 // afterCaughtUp tells whether every type this one comes after is caught up to rev.
 func (m *machine) afterCaughtUp(v *store.View, sub *subscription, rev uint64) bool {
-	for _, key := range sub.after {
+	for _, key := range sub.After {
 		if d := m.subs[key]; d != nil && m.caughtUpThrough(v, d) < rev {
 			return false
 		}
@@ -403,10 +520,10 @@ func (m *machine) afterCaughtUp(v *store.View, sub *subscription, rev uint64) bo
 }
 
 // removableThrough is the revision up to which deletions may be sent to this subscription's
-// client: the least of what the types in its removeAfter are caught up to.
+// client: the least of what the types in its RemoveAfter are caught up to.
 func (m *machine) removableThrough(v *store.View, sub *subscription) uint64 {
 	through := uint64(math.MaxUint64)
-	for _, key := range sub.removeAfter {
+	for _, key := range sub.RemoveAfter {
 		if d := m.subs[key]; d != nil {
 			through = min(through, m.caughtUpThrough(v, d))
 		}
@@ -416,3 +533,12 @@ func (m *machine) removableThrough(v *store.View, sub *subscription) uint64 {
 
 // ordered lists every subscription in response order, for the debug view.
 func (m *machine) ordered() []*subscription { return inOrder(maps.Values(m.subs), len(m.subs)) }
+
+// nodeID is the stream's node ID ("" before a request named one).
+func (m *machine) nodeID() string {
+	if m.node == nil {
+		return ""
+	}
+	return m.node.ID
+}
+

@@ -97,65 +97,61 @@ func serveModelADS(t *rapid.T, st *store.Store, policy *authz.Policy) string {
 	return lis.Addr().String()
 }
 
-// modelRequest is an engine request for a model type, as a client names it.
-func modelRequest(typeURL string, mode Mode) *Request {
-	mt := modelTypeOf(typeURL)
-	return &Request{
-		Key: mt.key, Collection: mt.key, Known: true, Mode: mode, Form: wire.FormAnyMCPResource,
-		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
-		After: mt.after, RemoveAfter: mt.remove,
-	}
-}
-
 func (a *modelADS) StreamAggregatedResources(s grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
-	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelSotWLayout, send: s.SendMsg, recv: func() (*Request, error) {
+	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelSotWLayout, mode: StateOfTheWorld, send: s.SendMsg, recv: func() (*Request, error) {
 		m, err := s.Recv()
 		if err != nil {
 			return nil, err
 		}
-		req := modelRequest(m.TypeUrl, StateOfTheWorld)
-		req.Names, req.Nonce, req.ErrorDetail, req.Node = m.ResourceNames, m.ResponseNonce, m.ErrorDetail, m.GetNode().GetId()
-		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
-		return req, nil
+		return &Request{Key: m.TypeUrl, Names: m.ResourceNames, Nonce: m.ResponseNonce, ErrorDetail: m.ErrorDetail, Node: modelNodeOf(m.GetNode())}, nil
 	}}, "model-sotw", rpcpeer.Addr(s.Context()))
 }
 
 func (a *modelADS) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
-	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelDeltaLayout, send: s.SendMsg, recv: func() (*Request, error) {
+	return a.engine.Serve(s.Context(), &modelAdapter{layout: modelDeltaLayout, mode: Incremental, send: s.SendMsg, recv: func() (*Request, error) {
 		m, err := s.Recv()
 		if err != nil {
 			return nil, err
 		}
-		req := modelRequest(m.TypeUrl, Incremental)
-		req.Splittable = true
-		req.Subscribe, req.Unsubscribe, req.Nonce, req.ErrorDetail = m.ResourceNamesSubscribe, m.ResourceNamesUnsubscribe, m.ResponseNonce, m.ErrorDetail
+		req := &Request{Key: m.TypeUrl, Subscribe: m.ResourceNamesSubscribe, Unsubscribe: m.ResourceNamesUnsubscribe,
+			Nonce: m.ResponseNonce, ErrorDetail: m.ErrorDetail, Node: modelNodeOf(m.GetNode())}
 		if len(m.InitialResourceVersions) > 0 {
 			req.InitialVersions = m.InitialResourceVersions
 		}
-		req.Node = m.GetNode().GetId()
-		req.NodeNamespaces = modelNodeNamespaces(m.GetNode())
 		return req, nil
 	}}, "model-delta", rpcpeer.Addr(s.Context()))
 }
 
-// modelNodeNamespaces reads the narrowing from node metadata, as source/xds does.
-func modelNodeNamespaces(n *core.Node) []string {
-	return ParseNodeNamespaces(n.GetMetadata().GetFields()[NodeNamespacesKey].GetStringValue())
+// modelNodeOf reads the node and its narrowing from node metadata, as source/xds does.
+func modelNodeOf(n *core.Node) *Node {
+	if n.GetId() == "" {
+		return nil
+	}
+	return &Node{ID: n.GetId(), Namespaces: ParseNodeNamespaces(n.GetMetadata().GetFields()[NodeNamespacesKey].GetStringValue())}
 }
 
 // modelNode is the node a client sends on its first request: its ID and narrowing.
-func modelNode(req *Request) *core.Node {
-	n := &core.Node{Id: req.Node}
-	if req.NodeNamespaces != nil {
-		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{NodeNamespacesKey: structpb.NewStringValue(strings.Join(req.NodeNamespaces, ","))}}
+func modelNode(req *typedRequest) *core.Node {
+	n := &core.Node{Id: req.Node.ID}
+	if req.Node.Namespaces != nil {
+		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{NodeNamespacesKey: structpb.NewStringValue(strings.Join(req.Node.Namespaces, ","))}}
 	}
 	return n
 }
 
 type modelAdapter struct {
 	layout *wire.Layout
+	mode   Mode
 	send   func(any) error
 	recv   func() (*Request, error)
+}
+
+// Type is the model world's type of a key, split as the xDS adapter splits delta (the
+// engine's MaxResponseSize decides where).
+func (a *modelAdapter) Type(req *Request, _ *Node) Type {
+	typ := testType(req.Key, a.mode)
+	typ.Form, typ.Splittable = wire.FormAnyMCPResource, a.mode == Incremental
+	return typ
 }
 
 func (a *modelAdapter) Recv() (*Request, error)  { return a.recv() }
@@ -246,7 +242,7 @@ func (c *socketConn) open(t *rapid.T, mode Mode) {
 	t.Cleanup(cancel)
 }
 
-func (c *socketConn) send(t *rapid.T, req *Request) {
+func (c *socketConn) send(t *rapid.T, req *typedRequest) {
 	var node *core.Node
 	if c.cancel == nil {
 		c.open(t, req.Mode)

@@ -287,7 +287,7 @@ type modelClient struct {
 type modelConn interface {
 	// send sends one request; received returns the responses that arrived since, in order
 	// (settle: the driver is about to check convergence, so wait for stragglers).
-	send(t *rapid.T, req *Request)
+	send(t *rapid.T, req *typedRequest)
 	received(t *rapid.T, settle bool) []clientResponse
 	// changed tells of a store write (the in-process machine has no watch of its own).
 	changed(collections []string)
@@ -328,92 +328,82 @@ func (r clientResponse) String() string {
 
 // machineConn serves a client with the machine itself.
 type machineConn struct {
-	st     *store.Store
-	m      *machine
-	grant  *authz.Grant
-	access access // as the engine's stream keeps it
+	st    *store.Store
+	d     *directMachine
+	m     *machine
+	grant *authz.Grant
 	// clock, in a run with TTLs, is the run's clock, by which heartbeats fall due.
 	clock *time.Time
+	// out are the responses the events since the last received made.
+	out []outgoing
 }
 
 func newMachineConn(st *store.Store, grant *authz.Grant) *machineConn {
-	return &machineConn{st: st, m: newMachine("model"), grant: grant, access: access{grant: grant, namespaceOf: modelNamespaceOf}}
+	c := &machineConn{st: st, grant: grant}
+	c.reconnect(nil)
+	return c
 }
 
-func (c *machineConn) send(t *rapid.T, req *Request) {
-	if err := c.access.admit(req); err != nil {
-		t.Fatalf("admit: %v", err)
+func (c *machineConn) now() time.Time {
+	if c.clock == nil {
+		return time.Time{}
 	}
-	c.m.request(req, time.Time{})
+	return *c.clock
+}
+
+func (c *machineConn) send(t *rapid.T, req *typedRequest) {
+	fx, sends := c.d.send(req, c.st.View(), c.now())
+	if fx.refuse != nil {
+		t.Fatalf("refused: %s", fx.refuse.msg)
+	}
+	c.out = append(c.out, sends...)
 	// The count limits.subscriptions_per_stream bounds, kept request by request, is the
 	// stream's types and explicit names.
 	want := 0
 	for _, sub := range c.m.subs {
-		want += 1 + len(sub.names)
+		want += 1 + len(sub.want.names)
 	}
 	if got := c.m.subscriptionCount(); got != want {
 		t.Fatalf("subscription count %d, want %d (types and names)", got, want)
 	}
 }
 
-func (c *machineConn) changed(collections []string) { c.m.changed(collections) }
+func (c *machineConn) changed(collections []string) {
+	_, sends := c.d.handle(event{changed: collections, view: c.st.View(), now: c.now()})
+	c.out = append(c.out, sends...)
+}
+
 func (c *machineConn) reconnect(*rapid.T) {
-	c.m, c.access = newMachine("model"), access{grant: c.grant, namespaceOf: modelNamespaceOf}
+	c.d = newDirectMachine("model", access{grant: c.grant, namespaceOf: modelNamespaceOf})
+	c.m, c.out = c.d.m, nil
 }
 
-// received is what the stream sends after an event: the responses due, then (with TTLs) the
-// heartbeats due by the run's clock, as stream.beat follows every flush.
+// received is what the stream sent since the last look: the responses the events made,
+// then what a look at the same view finds (heartbeats due by the run's clock, with TTLs).
 func (c *machineConn) received(t *rapid.T, _ bool) []clientResponse {
-	out := c.due(t)
-	if c.clock != nil {
-		out = append(out, c.heartbeat(t, *c.clock)...)
-	}
-	return out
-}
-
-func (c *machineConn) due(t *rapid.T) []clientResponse {
-	v := c.st.View()
-	out, err := c.m.due(v)
-	if err != nil {
-		t.Fatalf("due: %v", err)
-	}
+	out := append(c.out, c.d.flush(c.st.View(), c.now())...)
+	c.out = nil
 	// Nothing is sent when nothing changed: a second look at the same view finds nothing.
-	if again, _ := c.m.due(v); len(again) > 0 {
-		t.Fatalf("sent again with nothing changed: %s", fromResponse(again[0]))
+	if again := c.d.flush(c.st.View(), c.now()); len(again) > 0 {
+		t.Fatalf("sent again with nothing changed: %s", fromOutgoing(again[0]))
 	}
 	var got []clientResponse
 	for _, r := range out {
-		got = append(got, fromResponse(r))
+		got = append(got, fromOutgoing(r))
 	}
 	return got
 }
 
 func (c *machineConn) heartbeat(t *rapid.T, now time.Time) []clientResponse {
-	v := c.st.View()
-	due, resend := c.m.heartbeats(v, now, func() *liveness { return livenessOf(v, nil) })
-	var out []clientResponse
-	for _, cand := range due {
-		cand.p.materialize()
-		if !cand.p.continues { // as the stream does: the rest of a split heartbeat follows
-			cand.sub.beat.parts = cand.p.beatRest
-		}
-		if len(cand.p.msg.Resources) == 0 {
-			continue // as the stream does: an empty heartbeat is not sent
-		}
-		resp := fromResponse(response{sub: cand.sub, p: cand.p, nonce: c.m.heartbeatSent(cand.sub)})
-		resp.heartbeat = true
-		out = append(out, resp)
-	}
-	if resend {
-		out = append(out, c.due(t)...)
-	}
-	return out
+	*c.clock = now
+	return c.received(t, false)
 }
 
-func fromResponse(r response) clientResponse {
+func fromOutgoing(r outgoing) clientResponse {
 	r.p.materialize()
-	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share, full: !r.p.msg.Incremental, errors: r.p.msg.Errors}
-	if r.sub.mode == Incremental { // only delta tells of missing names
+	got := clientResponse{key: r.sub.key, nonce: r.nonce, version: r.p.msg.Version, removed: r.p.msg.Removed, share: r.p.share,
+		full: !r.p.msg.Incremental, errors: r.p.msg.Errors, heartbeat: r.p.heartbeat}
+	if r.sub.Mode == Incremental { // only delta tells of missing names
 		got.missing = r.p.msg.Missing
 	}
 	for _, e := range r.p.msg.Resources {
@@ -441,12 +431,11 @@ type modelRun struct {
 const modelTTL = 30 * time.Second
 
 func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(*Request)) {
-	req := &Request{
-		Key: mt.key, Collection: mt.key, Known: true, Mode: c.mode, Form: wire.FormAnyBody,
-		Priority: mt.priority, WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial,
-		After: mt.after, RemoveAfter: mt.remove, Node: c.name, NodeNamespaces: c.node,
+	req := &typedRequest{Request: Request{Key: mt.key}, Type: testType(mt.key, c.mode)}
+	if c.name != "" {
+		req.Node = &Node{ID: c.name, Namespaces: c.node}
 	}
-	if c.mcp { // as source/mcp.go builds them: whole collections, no order between them
+	if c.mcp { // as source/mcp.go types them: whole collections, no order between them
 		req.Form, req.WildcardCapable, req.FullOnLoss, req.Priority = wire.FormMCPResource, true, true, 0
 		req.PartialStateOfTheWorld, req.After, req.RemoveAfter = false, nil, nil
 	}
@@ -456,7 +445,7 @@ func (r *modelRun) request(t *rapid.T, c *modelClient, mt modelType, build func(
 	if r.ttl && !c.mcp { // as the xDS adapter sets them for clients announcing TTL support
 		req.TTL, req.Wrap = modelTTL, c.mode == StateOfTheWorld
 	}
-	build(req)
+	build(&req.Request)
 	if c.mcp {
 		req.Restart = req.Nonce == "" // ResourceSource: a request without nonce starts over
 	}
@@ -1093,4 +1082,4 @@ func (r *modelRun) checkStatus(t *rapid.T, converged bool) {
 	}
 }
 
-func describe(r response) string { return fromResponse(r).String() }
+func describe(r outgoing) string { return fromOutgoing(r).String() }

@@ -18,11 +18,15 @@ import (
 type machineHarness struct {
 	t  *testing.T
 	st *store.Store
+	d  *directMachine
 	m  *machine
+	// out are the responses due after the last event, materialized.
+	out []outgoing
 }
 
 func newMachineHarness(t *testing.T) *machineHarness {
-	return &machineHarness{t: t, st: store.New(store.Options{}), m: newMachine("test")}
+	d := newDirectMachine("test", access{})
+	return &machineHarness{t: t, st: store.New(store.Options{}), d: d, m: d.m}
 }
 
 // write replaces the given collections, each name mapped to the clusters it refers to.
@@ -40,33 +44,41 @@ func (h *machineHarness) write(state map[string]map[string][]string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.m.changed(res.Collections)
+	h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View()}))
+}
+
+// modelType is the test world's Type of a key in mode.
+func testType(key string, mode Mode) Type {
+	mt := modelTypeOf(key)
+	return Type{Collection: key, Known: true, Mode: mode, Form: wire.FormAnyBody, Priority: mt.priority,
+		WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial, After: mt.after, RemoveAfter: mt.remove}
 }
 
 func (h *machineHarness) send(key string, mode Mode, build func(*Request)) {
-	mt := modelTypeOf(key)
-	req := &Request{
-		Key: key, Collection: key, Known: true, Mode: mode, Form: wire.FormAnyBody, Priority: mt.priority,
-		WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial, After: mt.after, RemoveAfter: mt.remove,
-	}
-	build(req)
-	h.m.request(req, time.Time{})
+	tr := &typedRequest{Request: Request{Key: key}, Type: testType(key, mode)}
+	build(&tr.Request)
+	h.keep(h.d.send(tr, h.st.View(), time.Time{}))
 }
 
-// flush returns the responses due, materialized.
-func (h *machineHarness) flush() []response {
-	h.t.Helper()
-	out, err := h.m.due(h.st.View())
-	if err != nil {
-		h.t.Fatal(err)
+func (h *machineHarness) keep(fx effects, sends []outgoing) {
+	if fx.refuse != nil {
+		h.t.Fatalf("refused: %s", fx.refuse.msg)
 	}
+	h.out = append(h.out, sends...)
+}
+
+// flush returns the responses due, materialized: those the last events made.
+func (h *machineHarness) flush() []outgoing {
+	h.t.Helper()
+	out := append(h.out, h.d.flush(h.st.View(), time.Time{})...)
+	h.out = nil
 	for _, r := range out {
 		r.p.materialize()
 	}
 	return out
 }
 
-func (h *machineHarness) one(key string) response {
+func (h *machineHarness) one(key string) outgoing {
 	h.t.Helper()
 	out := h.flush()
 	if len(out) != 1 || out[0].sub.key != key {
@@ -75,17 +87,17 @@ func (h *machineHarness) one(key string) response {
 	return out[0]
 }
 
-func (h *machineHarness) ack(r response) {
-	h.send(r.sub.key, r.sub.mode, func(req *Request) { req.Nonce = r.nonce })
+func (h *machineHarness) ack(r outgoing) {
+	h.send(r.sub.key, r.sub.Mode, func(req *Request) { req.Nonce = r.nonce })
 }
 
-func (h *machineHarness) nack(r response) {
-	h.send(r.sub.key, r.sub.mode, func(req *Request) {
+func (h *machineHarness) nack(r outgoing) {
+	h.send(r.sub.key, r.sub.Mode, func(req *Request) {
 		req.Nonce, req.ErrorDetail = r.nonce, &rpcstatus.Status{Code: 3, Message: "refused"}
 	})
 }
 
-func describeAll(rs []response) []string {
+func describeAll(rs []outgoing) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, describe(r))

@@ -48,27 +48,30 @@ func resolveAMCSType(typeURL string) (collection string, known bool) {
 	return typeURL, false
 }
 
-// sinkNodeNamespaces is the narrowing a sink asks for in its annotations (NodeNamespacesKey).
-func sinkNodeNamespaces(n *mcp.SinkNode) []string {
-	return ParseNodeNamespaces(n.GetAnnotations()[NodeNamespacesKey])
+// sinkNode is what an MCP request says of its sink: nil when it names none.
+func sinkNode(n *mcp.SinkNode) *Node {
+	if n.GetId() == "" {
+		return nil
+	}
+	return &Node{ID: n.GetId(), Namespaces: ParseNodeNamespaces(n.GetAnnotations()[NodeNamespacesKey]), Annotations: n.GetAnnotations()}
+}
+
+// mcpType is how MCP serves a collection: whole (a wildcard that stays), in the store's MCP
+// resources, incremental when the sink asks for it, a full state when changes were compacted
+// away; nothing is ordered across collections.
+func mcpType(collection string, known bool, mode Mode) Type {
+	return Type{Collection: collection, Known: known, Mode: mode, Form: wire.FormMCPResource, WildcardCapable: true, FullOnLoss: true}
 }
 
 // requestResources turns an MCP RequestResources into an engine request. MCP subscribes to
 // whole collections; a request without a nonce (re)starts the collection's subscription.
 func requestResources(m *mcp.RequestResources) *Request {
-	coll, known := resolveCollection(m.GetCollection())
 	req := &Request{
-		Key: m.GetCollection(), Collection: coll, Known: known, Form: wire.FormMCPResource,
-		WildcardCapable: true, FullOnLoss: true,
-		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Restart: m.GetResponseNonce() == "",
-		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
-		NodeAnnotations: m.GetSinkNode().GetAnnotations(),
+		Key: m.GetCollection(), Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
+		Restart: m.GetResponseNonce() == "", Node: sinkNode(m.GetSinkNode()), Incremental: m.GetIncremental(),
 	}
-	if m.GetIncremental() {
-		req.Mode = Incremental
-		if len(m.GetInitialResourceVersions()) > 0 {
-			req.InitialVersions = m.GetInitialResourceVersions()
-		}
+	if m.GetIncremental() && len(m.GetInitialResourceVersions()) > 0 {
+		req.InitialVersions = m.GetInitialResourceVersions()
 	}
 	return req
 }
@@ -94,6 +97,16 @@ func (a *resourcesStream) Recv() (*Request, error) {
 
 func (a *resourcesStream) Send(f *wire.Frame) error { return a.send(f) }
 func (a *resourcesStream) Layout() *wire.Layout     { return resourcesLayout }
+
+// Type: the sink says in the request that starts a subscription whether it wants increments.
+func (a *resourcesStream) Type(req *Request, _ *Node) Type {
+	coll, known := resolveCollection(req.Key)
+	mode := StateOfTheWorld
+	if req.Incremental {
+		mode = Incremental
+	}
+	return mcpType(coll, known, mode)
+}
 
 // ResourceSource is the istio.mcp.v1alpha1.ResourceSource service: sinks dial in and subscribe.
 type ResourceSource struct {
@@ -132,16 +145,20 @@ func (a *meshConfigStream) Recv() (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	coll, known := resolveAMCSType(m.GetTypeUrl())
 	return &Request{
-		Key: m.GetTypeUrl(), Collection: coll, Known: known, Form: wire.FormMCPResource, WildcardCapable: true,
-		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: m.GetSinkNode().GetId(),
-		NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()), NodeAnnotations: m.GetSinkNode().GetAnnotations(),
+		Key: m.GetTypeUrl(), Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
+		Node: sinkNode(m.GetSinkNode()),
 	}, nil
 }
 
 func (a *meshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *meshConfigStream) Layout() *wire.Layout     { return meshConfigLayout }
+
+// Type: a collection by its type URL, whole, as the wildcard-capable MCP-over-xDS types are.
+func (a *meshConfigStream) Type(req *Request, _ *Node) Type {
+	coll, known := resolveAMCSType(req.Key)
+	return Type{Collection: coll, Known: known, Mode: StateOfTheWorld, Form: wire.FormMCPResource, WildcardCapable: true}
+}
 
 type incrementalMeshConfigStream struct {
 	stream grpc.BidiStreamingServer[mcp.IncrementalMeshConfigRequest, mcp.IncrementalMeshConfigResponse]
@@ -152,12 +169,8 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	coll, known := resolveAMCSType(m.GetTypeUrl())
 	req := &Request{
-		Key: m.GetTypeUrl(), Collection: coll, Known: known, Mode: Incremental, Form: wire.FormMCPResource,
-		WildcardCapable: true, Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(),
-		Node: m.GetSinkNode().GetId(), NodeNamespaces: sinkNodeNamespaces(m.GetSinkNode()),
-		NodeAnnotations: m.GetSinkNode().GetAnnotations(),
+		Key: m.GetTypeUrl(), Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: sinkNode(m.GetSinkNode()),
 	}
 	if len(m.GetInitialResourceVersions()) > 0 {
 		req.InitialVersions = m.GetInitialResourceVersions()
@@ -167,3 +180,9 @@ func (a *incrementalMeshConfigStream) Recv() (*Request, error) {
 
 func (a *incrementalMeshConfigStream) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *incrementalMeshConfigStream) Layout() *wire.Layout     { return incrementalMeshConfigLayout }
+
+// Type: a collection by its type URL, incremental.
+func (a *incrementalMeshConfigStream) Type(req *Request, _ *Node) Type {
+	coll, known := resolveAMCSType(req.Key)
+	return Type{Collection: coll, Known: known, Mode: Incremental, Form: wire.FormMCPResource, WildcardCapable: true}
+}

@@ -32,6 +32,9 @@ func (a *failingAdapter) Recv() (*Request, error) {
 
 func (a *failingAdapter) Send(*wire.Frame) error { return a.sendErr }
 func (a *failingAdapter) Layout() *wire.Layout   { return resourcesLayout }
+func (a *failingAdapter) Type(req *Request, _ *Node) Type {
+	return mcpType(req.Key, true, StateOfTheWorld)
+}
 
 // A send that fails ends the stream and is counted with its gRPC code.
 func TestMetricsCountSendFailures(t *testing.T) {
@@ -39,7 +42,7 @@ func TestMetricsCountSendFailures(t *testing.T) {
 	eng := New(Options{Store: store.New(store.Options{Validate: kinds.ValidateResource}), Metrics: m})
 	defer eng.Stop()
 	a := &failingAdapter{requests: make(chan *Request, 1), sendErr: status.Error(codes.Unavailable, "peer went away")}
-	a.requests <- &Request{Key: seColl, Collection: seColl, Known: true, WildcardCapable: true}
+	a.requests <- &Request{Key: seColl}
 	err := eng.Serve(context.Background(), a, ProtocolResourceSource, "test")
 	close(a.requests)
 	if status.Code(err) != codes.Unavailable {

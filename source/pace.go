@@ -67,18 +67,16 @@ type pacing struct {
 	view  *store.View
 }
 
-// take takes what is ready of the changed and held collections: it reads the view and marks
-// their subscriptions; what must wait is muted in the stream's watch (looked at when the timer
-// fires, not at each change) and the timer armed for the first to fall due.
-func (p *pacing) take(s *stream, changed []string) {
+// take takes what is ready of the changed and held collections, and returns it (the machine
+// marks their subscriptions): it reads the view; what must wait is muted in the stream's watch
+// (looked at when the timer fires, not at each change) and the timer armed for the first to
+// fall due.
+func (p *pacing) take(s *stream, changed []string) (ready []string) {
 	ready, next := p.pacer.take(time.Now(), changed)
 	if len(ready) > 0 {
 		// The view after what changed was read: a write in between is in the view, and marks
 		// the watch again.
 		p.view = s.engine.store.View()
-		s.mu.Lock()
-		s.m.changed(ready)
-		s.mu.Unlock()
 	}
 	if len(p.held) > 0 {
 		s.watch.Mute(p.held...)
@@ -91,6 +89,7 @@ func (p *pacing) take(s *stream, changed []string) {
 		}
 		p.C, p.due = p.timer.C, time.Now().Add(next)
 	}
+	return ready
 }
 
 func (p *pacing) stop() {

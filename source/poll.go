@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
@@ -26,6 +26,7 @@ import (
 type Snapshot struct {
 	key      string
 	revision uint64
+	form     wire.Form
 	p        *pending
 }
 
@@ -33,6 +34,9 @@ type Snapshot struct {
 // gets the same answer (type, form, names, node view and the peer's visibility, never who
 // asked). Callers cache encodings under (Key, Revision).
 func (s *Snapshot) Key() string { return s.key }
+
+// Form is how the answer's resources are written (its type's Form).
+func (s *Snapshot) Form() wire.Form { return s.form }
 
 // Revision is the store revision of the collection the answer was read at.
 func (s *Snapshot) Revision() uint64 { return s.revision }
@@ -89,48 +93,51 @@ func (e *Engine) Grant(protocol, peer, identity string) (*authz.Grant, error) {
 }
 
 // Snapshot answers one state-of-the-world request from the view v, for a peer with grant
-// (from Grant; nil sees everything). The request is checked as a stream's first request
-// would be: its node against the peer's identity, its type against the peer's rights; a type
-// the peer may not read is refused whole (ErrRefused), where a stream would serve it empty
-// with a resource error, because a poller has no stream to keep going. Endpoints and routes
-// are answered whole too: a poll has no earlier response to add to.
-func (e *Engine) Snapshot(v *store.View, grant *authz.Grant, req *Request, protocol string) (*Snapshot, error) {
-	a := access{grant: grant, namespaceOf: e.namespaceOf}
-	if err := a.admit(req); err != nil {
-		e.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
-		e.authzLog.Log(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "error", err)
-		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+// (from Grant; nil sees everything), its type served as typ. The request is checked as a
+// stream's first request would be: its node against the peer's identity, its type against
+// the peer's rights; a type the peer may not read is refused whole (ErrRefused), where a
+// stream would serve it empty with a resource error, because a poller has no stream to keep
+// going. Endpoints and routes are answered whole too: a poll has no earlier response to add
+// to. The same machine as a stream's decides it.
+func (e *Engine) Snapshot(v *store.View, grant *authz.Grant, req *Request, typ Type, protocol string) (*Snapshot, error) {
+	typ.Mode, typ.PartialStateOfTheWorld = StateOfTheWorld, false
+	asked := *req
+	asked.Nonce, asked.ErrorDetail, asked.Subscribe, asked.Unsubscribe, asked.InitialVersions = "", nil, nil, nil, nil
+	m := e.machineFor(protocol, func(*Request, *Node) Type { return typ }, grant)
+	fx := m.handle(event{req: &asked, view: v})
+	if r := fx.refuse; r != nil {
+		if r.kind == refusedNode {
+			e.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedNodeIdentity)
+			e.authzLog.Log(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "error", r.msg)
+			return nil, fmt.Errorf("%w: %s", ErrRefused, r.msg)
+		}
+		return nil, status.Error(r.code, r.msg)
 	}
-	if req.vis != nil && req.vis.denial != nil {
+	sub := fx.sub
+	if sub.vis != nil && sub.vis.denial != nil {
 		e.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedCollection)
-		e.authzLog.Log(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "type", req.Key, "node", req.Node, "error", req.vis.denial.Message)
-		return nil, fmt.Errorf("%w: %s", ErrRefused, req.vis.denial.Message)
+		e.authzLog.Log(e.log, slog.LevelWarn, "consumer refused", "protocol", protocol, "type", req.Key, "node", m.nodeID(), "error", sub.vis.denial.Message)
+		return nil, fmt.Errorf("%w: %s", ErrRefused, sub.vis.denial.Message)
 	}
-	if !req.Known {
-		e.unknownTypes.Log(e.log, slog.LevelInfo, "request for an unknown type, answered as empty", "protocol", protocol, "type", req.Key, "node", req.Node)
+	if !typ.Known {
+		e.unknownTypes.Log(e.log, slog.LevelInfo, "request for an unknown type, answered as empty", "protocol", protocol, "type", req.Key, "node", m.nodeID())
 	}
-	req.Mode, req.PartialStateOfTheWorld, req.Nonce, req.ErrorDetail = StateOfTheWorld, false, "", nil
-	m := newMachine(protocol)
-	sub, _ := m.request(req, time.Time{})
-	out, err := m.due(v)
-	if err != nil {
-		return nil, err
+	fx = m.handle(event{watched: fx.watch, view: v})
+	if len(fx.sends) != 1 {
+		return nil, fmt.Errorf("internal: a first request made %d responses", len(fx.sends))
 	}
-	if len(out) != 1 {
-		return nil, fmt.Errorf("internal: a first request made %d responses", len(out))
-	}
-	p := out[0].p
-	return &Snapshot{key: snapshotKey(sub), revision: p.rev, p: p}, nil
+	p := fx.sends[0].p
+	return &Snapshot{key: snapshotKey(sub), revision: p.rev, form: typ.Form, p: p}, nil
 }
 
 // snapshotKey names what a first response of sub holds.
 func snapshotKey(sub *subscription) string {
-	key := sub.key + "\x00" + strconv.Itoa(int(sub.form)) + "\x00" + sub.view + "\x00" + sub.accessID()
-	if sub.wildcard {
+	key := sub.key + "\x00" + strconv.Itoa(int(sub.Form)) + "\x00" + sub.want.view + "\x00" + sub.accessID()
+	if sub.want.wildcard {
 		key += "\x00*"
 	}
-	if len(sub.names) > 0 {
-		fp := sub.fingerprint()
+	if len(sub.want.names) > 0 {
+		fp := sub.want.fingerprint()
 		key += "\x00" + hex.EncodeToString(fp[:])
 	}
 	return key
@@ -140,12 +147,16 @@ func snapshotKey(sub *subscription) string {
 // request is, and records the NACK it carries, if any: a REST client that refused the last
 // answer says so in error_detail. It is logged at most once a second; the answer it gets is
 // the current state all the same (a poller keeps no earlier response to hold back).
-func (e *Engine) Polled(req *Request, protocol, peer string) {
-	label := e.collectionLabel(req)
+func (e *Engine) Polled(req *Request, typ Type, protocol, peer string) {
+	label := e.collectionLabel(typ)
 	e.metrics.Collection(metrics.RoleSource, label).Request()
 	if req.ErrorDetail != nil {
+		var node string
+		if req.Node != nil {
+			node = req.Node.ID
+		}
 		e.metrics.NACK(metrics.RoleSource, label, codes.Code(req.ErrorDetail.GetCode()))
 		e.nackLog.Log(e.log, slog.LevelWarn, "client rejected a response (NACK)", "protocol", protocol, "peer", peer,
-			"type", req.Key, "node", req.Node, "error", req.ErrorDetail.GetMessage())
+			"type", req.Key, "node", node, "error", req.ErrorDetail.GetMessage())
 	}
 }

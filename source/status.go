@@ -148,7 +148,7 @@ func (e *Engine) Status(opts StatusOptions) []ClientStatus {
 // statusClient is the stream as the status view names it.
 func (s *stream) statusClient() StatusClient {
 	s.mu.Lock()
-	c := StatusClient{ID: s.id, Protocol: s.protocol, Peer: s.peer, Identity: s.identity, Node: s.m.node, Connected: s.connected}
+	c := StatusClient{ID: s.id, Protocol: s.protocol, Peer: s.peer, Identity: s.identity, Node: s.m.nodeID(), Connected: s.connected}
 	meta, ann := s.m.nodeMetadata, s.m.nodeAnnotations // set once, never changed
 	s.mu.Unlock()
 	c.Metadata = decodeMetadata(meta, ann)
@@ -207,14 +207,14 @@ func (m *machine) statusState() []subState {
 	out := make([]subState, len(subs))
 	for i, sub := range subs {
 		out[i] = subState{
-			key: sub.key, collection: sub.collection, phase: sub.phase, nacked: sub.nacked,
-			wildcard: sub.wildcard, include: sub.include, vis: sub.vis,
-			names: sortedNames(sub.names), freshAll: sub.freshAll, freshSent: sub.freshSent, freshAllSent: sub.freshAllSent,
-			sentRev: sub.sentRev, ackedRev: sub.ackedRev, sentVer: sub.sentVer,
-			lastAck: sub.lastAck, lastNack: sub.lastNack, rejected: sub.rejected,
+			key: sub.key, collection: sub.Collection, phase: sub.ex.phase, nacked: sub.ex.nacked,
+			wildcard: sub.want.wildcard, include: sub.want.include, vis: sub.vis,
+			names: sortedNames(sub.want.names), freshAll: sub.owed.all, freshSent: sub.ex.carried, freshAllSent: sub.ex.carriedAll,
+			sentRev: sub.ex.rev, ackedRev: sub.ex.ackedRev, sentVer: sub.ex.version,
+			lastAck: sub.ex.lastAck, lastNack: sub.ex.lastNack, rejected: sub.ex.rejected,
 		}
-		if len(sub.fresh) > 0 {
-			out[i].fresh = sortedNames(sub.fresh)
+		if len(sub.owed.fresh) > 0 {
+			out[i].fresh = sortedNames(sub.owed.fresh)
 		}
 	}
 	return out
@@ -391,12 +391,6 @@ func rejectedAfter(rs []rejection, r rejection) []rejection {
 		rs = rs[2:]
 	}
 	return append(append(out, rs...), r)
-}
-
-// whole tells whether each response of the subscription carries its whole state: after the
-// client ACKs one, it holds everything it asked for, whatever it refused before.
-func (s *subscription) whole() bool {
-	return s.mode == StateOfTheWorld && !(s.partialSotW && !s.wildcard)
 }
 
 func union(a, b map[string]struct{}) map[string]struct{} {

@@ -13,151 +13,28 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// Mode is the response style of a subscription.
-type Mode int
-
-const (
-	// StateOfTheWorld responses carry every subscribed resource, every time.
-	StateOfTheWorld Mode = iota
-	// Incremental responses carry what changed and the names removed.
-	Incremental
-)
-
-func (m Mode) String() string {
-	if m == Incremental {
-		return "incremental"
-	}
-	return "state-of-the-world"
-}
-
-// Wildcard is the resource name by which a client asks for every resource of a type.
-const Wildcard = "*"
-
 // errFellBehind ends a stream whose incremental wildcard subscriber is older than the
 // tombstone retention: without a name-by-name record of what it holds, the bridge cannot tell
 // it what was deleted. The client reconnects with initial_resource_versions and gets an exact
 // diff.
 var errFellBehind = errors.New("subscriber fell behind the store's tombstone retention; reconnect to resynchronise")
 
-// record is an ACK or a NACK as the debug endpoint shows it.
-type record struct {
-	Version string    `json:"version"`
-	Nonce   string    `json:"nonce"`
-	Message string    `json:"message,omitempty"`
-	Time    time.Time `json:"time"`
-}
-
-// phase is where a subscription stands in its exchange with the client.
-type phase uint8
-
-const (
-	// phaseUnsent: subscribed, nothing sent yet; the first response is owed even when empty.
-	phaseUnsent phase = iota
-	// phaseIdle: the last response was answered (ACK or NACK); the next goes when something
-	// the client asked for changes.
-	phaseIdle
-	// phaseAwaiting: a response is in flight; nothing more is sent until the client answers it.
-	phaseAwaiting
-)
-
-func (p phase) String() string {
-	return [...]string{"unsent", "idle", "awaiting"}[p]
-}
-
-// policy is how a type is served on a stream: fixed by the protocol and the type's owner when
-// the subscription starts, never by the client's requests.
-type policy struct {
-	key             string
-	collection      string
-	mode            Mode
-	form            wire.Form
-	priority        int
-	wildcardCapable bool
-	fullOnLoss      bool // the protocol can say "full state" when changes were compacted away
-	partialSotW     bool
-	// after: types on the stream that must be caught up to a revision before this type's
-	// response of that revision goes (their additions first). removeAfter: types that must be
-	// caught up to the revision of a deletion before it is sent (their references gone first).
-	after, removeAfter []string
-	scope              func(node Node) (view string, include func(name string) bool)
-	// vis is what of the type the client may see (nil: everything).
-	vis *visibility
-	// splitAt: an incremental response whose resources take more bytes than this is split
-	// (see split); 0 never.
-	splitAt int
-	// ttl, when positive, goes on every resource sent, and what the client holds is
-	// heartbeated (heartbeat.go); wrap puts state-of-the-world resources in the Resource
-	// wrapper that carries it.
-	ttl  time.Duration
-	wrap bool
-}
-
-// subscription is one stream's interest in one type: what it asked for, what it has been sent,
-// and the response in flight. It is pure state: no I/O, no locks, no clock. Its state is O(1)
-// for wildcard subscribers (the revision sent) plus the removals it is holding back; names are
+// subscription is one stream's interest in one type: its policy and the four parts of its
+// state (state.go). It is pure state: no I/O, no locks, no clock. Its state is O(1) for
+// wildcard subscribers (the revision sent) plus the removals it is holding back; names are
 // kept only for explicit subscriptions.
 type subscription struct {
 	policy
-	phase phase
-	seq   int // order of subscription, to order responses of equal priority
+	seq int // order of subscription, to order responses of equal priority
 
-	// wildcard: every resource of the type (in the client's view) is wanted. legacyWildcard
-	// entered it by asking for nothing and, as xds-protocol.rst says, never leaves it; an
-	// explicit "*" can be taken back.
-	wildcard, legacyWildcard bool
-	// view and include narrow a wildcard subscription to the part of the type meant for the
-	// client (Request.Scope); include nil means the whole type.
-	view    string
-	include func(name string) bool
-	// names are the explicitly subscribed names, also alongside an explicit wildcard.
-	names map[string]struct{}
-	// Derived from names when first needed after a change (see namesChanged): the sorted
-	// list (with the names added since it was sorted), and a fingerprint under which
-	// streams with the same names share responses.
-	sorted []string
-	added  []string
-	fp     *[sha256.Size]byte
-	// fresh names were newly asked: sent even if unchanged; freshAll: every wanted resource
-	// is owed again (wildcard newly entered).
-	fresh    map[string]struct{}
-	freshAll bool
-	initial  map[string]string // initial_resource_versions, until the first response
+	want want
+	ex   exchange
+	owed owed
+	beat beatState // TTL heartbeats, when the policy has a TTL (heartbeat.go)
 
-	// held are deletions the client has not been told of yet (tombstones, with the revision of
-	// the deletion), kept back until the types in removeAfter are caught up to it.
-	held []*store.Entry
-	// refusable are the deletions of the response in flight, and refusableMissing the names
-	// it told do not exist, when it also carries resources: if the client refuses it, it
-	// refused the resources, and the rest is owed again.
-	refusable        []*store.Entry
-	refusableMissing []string
-	// parts are the rest of a response that was split, sent one by one as the client answers
-	// each; the last carries the removals and moves sentRev.
-	parts []*pending
-
-	sentRev      uint64 // the collection revision whose additions the client has been sent
-	sentNonce    string // the latest response's nonce: requests with any other are stale
-	pendingNonce string // sentNonce while it is unacknowledged
-	sentVer      string
-	lastAck      *record
-	lastNack     *record
-	nacked       bool // the latest answer was a NACK: the client does not hold sentRev
-	// ackedRev is the revision through which the client holds every addition it asked for:
-	// the sentRev of its latest ACK, moved on while nothing it asked for changes. rejected
-	// are the revision ranges of responses it refused and was not sent again (status.go):
-	// what the status view (CSDS) reads; never read on the serving path.
-	ackedRev uint64
-	rejected []rejection
-	// freshSent and freshAllSent are fresh and freshAll as the response in flight (all its
-	// parts) consumed them: names the client did not hold by revision, until it ACKs.
-	// freshSent is the old fresh map, never changed after.
-	freshSent    map[string]struct{}
-	freshAllSent bool
-
+	// The stream loop's, set when the subscription starts; the machine never reads them.
 	label   string              // the collection as metrics label it
 	metrics *metrics.Collection // nil without metrics
-
-	beat beatState // TTL heartbeats, when ttl > 0 (heartbeat.go)
 }
 
 // pending is one computed response, before encoding, with the state it moves the
@@ -172,6 +49,7 @@ type pending struct {
 	share *frameKey
 	// fill, when set, reads msg's resources: a full state is read only if the response is
 	// encoded here, not when another stream already encoded the same one (see materialize).
+	// It reads the view and nothing of the subscription's state that may change.
 	fill func()
 	// held is the subscription's held-back deletions after this response.
 	held []*store.Entry
@@ -186,12 +64,8 @@ type pending struct {
 	// whole: the response carries everything the client asked for (it replaces the client's
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
-	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go);
-	// withheld counts what it left out, once filled, and beatRest are the parts that
-	// follow it when it is larger than the subscription's splitAt.
+	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go).
 	heartbeat bool
-	withheld  int
-	beatRest  [][]*store.Entry
 }
 
 // materialize reads the resources of a full state whose reading was deferred.
@@ -215,7 +89,7 @@ type frameKey struct {
 	full          bool
 	from, to      uint64
 	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
-	view          string            // the part of a wildcard type (Request.Scope)
+	view          string            // the part of a wildcard type (Type.Scope)
 	access        string            // the client's view of the type (visibility.id)
 	wildcard      bool
 	part          int    // of a split response, 1-based; 0 when whole
@@ -236,24 +110,24 @@ type gates struct {
 	removableThrough uint64
 }
 
-// wants tells whether the client asked for a resource of this name.
+// wants tells whether the client asked for a resource of this name (and may see it).
 func (s *subscription) wants(name string) bool {
 	if !s.vis.sees(name) {
 		return false
 	}
-	if _, ok := s.names[name]; ok {
+	if s.want.has(name) {
 		return true
 	}
-	return s.wildcard && (s.include == nil || s.include(name))
+	return s.want.wildcard && (s.want.include == nil || s.want.include(name))
 }
 
 // wanted returns the entries the client asked for, in order; es is sorted by name (a
 // snapshot, or what changed since a revision).
 func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
-	if s.wildcard && s.include == nil && s.vis == nil && len(s.names) == 0 {
+	if s.want.wildcard && s.want.include == nil && s.vis == nil && len(s.want.names) == 0 {
 		return es
 	}
-	if !s.wildcard && len(es) >= len(s.names)/16 {
+	if !s.want.wildcard && len(es) >= len(s.want.names)/16 {
 		return s.wantedByMerge(es)
 	}
 	out := make([]*store.Entry, 0, len(es))
@@ -270,7 +144,7 @@ func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
 // change of 1,000 of them was 1,000 lookups of long names in a map on each of 200 streams:
 // the largest part of the fan-out's own CPU.
 func (s *subscription) wantedByMerge(es []*store.Entry) []*store.Entry {
-	names := s.sortedNames()
+	names := s.want.sortedNames()
 	out := make([]*store.Entry, 0, min(len(es), len(names)))
 	i := 0
 	for _, e := range es {
@@ -293,26 +167,26 @@ func (s *subscription) wantedByMerge(es []*store.Entry) []*store.Entry {
 // held-back deletions. It does not change the subscription: the machine commits what it sends
 // (sent) or catches up (caughtUp).
 func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates) (p *pending, advance bool, err error) {
-	if s.phase == phaseAwaiting {
+	if s.ex.phase == phaseAwaiting {
 		return nil, false, nil
 	}
-	if len(s.parts) > 0 {
+	if len(s.owed.parts) > 0 {
 		return s.nextPart(v), false, nil // the rest of a split response
 	}
-	if s.phase == phaseUnsent {
-		return s.split(s.first(v, rev, protocol)), false, nil
+	if s.ex.phase == phaseUnsent {
+		return s.split(s.first(v, rev, protocol, g)), false, nil
 	}
-	if rev == s.sentRev && len(s.fresh) == 0 && !s.freshAll && !s.holdsRemovable(g) {
+	if rev == s.ex.rev && !s.owed.anew() && !s.owed.holdsRemovable(g.removableThrough) {
 		return nil, false, nil
 	}
-	ch, err := v.ChangesSince(s.collection, s.sentRev)
+	ch, err := v.ChangesSince(s.Collection, s.ex.rev)
 	if errors.Is(err, store.ErrCompacted) {
 		return s.afterCompaction(v, rev, protocol)
 	}
 	switch {
-	case s.mode == Incremental:
+	case s.Mode == Incremental:
 		p = s.nextIncremental(v, ch, rev, protocol, g)
-	case s.partialSotW && !s.wildcard:
+	case s.PartialStateOfTheWorld && !s.want.wildcard:
 		p = s.nextPartial(v, ch, rev, protocol)
 	default:
 		p = s.nextStateOfTheWorld(v, ch, rev, protocol, g)
@@ -336,7 +210,7 @@ func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates)
 // once, from one view: a later change goes in the next response, as with any response in
 // flight. Streams that would share the whole response share each part.
 func (s *subscription) split(p *pending) *pending {
-	if s.splitAt <= 0 || s.mode != Incremental || p == nil {
+	if s.splitAt <= 0 || s.Mode != Incremental || p == nil {
 		return p
 	}
 	p.materialize()
@@ -351,7 +225,7 @@ func (s *subscription) split(p *pending) *pending {
 	var cur []*store.Entry
 	for _, e := range p.msg.Resources {
 		n := resourceSize(e)
-		if s.ttl > 0 {
+		if s.ttl() > 0 {
 			n += ttlSize // the TTL each resource carries
 		}
 		if size > 0 && size+n > s.splitAt {
@@ -368,7 +242,7 @@ func (s *subscription) split(p *pending) *pending {
 	parts := make([]*pending, len(chunks))
 	for i, chunk := range chunks {
 		part := &pending{
-			rev: s.sentRev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
+			rev: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
 			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
 		}
 		if i == 0 {
@@ -377,7 +251,7 @@ func (s *subscription) split(p *pending) *pending {
 		parts[i] = part
 	}
 	last := parts[len(parts)-1]
-	last.rev, last.msg.Version, last.notPush = p.rev, p.msg.Version, s.phase == phaseUnsent
+	last.rev, last.msg.Version, last.notPush = p.rev, p.msg.Version, s.ex.phase == phaseUnsent
 	for i := range parts {
 		parts[i].rest = parts[i+1:]
 	}
@@ -391,8 +265,8 @@ func (s *subscription) split(p *pending) *pending {
 // response, only once the types it comes after are caught up with the view. Parts left empty
 // are skipped; the last goes even if empty, since it completes the response.
 func (s *subscription) nextPart(v *store.View) *pending {
-	at := v.Collection(s.collection).Revision
-	for i, part := range s.parts {
+	at := v.Collection(s.Collection).Revision
+	for i, part := range s.owed.parts {
 		p := *part
 		p.msg.Resources = nil
 		for _, e := range part.msg.Resources {
@@ -405,8 +279,8 @@ func (s *subscription) nextPart(v *store.View) *pending {
 			key.partAt = at
 			p.share = &key
 		}
-		if len(p.msg.Resources) > 0 || i == len(s.parts)-1 {
-			p.rest = s.parts[i+1:]
+		if len(p.msg.Resources) > 0 || i == len(s.owed.parts)-1 {
+			p.rest = s.owed.parts[i+1:]
 			return &p
 		}
 	}
@@ -436,24 +310,14 @@ func partOf(k *frameKey, part int) *frameKey {
 
 // heldChanged tells whether a response changes the held-back deletions.
 func (s *subscription) heldChanged(p *pending) bool {
-	return p != nil && !slices.Equal(s.held, p.held)
-}
-
-// holdsRemovable tells whether a held-back deletion may now be sent.
-func (s *subscription) holdsRemovable(g gates) bool {
-	for _, e := range s.held {
-		if e.Revision <= g.removableThrough {
-			return true
-		}
-	}
-	return false
+	return p != nil && !slices.Equal(s.owed.held, p.held)
 }
 
 // first is the response to a new subscription: always sent, even when empty, so that a client
 // waiting for every type it asked for (istiod) becomes ready.
-func (s *subscription) first(v *store.View, rev uint64, protocol string) *pending {
-	if s.mode == Incremental && s.initial != nil {
-		return s.diffAgainstInitial(v, rev)
+func (s *subscription) first(v *store.View, rev uint64, protocol string, g gates) *pending {
+	if s.Mode == Incremental && s.ex.resumed != nil {
+		return s.resume(v, rev, g)
 	}
 	return s.full(v, rev, protocol)
 }
@@ -461,12 +325,14 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string) *pendin
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, whole: true, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, full: true, to: rev, view: s.view, access: s.accessID(), wildcard: s.wildcard}
-	if len(s.names) > 0 {
-		p.share.names = s.fingerprint()
+	p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, full: true, to: rev,
+		view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
+	if len(s.want.names) > 0 {
+		p.share.names = s.want.fingerprint()
 	}
 	// Reading a whole collection is O(its size): deferred, so that of many streams sharing the
-	// response only the one that encodes it reads it.
+	// response only the one that encodes it reads it. What it reads of the subscription (the
+	// names, the view) does not change before the response is encoded.
 	p.fill = func() { p.msg.Resources, p.msg.Missing = s.current(v) }
 	return p
 }
@@ -474,12 +340,12 @@ func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending
 // current returns what the client asked for as the view holds it, and the names it asked for
 // that do not exist, both sorted.
 func (s *subscription) current(v *store.View) (found []*store.Entry, missing []string) {
-	if !s.wildcard {
+	if !s.want.wildcard {
 		return s.lookup(v)
 	}
-	_, all := v.Snapshot(s.collection)
+	_, all := v.Snapshot(s.Collection)
 	found = s.wanted(all)
-	for _, name := range s.sortedNames() {
+	for _, name := range s.want.sortedNames() {
 		if s.get(v, name) == nil {
 			missing = append(missing, name)
 		}
@@ -493,7 +359,7 @@ func (s *subscription) get(v *store.View, name string) *store.Entry {
 	if !s.vis.sees(name) {
 		return nil
 	}
-	return v.Get(s.collection, name)
+	return v.Get(s.Collection, name)
 }
 
 func (s *subscription) accessID() string {
@@ -506,8 +372,8 @@ func (s *subscription) accessID() string {
 // lookup returns the subscribed names' entries and the names that do not exist, both sorted.
 // Many names are found with one ordered scan of the collection; few, one by one.
 func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []string) {
-	names := s.sortedNames()
-	if len(names)*4 < v.Collection(s.collection).Count {
+	names := s.want.sortedNames()
+	if len(names)*4 < v.Collection(s.Collection).Count {
 		for _, name := range names {
 			if e := s.get(v, name); e != nil {
 				found = append(found, e)
@@ -517,7 +383,7 @@ func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []st
 		}
 		return found, missing
 	}
-	_, all := v.Snapshot(s.collection)
+	_, all := v.Snapshot(s.Collection)
 	i := 0
 	for _, e := range all { // both sorted by name: a merge
 		for i < len(names) && names[i] < e.Name {
@@ -536,85 +402,59 @@ func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []st
 	return found, append(missing, names[i:]...)
 }
 
-// namesChanged drops what was derived from the explicit names; call it after changing them.
-func (s *subscription) namesChanged() { s.sorted, s.added, s.fp = nil, nil, nil }
-
-// nameAdded records a name added to the explicit names: the sorted list takes it in with the
-// next read, merged in rather than sorted again (Envoy subscribes to endpoints in batches as
-// clusters arrive: re-sorting 100,000 names per batch was most of a batch's cost).
-func (s *subscription) nameAdded(n string) {
-	s.fp = nil
-	if s.sorted != nil {
-		s.added = append(s.added, n)
-	}
-}
-
-func (s *subscription) sortedNames() []string {
-	switch {
-	case s.sorted == nil:
-		s.sorted = sortedNames(s.names)
-	case len(s.added) > 0:
-		slices.Sort(s.added)
-		merged := make([]string, 0, len(s.sorted)+len(s.added))
-		i, j := 0, 0
-		for i < len(s.sorted) && j < len(s.added) {
-			if s.sorted[i] < s.added[j] {
-				merged = append(merged, s.sorted[i])
-				i++
-			} else {
-				merged = append(merged, s.added[j])
-				j++
-			}
-		}
-		merged = append(append(merged, s.sorted[i:]...), s.added[j:]...)
-		s.sorted = merged
-	}
-	s.added = nil
-	return s.sorted
-}
-
-// fingerprint identifies the set of explicit names: streams asking for the same names share
-// encoded responses. A cryptographic hash, so that two different sets never share.
-func (s *subscription) fingerprint() [sha256.Size]byte {
-	if s.fp == nil {
-		h := sha256.New()
-		for _, n := range s.sortedNames() {
-			h.Write([]byte(n))
-			h.Write([]byte{0})
-		}
-		var fp [sha256.Size]byte
-		h.Sum(fp[:0])
-		s.fp = &fp
-	}
-	return *s.fp
-}
-
-// diffAgainstInitial answers a reconnecting incremental client with only what differs from
-// the versions it says it holds, plus the removals: a one-off name-by-name diff.
-func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
+// resume answers a reconnecting incremental client with only what differs from the versions
+// it says it holds, plus the removals: a one-off name-by-name diff. A name asked anew since
+// the client's first request is sent whatever version it said it held (xds-protocol.rst,
+// "Subscribing to Resources": the server must still provide it).
+//
+// The removals are deletions made while the client was away, at some revision up to rev: they
+// are tombstones of rev, held back like any deletion until the types that must stop naming
+// them first (RemoveAfter) are caught up to rev. A type with such types holds them all in
+// this first response: the client resumes every type it holds in one burst of requests, but
+// the bridge may answer the first before it reads the others, and until it reads them it
+// cannot know what of theirs still names what is removed. The client's answer to this
+// response comes after that burst on the stream, so the removals go in a later response,
+// once the types then subscribed are caught up.
+func (s *subscription) resume(v *store.View, rev uint64, g gates) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
 	current, missing := s.current(v)
 	live := make(map[string]struct{}, len(current))
 	for _, e := range current {
 		live[e.Name] = struct{}{}
-		if s.initial[e.Name] != e.Version {
+		_, fresh := s.owed.fresh[e.Name]
+		if held, ok := s.ex.resumed[e.Name]; fresh || !ok || held != e.Version {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
 	for _, name := range missing {
-		if _, held := s.initial[name]; !held {
+		_, fresh := s.owed.fresh[name]
+		if _, held := s.ex.resumed[name]; fresh || !held {
 			p.msg.Missing = append(p.msg.Missing, name)
 		}
 	}
-	for name := range s.initial {
-		if _, ok := live[name]; !ok {
-			p.msg.Removed = append(p.msg.Removed, name)
-			// Owed again if the client refuses this response; revision 0: never held back.
-			p.removed = append(p.removed, &store.Entry{Name: name, Deleted: true})
+	told := make(map[string]struct{}, len(p.msg.Missing))
+	for _, name := range p.msg.Missing {
+		told[name] = struct{}{}
+	}
+	var gone []*store.Entry
+	for name := range s.ex.resumed {
+		_, isLive := live[name]
+		if _, isTold := told[name]; !isLive && !isTold {
+			gone = append(gone, &store.Entry{Name: name, Deleted: true, Revision: rev})
 		}
 	}
-	slices.Sort(p.msg.Removed)
-	sortEntries(p.removed)
+	sortEntries(gone)
+	if s.holdsBack() {
+		g.removableThrough = 0 // this first response removes nothing (see above)
+	}
+	for _, e := range gone {
+		if e.Revision <= g.removableThrough {
+			p.msg.Removed = append(p.msg.Removed, e.Name)
+			p.removed = append(p.removed, e)
+		} else {
+			p.held = append(p.held, e)
+		}
+	}
 	return p
 }
 
@@ -622,12 +462,14 @@ func (s *subscription) diffAgainstInitial(v *store.View, rev uint64) *pending {
 // splits them into those that may go now and those still held. Names that exist again, or
 // that the client no longer asks for, are dropped: the client is told of them otherwise.
 func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g gates) (removable, held []*store.Entry) {
-	byName := make(map[string]*store.Entry, len(s.held)+len(deleted))
-	for _, e := range s.held {
+	byName := make(map[string]*store.Entry, len(s.owed.held)+len(deleted))
+	for _, e := range s.owed.held {
 		byName[e.Name] = e
 	}
 	for _, e := range deleted {
-		byName[e.Name] = e // the newest tombstone
+		if old, ok := byName[e.Name]; !ok || old.Revision < e.Revision {
+			byName[e.Name] = e // the newest tombstone
+		}
 	}
 	for _, e := range byName {
 		if !s.wants(e.Name) || s.get(v, e.Name) != nil {
@@ -644,17 +486,13 @@ func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g ga
 	return removable, held
 }
 
-// holdsBack tells whether deletions wait for other types (make before break).
-func (s *subscription) holdsBack() bool { return len(s.removeAfter) > 0 }
-
 // nextStateOfTheWorld: listeners, clusters and MCP collections, always sent whole. Deletions
 // held back stay in the response with their last version until they may go.
 func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev uint64, protocol string, g gates) *pending {
 	upserts := s.wanted(ch.Upserts)
 	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g)
 	p := &pending{rev: rev, held: held}
-	asked := len(s.fresh) > 0 || s.freshAll
-	if len(upserts) == 0 && len(removable) == 0 && !asked {
+	if len(upserts) == 0 && len(removable) == 0 && !s.owed.anew() {
 		return p // nothing the client holds changed
 	}
 	full := s.full(v, rev, protocol)
@@ -677,20 +515,21 @@ func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev 
 // the resource.
 func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	for _, name := range sortedNames(s.fresh) {
+	for _, name := range sortedNames(s.owed.fresh) {
 		if e := s.get(v, name); e != nil {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
 	for _, e := range ch.Upserts {
-		_, fresh := s.fresh[e.Name]
+		_, fresh := s.owed.fresh[e.Name]
 		if s.wants(e.Name) && !fresh {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
 	sortEntries(p.msg.Resources)
-	if len(s.fresh) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, names: s.fingerprint(), access: s.accessID()}
+	if len(s.owed.fresh) == 0 {
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+			names: s.want.fingerprint(), access: s.accessID()}
 	}
 	return p
 }
@@ -707,7 +546,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		heldBack[e.Name] = true
 	}
 	told := map[string]bool{}
-	if s.freshAll { // wildcard entered anew: everything wanted, as a first response would
+	if s.owed.all { // everything wanted, as a first response would carry it
 		current, missing := s.current(v)
 		p.msg.Resources = current
 		for _, name := range missing {
@@ -719,7 +558,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 			told[e.Name] = true
 		}
 	} else {
-		for _, name := range sortedNames(s.fresh) {
+		for _, name := range sortedNames(s.owed.fresh) {
 			told[name] = true
 			if e := s.get(v, name); e != nil {
 				p.msg.Resources = append(p.msg.Resources, e)
@@ -740,10 +579,11 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 			p.removed = append(p.removed, e)
 		}
 	}
-	if len(s.fresh) == 0 && !s.freshAll && len(s.held) == 0 && len(p.held) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.form, mode: s.mode, from: s.sentRev, to: rev, view: s.view, access: s.accessID(), wildcard: s.wildcard}
-		if len(s.names) > 0 {
-			p.share.names = s.fingerprint()
+	if !s.owed.anew() && len(s.owed.held) == 0 && len(p.held) == 0 {
+		p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
+		if len(s.want.names) > 0 {
+			p.share.names = s.want.fingerprint()
 		}
 	}
 	return p
@@ -752,12 +592,12 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 // afterCompaction handles a subscriber older than the tombstone retention.
 func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol string) (*pending, bool, error) {
 	switch {
-	case s.mode == StateOfTheWorld:
+	case s.Mode == StateOfTheWorld:
 		// Whole types are resent whole; deletions that were held are lost with the tombstones.
 		return s.full(v, rev, protocol), false, nil
-	case s.fullOnLoss:
+	case s.FullOnLoss:
 		return s.full(v, rev, protocol), false, nil // MCP: a full-state (incremental=false) response
-	case !s.wildcard:
+	case !s.want.wildcard:
 		// Explicit names: send each as it is now; a name that is gone is sent as missing,
 		// which delta xDS clients take as "does not exist".
 		p := s.full(v, rev, protocol)
@@ -770,24 +610,23 @@ func (s *subscription) afterCompaction(v *store.View, rev uint64, protocol strin
 
 // sent records a response as in flight.
 func (s *subscription) sent(p *pending, nonce string) {
-	s.phase = phaseAwaiting
-	s.sentRev = p.rev
+	s.ex.phase = phaseAwaiting
+	s.ex.rev = p.rev
+	s.ex.pending, s.ex.nonce = nonce, nonce
+	s.ex.version = p.msg.Version
 	if !p.continues { // a later part keeps what the first set, and what a NACK owed since
-		s.held = p.held
+		s.owed.held = p.held
 	}
-	s.refusable, s.refusableMissing = nil, nil
-	if len(p.msg.Resources) > 0 && s.mode == Incremental {
-		s.refusable, s.refusableMissing = p.removed, p.msg.Missing
+	s.owed.refusable, s.owed.refusableMissing = nil, nil
+	if len(p.msg.Resources) > 0 && s.Mode == Incremental {
+		s.owed.refusable, s.owed.refusableMissing = p.removed, p.msg.Missing
 	}
-	s.pendingNonce = nonce
-	s.sentNonce = nonce
-	s.sentVer = p.msg.Version
-	s.parts = p.rest
+	s.owed.parts = p.rest
 	if !p.continues {
-		s.freshSent, s.freshAllSent = s.fresh, s.freshAll
-		s.fresh, s.freshAll, s.initial = nil, false, nil
+		s.ex.carried, s.ex.carriedAll = s.owed.fresh, s.owed.all
+		s.owed.fresh, s.owed.all, s.ex.resumed = nil, false, nil
 	}
-	if s.ttl > 0 {
+	if s.ttl() > 0 {
 		s.beat.sent(p)
 	}
 }
@@ -795,59 +634,84 @@ func (s *subscription) sent(p *pending, nonce string) {
 // caughtUp records that nothing the client asked for changed up to rev (held-back deletions
 // aside, which p carries when set).
 func (s *subscription) caughtUp(rev uint64, p *pending) {
-	s.sentRev = rev
-	if s.phase == phaseIdle && !s.nacked && s.lastAck != nil {
-		s.ackedRev = rev // nothing it asked for changed: it holds rev as it held the last
+	s.ex.rev = rev
+	if s.ex.phase == phaseIdle && !s.ex.nacked && s.ex.lastAck != nil {
+		s.ex.ackedRev = rev // nothing it asked for changed: it holds rev as it held the last
 	}
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
-	s.fresh, s.freshAll = nil, false
+	s.owed.fresh, s.owed.all = nil, false
 	if p != nil {
-		s.held = p.held
+		s.owed.held = p.held
 	}
 }
 
-// answered records the client's ACK (detail nil) or NACK of the response in flight.
+// answered records the client's ACK (nack false) or NACK of the response in flight.
 func (s *subscription) answered(nonce string, detail string, nack bool, now time.Time) *record {
-	rec := &record{Version: s.sentVer, Nonce: nonce, Time: now, Message: detail}
-	s.pendingNonce = ""
-	s.phase = phaseIdle
-	defer func() { s.refusable, s.refusableMissing = nil, nil }()
-	s.nacked = nack
-	if s.ttl > 0 {
+	rec := &record{Version: s.ex.version, Nonce: nonce, Time: now, Message: detail}
+	s.ex.pending = ""
+	s.ex.phase = phaseIdle
+	defer func() { s.owed.refusable, s.owed.refusableMissing = nil, nil }()
+	s.ex.nacked = nack
+	if s.ttl() > 0 {
 		s.beat.answered(nack)
 	}
 	if nack {
 		// A NACK refuses the response's resources, not the removals it carried: those are
 		// owed again (the next look drops any that came back). A response that carried only
 		// removals is not retried, so that a client refusing it cannot make a loop.
-		s.held = mergeEntries(s.held, s.refusable)
-		for _, name := range s.refusableMissing {
-			if _, asked := s.names[name]; asked {
-				s.addFresh(name) // told again that it does not exist
+		s.owed.held = mergeHeld(s.owed.held, s.owed.refusable)
+		for _, name := range s.owed.refusableMissing {
+			if s.want.has(name) {
+				s.owed.addFresh(name) // told again that it does not exist
 			} else if s.wants(name) { // asked by the wildcard meanwhile: a removal then
-				s.held = mergeEntries(s.held, []*store.Entry{{Name: name, Deleted: true}})
+				s.owed.held = mergeHeld(s.owed.held, []*store.Entry{{Name: name, Deleted: true}})
 			}
 		}
-		s.lastNack = rec
+		s.ex.lastNack = rec
 		// A refused part of a split response refused resources up to the revision of the
 		// whole (its last part's): the range covers them, and the parts still to come.
-		to := s.sentRev
-		if n := len(s.parts); n > 0 {
-			to = max(to, s.parts[n-1].rev)
+		to := s.ex.rev
+		if n := len(s.owed.parts); n > 0 {
+			to = max(to, s.owed.parts[n-1].rev)
 		}
-		s.rejected = rejectedAfter(s.rejected, rejection{from: s.ackedRev, to: to, rec: rec, names: s.freshSent, all: s.freshAllSent})
-		s.freshSent, s.freshAllSent = nil, false
+		s.ex.rejected = rejectedAfter(s.ex.rejected, rejection{from: s.ex.ackedRev, to: to, rec: rec, names: s.ex.carried, all: s.ex.carriedAll})
+		s.ex.carried, s.ex.carriedAll = nil, false
 	} else {
-		s.lastAck = rec
-		s.ackedRev = s.sentRev
-		if len(s.parts) == 0 { // the whole response is held: its fresh names too
-			s.freshSent, s.freshAllSent = nil, false
+		s.ex.lastAck = rec
+		s.ex.ackedRev = s.ex.rev
+		if len(s.owed.parts) == 0 { // the whole response is held: its fresh names too
+			s.ex.carried, s.ex.carriedAll = nil, false
 		}
 		if s.whole() {
-			s.rejected = nil // a whole state replaced what the client refused before
+			s.ex.rejected = nil // a whole state replaced what the client refused before
 		}
 	}
 	return rec
+}
+
+// whole tells whether each response of the subscription carries its whole state: after the
+// client ACKs one, it holds everything it asked for, whatever it refused before.
+func (s *subscription) whole() bool {
+	return s.Mode == StateOfTheWorld && !(s.PartialStateOfTheWorld && !s.want.wildcard)
+}
+
+// weight is what one subscription counts against limits.subscriptions_per_stream: its type
+// and its explicit names.
+func (s *subscription) weight() int {
+	if s == nil {
+		return 0
+	}
+	return 1 + len(s.want.names)
+}
+
+// owesAll makes the subscription send everything the client asked for, with bodies.
+func (s *subscription) owesAll() {
+	s.owed.all = true
+	if s.PartialStateOfTheWorld && !s.want.wildcard { // answered from fresh names alone
+		for n := range s.want.names {
+			s.owed.addFresh(n)
+		}
+	}
 }
 
 func mergeEntries(a, b []*store.Entry) []*store.Entry {
@@ -855,6 +719,22 @@ func mergeEntries(a, b []*store.Entry) []*store.Entry {
 	out = append(append(out, a...), b...)
 	sortEntries(out)
 	return out
+}
+
+// mergeHeld adds tombstones to the held-back deletions, keeping one per name (the newer).
+func mergeHeld(held, more []*store.Entry) []*store.Entry {
+	out := mergeEntries(held, more) // sorted by name; equal names side by side
+	kept := out[:0]
+	for _, e := range out {
+		if n := len(kept); n > 0 && kept[n-1].Name == e.Name {
+			if e.Revision > kept[n-1].Revision {
+				kept[n-1] = e
+			}
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return kept
 }
 
 func sortEntries(es []*store.Entry) {

@@ -77,13 +77,10 @@ func (v *visibility) errors(names []string) []wire.ResourceError {
 }
 
 // access is what one stream's peer may read: its grant and its node's narrowing. It is pure
-// state, the stream's loop its only user.
+// state, its machine its only user.
 type access struct {
 	grant       *authz.Grant // nil: no rules
 	namespaceOf NamespaceFunc
-	// nodeSeen: a request has named the node; its identity was checked and its narrowing
-	// read then, once.
-	nodeSeen bool
 	// node narrows namespaced resources to these namespaces (sorted), when set: the node
 	// asked for less than it may read (NodeNamespacesKey).
 	node []string
@@ -91,20 +88,15 @@ type access struct {
 	byCollection map[string]*visibility
 }
 
-// admit checks a request before the machine sees it: the first that names a node has the
-// node checked against the peer's identity (an error wrapping authz.ErrNodeIdentity) and its
-// narrowing read; every request gets the view the stream has of its type.
-func (a *access) admit(req *Request) error {
-	if !a.nodeSeen && req.Node != "" {
-		a.nodeSeen = true
-		if a.grant != nil {
-			if err := authz.CheckNode(a.grant.Identity, req.Node); err != nil {
-				return err
-			}
+// checkNode checks the stream's node, once, when a request first names it: against the
+// peer's identity (an error wrapping authz.ErrNodeIdentity), and reads its narrowing.
+func (a *access) checkNode(n *Node) error {
+	if a.grant != nil {
+		if err := authz.CheckNode(a.grant.Identity, n.ID); err != nil {
+			return err
 		}
-		a.node = req.NodeNamespaces
 	}
-	req.vis = a.visibility(req.Collection)
+	a.node = n.Namespaces
 	return nil
 }
 

@@ -46,15 +46,15 @@ func FuzzVisibilityAgainstModel(f *testing.F) {
 			t.Fatal(err)
 		}
 		a := access{grant: g, namespaceOf: namespaceByName}
-		req := &Request{Collection: collection, Node: "n", NodeNamespaces: ParseNodeNamespaces(node)}
-		if err := a.admit(req); err != nil {
+		if err := a.checkNode(&Node{ID: "n", Namespaces: ParseNodeNamespaces(node)}); err != nil {
 			t.Fatal(err)
 		}
+		vis := a.visibility(collection)
 		want := plainSees(ruleColls, ruleNS, node, collection, name)
-		if got := req.vis.sees(name); got != want {
+		if got := vis.sees(name); got != want {
 			t.Fatalf("rule %q in %q, node %q: sees %s %q = %v, want %v", ruleColls, ruleNS, node, collection, name, got, want)
 		}
-		if denied := req.vis != nil && req.vis.denial != nil; denied == plainSees(ruleColls, "*", "", collection, "ns/any") {
+		if denied := vis != nil && vis.denial != nil; denied == plainSees(ruleColls, "*", "", collection, "ns/any") {
 			t.Fatalf("rule %q: %s denied = %v", ruleColls, collection, denied)
 		}
 	})
@@ -76,11 +76,10 @@ func TestViewNamesAreTheRightsNotTheIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := access{grant: g, namespaceOf: namespaceByName}
-		req := &Request{Collection: "c", Node: "n", NodeNamespaces: node}
-		if err := a.admit(req); err != nil {
+		if err := a.checkNode(&Node{ID: "n", Namespaces: node}); err != nil {
 			t.Fatal(err)
 		}
-		return req.vis
+		return a.visibility("c")
 	}
 	a, b, c := view("spiffe://e.org/a", nil), view("spiffe://e.org/b", nil), view("spiffe://e.org/c", nil)
 	if a.id != b.id || a.id == c.id {

@@ -109,7 +109,7 @@ func New(opts Options) (*Exporter, error) {
 		}
 		seen[clean] = i
 		f.Path = clean
-		x.files = append(x.files, &file{File: f, collection: xds.PollRequest(f.Request).Collection, due: true})
+		x.files = append(x.files, &file{File: f, collection: pollType(f.Request).Collection, due: true})
 		opts.Metrics.DeclareExport(clean)
 	}
 	return x, nil
@@ -125,7 +125,8 @@ func (x *Exporter) Run(ctx context.Context) error {
 	for _, f := range x.files {
 		collections = append(collections, f.collection)
 		f.written, _ = os.ReadFile(f.Path) // an unchanged file is not written again at start
-		defer xds.HoldGatewayClass(x.opts.Gateways, xds.PollRequest(f.Request))()
+		req, _ := xds.PollRequest(f.Request)
+		defer xds.HoldGatewayClass(x.opts.Gateways, req)()
 	}
 	watch := x.opts.Store.Watch(collections...) // before the first read: no change is missed
 	defer watch.Close()
@@ -203,13 +204,13 @@ func (x *Exporter) write(v *store.View, f *file) error {
 // view holds: the export is the operator's, not a peer's, and no authz rule applies), in
 // JSON or YAML, and its version.
 func Render(e *source.Engine, v *store.View, r *discovery.DiscoveryRequest, format string) ([]byte, string, error) {
-	req := xds.PollRequest(r)
-	snap, err := e.Snapshot(v, nil, req, Protocol)
+	req, typ := xds.PollRequest(r)
+	snap, err := e.Snapshot(v, nil, req, typ, Protocol)
 	if err != nil {
 		return nil, "", err
 	}
 	msg := snap.Message()
-	body, err := xds.EncodeJSON(msg, req.Form)
+	body, err := xds.EncodeJSON(msg, snap.Form())
 	if err != nil {
 		return nil, "", err
 	}
@@ -255,4 +256,10 @@ func WriteAtomic(path string, body []byte) (err error) {
 		return errors.Join(err, os.Remove(tmp.Name()))
 	}
 	return nil
+}
+
+// pollType is how a file's request is served.
+func pollType(r *discovery.DiscoveryRequest) source.Type {
+	_, typ := xds.PollRequest(r)
+	return typ
 }

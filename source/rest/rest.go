@@ -171,9 +171,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 	if err != nil {
 		return fail(http.StatusForbidden, "%v", err)
 	}
-	first := xds.PollRequest(dr)
-	s.opts.Engine.Polled(first, xds.ProtocolREST, r.RemoteAddr)
-	collection := first.Collection
+	first, typ := xds.PollRequest(dr)
+	s.opts.Engine.Polled(first, typ, xds.ProtocolREST, r.RemoteAddr)
+	collection := typ.Collection
 	watch := s.opts.Store.Watch(collection) // before the first read: no change is missed
 	defer watch.Close()
 	// A poller may come from another replica: answer from what etcd had committed, not from a
@@ -207,8 +207,8 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 // answer is the encoded answer to dr from view v, shared by every poll of the same key and
 // revision.
 func (s *Server) answer(v *store.View, grant *authz.Grant, dr *discovery.DiscoveryRequest) (*answer, error) {
-	req := xds.PollRequest(dr)
-	snap, err := s.opts.Engine.Snapshot(v, grant, req, xds.ProtocolREST)
+	req, typ := xds.PollRequest(dr)
+	snap, err := s.opts.Engine.Snapshot(v, grant, req, typ, xds.ProtocolREST)
 	if errors.Is(err, source.ErrRefused) {
 		return nil, fail(http.StatusForbidden, "%v", err)
 	}
@@ -312,7 +312,7 @@ func (c *answers) get(snap *source.Snapshot, req *source.Request) *answer {
 		c.encodes.Add(1)
 		msg := snap.Message()
 		e.a.version = msg.Version
-		e.a.body, e.a.err = xds.EncodeJSON(msg, req.Form)
+		e.a.body, e.a.err = xds.EncodeJSON(msg, snap.Form())
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.entries[k] == el { // not evicted while it was being encoded

@@ -135,6 +135,32 @@ func TestDeltaReconnectWithInitialResourceVersions(t *testing.T) {
 	c2.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, InitialResourceVersions: held})
 	m := c2.recv()
 	assertNames(t, "resent", deltaNames(m), "added", "changed")
+	// Clusters are removed after the listeners and routes that may name them: the client
+	// resumes those in the same burst, before it answers this response, so the removal
+	// follows the answer (TestDeltaResumeHoldsClusterRemovalsUntilRoutesMove).
+	assertNames(t, "removed with the first response", m.RemovedResources)
+	c2.ack(m)
+	m = c2.recv()
+	assertNames(t, "sent after the answer", deltaNames(m))
+	assertNames(t, "removed after the answer", m.RemovedResources, "gone")
+}
+
+// A resumed type whose removals wait for no other type sends them with its first response.
+func TestDeltaResumeRemovesAtOnceWhenNothingMustGoFirst(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, EndpointType, loadAssignments("v1", "a", "gone"))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"a", "gone"}})
+	held := map[string]string{}
+	for _, r := range c.recv().Resources {
+		held[r.Name] = r.Version
+	}
+	c.cancel()
+	s.removeEnvoy(t, EndpointType, "gone")
+	c2 := newDelta(t, s.addr)
+	c2.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"a", "gone"}, InitialResourceVersions: held})
+	m := c2.recv()
+	assertNames(t, "resent", deltaNames(m))
 	assertNames(t, "removed", m.RemovedResources, "gone")
 }
 

@@ -22,34 +22,41 @@ import (
 )
 
 // PollRequest turns a DiscoveryRequest that is asked once (a REST poll, a file export's
-// configured node and type) into an engine request for Engine.Snapshot: the same type
-// resolution, node view and narrowing as a state-of-the-world stream's request.
-func PollRequest(m *discovery.DiscoveryRequest) *source.Request {
-	return sotwRequest(m, "")
+// configured node and type) into an engine request and its type for Engine.Snapshot: the
+// same type resolution, node view and narrowing as a state-of-the-world stream's request.
+// A poll takes no TTLs: nothing renews what it was given.
+func PollRequest(m *discovery.DiscoveryRequest) (*source.Request, source.Type) {
+	req := sotwRequest(m, "")
+	return req, Type(req.Key, source.StateOfTheWorld)
 }
 
-// NodeOf is what a request says of its node, for GatewayClassOf.
-func NodeOf(req *source.Request) source.Node {
-	return source.Node{ID: req.Node, Labels: req.NodeLabels, Namespaces: req.NodeNamespaces}
+// nodeOf is what a request says of its node (nothing when it names none).
+func nodeOf(req *source.Request) source.Node {
+	if req.Node == nil {
+		return source.Node{}
+	}
+	return *req.Node
 }
 
 // HoldGatewayClass acquires the gateway class of a router node's request from classes, so
 // that its listeners and routes are built; release gives it back. Nil classes, or a node that
 // is no router, holds nothing.
 func HoldGatewayClass(classes GatewayClasses, req *source.Request) (release func()) {
-	if classes == nil || !isRouter(req.Node) {
+	node := nodeOf(req)
+	if classes == nil || !isRouter(node.ID) {
 		return func() {}
 	}
-	return classes.AcquireGatewayClass(GatewayClassOf(NodeOf(req)))
+	return classes.AcquireGatewayClass(GatewayClassOf(node))
 }
 
 // GatewayClassKey names a router node's gateway class, for holding one class once however
 // many pollers ask for it; empty for a node that is no router.
 func GatewayClassKey(req *source.Request) string {
-	if !isRouter(req.Node) {
+	node := nodeOf(req)
+	if !isRouter(node.ID) {
 		return ""
 	}
-	return GatewayClassOf(NodeOf(req)).ID()
+	return GatewayClassOf(node).ID()
 }
 
 // EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding

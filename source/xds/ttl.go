@@ -42,31 +42,23 @@ func (t *TTLs) of(collection string) time.Duration {
 	return t.Default
 }
 
-// clientTTL is what one stream's client announced of TTLs, from the first request that names
-// its node (later requests may leave the node out).
-type clientTTL struct {
-	seen      bool
-	ttl, wrap bool
-	ttls      *TTLs
-}
-
-// apply sets the request's TTL when the client takes TTLs in this protocol: delta, when it
+// withTTL sets a type's TTL when the client takes TTLs in its protocol: delta, when its node
 // announces TTL support; state of the world, when it also announces it unwraps Resource
-// wrappers, since only the wrapper carries a TTL there. A client that announces neither
-// gets plain bodies and no heartbeats: a bodiless heartbeat would read as "does not exist"
-// to a delta client that does not know TTLs, and gRPC's xDS client, which unwraps SotW
-// resources but ignores TTLs, would refuse a wrapper without a body.
-func (c *clientTTL) apply(req *source.Request, node nodeMessage) {
-	if node != nil && !c.seen {
-		c.seen = true
-		features := node.GetClientFeatures()
-		c.ttl = slices.ContainsFunc(ttlFeatures, func(f string) bool { return slices.Contains(features, f) })
-		c.wrap = slices.ContainsFunc(wrapFeatures, func(f string) bool { return slices.Contains(features, f) })
-	}
-	stateOfTheWorld := req.Mode == source.StateOfTheWorld
-	if !c.ttl || (stateOfTheWorld && !c.wrap) {
+// wrappers, since only the wrapper carries a TTL there. A client that announces neither (or
+// whose node is not known yet) gets plain bodies and no heartbeats: a bodiless heartbeat would
+// read as "does not exist" to a delta client that does not know TTLs, and gRPC's xDS client,
+// which unwraps SotW resources but ignores TTLs, would refuse a wrapper without a body.
+func withTTL(typ *source.Type, ttls *TTLs, node *source.Node) {
+	if ttls == nil || node == nil {
 		return
 	}
-	req.TTL = c.ttls.of(req.Collection)
-	req.Wrap = stateOfTheWorld && req.TTL > 0
+	announced := func(spellings []string) bool {
+		return slices.ContainsFunc(spellings, func(f string) bool { return slices.Contains(node.Features, f) })
+	}
+	stateOfTheWorld := typ.Mode == source.StateOfTheWorld
+	if !announced(ttlFeatures) || (stateOfTheWorld && !announced(wrapFeatures)) {
+		return
+	}
+	typ.TTL = ttls.of(typ.Collection)
+	typ.Wrap = stateOfTheWorld && typ.TTL > 0
 }

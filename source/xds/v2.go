@@ -183,11 +183,11 @@ type (
 )
 
 func (x *Server) sotwV2(st sotwStreamServerV2, defaultType string) error {
-	return serve(x, st, sotwRequestV2, nodeOf[*apiv2.DiscoveryRequest], sotwLayoutV2, ProtocolSotWV2, defaultType)
+	return serve(x, st, sotwRequestV2, sotwLayoutV2, source.StateOfTheWorld, ProtocolSotWV2, defaultType)
 }
 
 func (x *Server) deltaV2(st deltaStreamServerV2, defaultType string) error {
-	return serve(x, st, deltaRequestV2, nodeOf[*apiv2.DeltaDiscoveryRequest], deltaLayoutV2, ProtocolDeltaV2, defaultType)
+	return serve(x, st, deltaRequestV2, deltaLayoutV2, source.Incremental, ProtocolDeltaV2, defaultType)
 }
 
 func registerV2(s *grpc.Server, x *Server) {

@@ -260,7 +260,9 @@ func TestV2DeltaReconnectSendsOnlyWhatDiffersFromInitialVersions(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	assertNames(t, "sent on reconnect", names, "c")
-	assertNames(t, "removed on reconnect", m.RemovedResources, "gone")
+	assertNames(t, "removed with the first response", m.RemovedResources) // clusters: after the answer
+	c.ack(m)
+	assertNames(t, "removed after the answer", c.Recv().RemovedResources, "gone")
 }
 
 // Each per-type v2 service fills the type URL a request leaves empty with its own.
@@ -385,9 +387,9 @@ func TestV2NodeIsRead(t *testing.T) {
 	if len(clients) != 1 || clients[0].Node != "sidecar~10.0.0.9~p.ns~ns.svc.cluster.local" || clients[0].Protocol != ProtocolSotWV2 {
 		t.Fatalf("clients = %+v", clients)
 	}
-	req := sotwRequestV2(&apiv2.DiscoveryRequest{Node: &corev2.Node{Metadata: labels}}, ClusterTypeV2)
-	if req.NodeLabels["app"] != "x" {
-		t.Fatalf("labels = %v", req.NodeLabels)
+	req := sotwRequestV2(&apiv2.DiscoveryRequest{Node: &corev2.Node{Id: "n", Metadata: labels}}, ClusterTypeV2)
+	if req.Node == nil || req.Node.Labels["app"] != "x" {
+		t.Fatalf("node = %+v", req.Node)
 	}
 }
 

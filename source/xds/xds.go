@@ -99,17 +99,23 @@ func resolve(typeURL string) typeInfo {
 	return typeInfo{collection: typeURL, form: wire.FormAnyMCPResource, wildcard: true, priority: priorityOther}
 }
 
-func (ti typeInfo) request(typeURL string) *source.Request {
-	return &source.Request{
+// typ is how the type is served over xDS in mode (before TTLs, which depend on the client).
+func (ti typeInfo) typ(mode source.Mode) source.Type {
+	return source.Type{
+		Collection: ti.collection, Known: ti.known, Mode: mode, Form: ti.form,
+		Priority: ti.priority, After: ti.order.After, RemoveAfter: ti.order.RemoveAfter,
+		Scope: ti.scope, WildcardCapable: ti.wildcard,
 		// xDS sends listeners and clusters whole in state of the world; other types, like the
 		// incremental variants, only what changed (the MCP collections are wildcard: whole).
 		PartialStateOfTheWorld: !ti.wildcard,
-		Key:                    typeURL, Collection: ti.collection, Known: ti.known, Form: ti.form,
-		Priority: ti.priority, After: ti.order.After, RemoveAfter: ti.order.RemoveAfter,
-		Scope:           ti.scope,
-		WildcardCapable: ti.wildcard,
+		// Delta may answer in several responses.
+		Splittable: mode == source.Incremental,
 	}
 }
+
+// Type is how a type URL is served over xDS in mode, to a client with node (nil: none known):
+// the same resolution as a stream's (REST polls and file exports use it).
+func Type(typeURL string, mode source.Mode) source.Type { return resolve(typeURL).typ(mode) }
 
 // Server serves every xDS service. Register it with Register.
 type Server struct {
@@ -142,7 +148,7 @@ type gatewayHold struct {
 }
 
 func (h *gatewayHold) see(req *source.Request) {
-	if h.classes == nil || req.Node == "" {
+	if h.classes == nil || req.Node == nil {
 		return
 	}
 	h.mu.Lock()
@@ -176,23 +182,24 @@ func (x *Server) Register(s *grpc.Server) {
 // sotw serves one state-of-the-world stream; defaultType fills requests that omit type_url
 // on a per-type stream.
 func (x *Server) sotw(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse], defaultType string) error {
-	return serve(x, stream, sotwRequest, nodeOf[*discovery.DiscoveryRequest], sotwLayout, ProtocolSotW, defaultType)
+	return serve(x, stream, sotwRequest, sotwLayout, source.StateOfTheWorld, ProtocolSotW, defaultType)
 }
 
 func (x *Server) delta(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse], defaultType string) error {
-	return serve(x, stream, deltaRequest, nodeOf[*discovery.DeltaDiscoveryRequest], deltaLayout, ProtocolDelta, defaultType)
+	return serve(x, stream, deltaRequest, deltaLayout, source.Incremental, ProtocolDelta, defaultType)
 }
 
 // serve runs one stream of any xDS transport version and variant: decode reads its requests,
-// node finds their node (nil when a request names none), layout writes its responses.
+// node finds their node (nil when a request names none), layout writes its responses, mode
+// is the variant's.
 func serve[Req, Resp any](x *Server, stream grpc.BidiStreamingServer[Req, Resp], decode func(*Req, string) *source.Request,
-	node func(*Req) nodeMessage, layout *wire.Layout, protocol, defaultType string) error {
+	layout *wire.Layout, mode source.Mode, protocol, defaultType string) error {
 	ttls := x.TTL
 	if protocol == ProtocolSotWV2 || protocol == ProtocolDeltaV2 {
 		ttls = nil // v2's Resource has no TTL: v2 clients get plain bodies and no heartbeats
 	}
-	a := &adapter[Req, Resp]{stream: stream, decode: decode, node: node, layout: layout, defaultType: defaultType,
-		gateway: gatewayHold{classes: x.Gateways}, ttl: clientTTL{ttls: ttls}}
+	a := &adapter[Req, Resp]{stream: stream, decode: decode, layout: layout, mode: mode, defaultType: defaultType,
+		gateway: gatewayHold{classes: x.Gateways}, ttls: ttls}
 	defer a.gateway.end()
 	return x.Engine.Serve(stream.Context(), a, protocol, rpcpeer.Addr(stream.Context()))
 }
@@ -211,15 +218,15 @@ func (a *ads) DeltaAggregatedResources(s grpc.BidiStreamingServer[discovery.Delt
 }
 
 // adapter is one xDS stream for the engine; the transport version and variant are in its
-// decode and layout.
+// decode, layout and mode.
 type adapter[Req, Resp any] struct {
 	stream      grpc.BidiStreamingServer[Req, Resp]
 	decode      func(m *Req, defaultType string) *source.Request
-	node        func(m *Req) nodeMessage
 	layout      *wire.Layout
+	mode        source.Mode
 	defaultType string
 	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
-	ttl         clientTTL   // the receive goroutine's
+	ttls        *TTLs
 }
 
 func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
@@ -228,13 +235,19 @@ func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 		return nil, err
 	}
 	req := a.decode(m, a.defaultType)
-	a.ttl.apply(req, a.node(m))
 	a.gateway.see(req)
 	return req, nil
 }
 
 func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
+
+// Type resolves the type URL, with the TTL the client takes (ttl.go).
+func (a *adapter[Req, Resp]) Type(req *source.Request, node *source.Node) source.Type {
+	typ := Type(req.Key, a.mode)
+	withTTL(&typ, a.ttls, node)
+	return typ
+}
 
 // The parts of the requests the engine reads, by the getters that the v2 and v3 messages
 // share (same names, same field numbers).
@@ -293,55 +306,40 @@ func deltaRequest(m *discovery.DeltaDiscoveryRequest, defaultType string) *sourc
 	return deltaFields(m, m.GetNode(), defaultType)
 }
 
-func sotwFields(m sotwMessage, node nodeMessage, defaultType string) *source.Request {
-	typeURL := m.GetTypeUrl()
+func typeURLOr(typeURL, defaultType string) string {
 	if typeURL == "" {
-		typeURL = defaultType
+		return defaultType
 	}
-	req := resolve(typeURL).request(typeURL)
-	req.Mode = source.StateOfTheWorld
-	req.Names = m.GetResourceNames()
-	req.Nonce = m.GetResponseNonce()
-	req.ErrorDetail = m.GetErrorDetail()
-	nodeFields(req, node)
-	return req
+	return typeURL
 }
 
-func deltaFields(m deltaMessage, node nodeMessage, defaultType string) *source.Request {
-	typeURL := m.GetTypeUrl()
-	if typeURL == "" {
-		typeURL = defaultType
+func sotwFields[N nodeMessage](m sotwMessage, node N, defaultType string) *source.Request {
+	return &source.Request{
+		Key: typeURLOr(m.GetTypeUrl(), defaultType), Names: m.GetResourceNames(),
+		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: nodeFields(node),
 	}
-	req := resolve(typeURL).request(typeURL)
-	req.Mode = source.Incremental
-	req.Splittable = true // delta may answer in several responses
-	req.Subscribe = m.GetResourceNamesSubscribe()
-	req.Unsubscribe = m.GetResourceNamesUnsubscribe()
+}
+
+func deltaFields[N nodeMessage](m deltaMessage, node N, defaultType string) *source.Request {
+	req := &source.Request{
+		Key:       typeURLOr(m.GetTypeUrl(), defaultType),
+		Subscribe: m.GetResourceNamesSubscribe(), Unsubscribe: m.GetResourceNamesUnsubscribe(),
+		Nonce: m.GetResponseNonce(), ErrorDetail: m.GetErrorDetail(), Node: nodeFields(node),
+	}
 	if len(m.GetInitialResourceVersions()) > 0 {
 		req.InitialVersions = m.GetInitialResourceVersions()
 	}
-	req.Nonce = m.GetResponseNonce()
-	req.ErrorDetail = m.GetErrorDetail()
-	nodeFields(req, node)
 	return req
 }
 
-func nodeFields(req *source.Request, node nodeMessage) {
-	req.Node = node.GetId()
-	req.NodeNamespaces = nodeNamespaces(node)
-	req.NodeLabels = nodeLabels(node)
-	req.NodeMetadata = node.GetMetadata()
-}
-
-// nodeOf is the node a request names, nil when it names none (v2 and v3, SotW and delta:
-// every request message has GetNode).
-func nodeOf[M interface{ GetNode() N }, N interface {
-	nodeMessage
-	comparable
-}](m M) nodeMessage {
-	var none N
-	if n := m.GetNode(); n != none {
-		return n
+// nodeFields is what a request's node says of the client; nil when it names none (v2 and v3
+// nodes share the getters).
+func nodeFields[N nodeMessage](node N) *source.Node {
+	if node.GetId() == "" {
+		return nil // no node, or one without an ID: the request names none
 	}
-	return nil
+	return &source.Node{
+		ID: node.GetId(), Namespaces: nodeNamespaces(node), Labels: nodeLabels(node),
+		Metadata: node.GetMetadata(), Features: node.GetClientFeatures(),
+	}
 }

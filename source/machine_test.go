@@ -1,6 +1,7 @@
 package source
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -193,4 +194,113 @@ func TestSubscriptionCountIsTypesPlusExplicitNames(t *testing.T) {
 	count(7, "state of the world, two names")
 	h.send("R", StateOfTheWorld, func(r *Request) { r.Names = []string{"r3"} })
 	count(6, "state of the world naming one instead")
+}
+
+// held is what a test client holds of each type: name → version.
+type holdings map[string]map[string]string
+
+// take applies a delta response to what the client holds and returns it ACKed.
+func (h *machineHarness) take(held holdings, r outgoing) {
+	h.t.Helper()
+	if held[r.sub.key] == nil {
+		held[r.sub.key] = map[string]string{}
+	}
+	for _, e := range r.p.msg.Resources {
+		held[r.sub.key][e.Name] = e.Version
+	}
+	for _, n := range append(slices.Clone(r.p.msg.Removed), r.p.msg.Missing...) {
+		delete(held[r.sub.key], n)
+	}
+	h.ack(r)
+}
+
+// Bug found by an independent model: a delta client holding route r0 → cluster y reconnects
+// after r0 moved to cluster z and y was deleted, and resumes clusters and routes with
+// initial_resource_versions (clusters first). The first cluster response removed y at once,
+// while the route the client holds still named it: for that window Envoy routed to a cluster
+// it no longer had. Removals made while the client was away wait, like any deletion, for the
+// routes and listeners to move first.
+func TestDeltaResumeHoldsClusterRemovalsUntilRoutesMove(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"C": {"y": nil}, "R": {"r0": {"y"}}})
+	held := holdings{}
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	h.take(held, h.one("C"))
+	h.send("R", Incremental, func(r *Request) { r.Subscribe = []string{"r0"} })
+	h.take(held, h.one("R"))
+	h.flush()
+
+	// The client goes away; the route moves to z and y goes, in one write (as the translator writes).
+	h.d = newDirectMachine("test", access{})
+	h.m = h.d.m
+	h.write(map[string]map[string][]string{"C": {"z": nil}, "R": {"r0": {"z"}}})
+
+	// It resumes clusters, then routes, before reading anything.
+	h.send("C", Incremental, func(r *Request) { r.Subscribe, r.InitialVersions = []string{Wildcard}, maps.Clone(held["C"]) })
+	h.send("R", Incremental, func(r *Request) { r.Subscribe, r.InitialVersions = []string{"r0"}, maps.Clone(held["R"]) })
+	routeMoved := false
+	for range 10 {
+		out := h.flush()
+		if len(out) == 0 {
+			break
+		}
+		for _, r := range out {
+			if r.sub.key == "C" && slices.Contains(r.p.msg.Removed, "y") && !routeMoved {
+				t.Fatalf("cluster y removed while the route the client holds still names it: %s", describe(r))
+			}
+			if r.sub.key == "R" && slices.ContainsFunc(r.p.msg.Resources, func(e *store.Entry) bool { return e.Name == "r0" }) {
+				routeMoved = true
+			}
+			h.take(held, r)
+		}
+	}
+	if _, still := held["C"]["y"]; still || !routeMoved || held["C"]["z"] == "" {
+		t.Fatalf("after everything was answered the client holds %v (route moved: %v); want z without y", held, routeMoved)
+	}
+}
+
+// Bug found by an independent model: a name unsubscribed and subscribed again before a resumed
+// subscription's first response was filtered out against the version the client said it
+// held when it resumed, and never sent, although a newly subscribed name must be
+// (xds-protocol.rst, "Subscribing to Resources").
+func TestDeltaNameResubscribedBeforeResumedFirstResponseIsSent(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"C": {"x": nil}, "E": {"x": {"x"}}})
+	v := h.st.View()
+	versions := func(coll string) map[string]string {
+		out := map[string]string{}
+		for _, e := range entriesOf(v, coll) {
+			out[e.Name] = e.Version
+		}
+		return out
+	}
+	// Clusters resumed; their response is left unanswered.
+	h.send("C", Incremental, func(r *Request) { r.Subscribe, r.InitialVersions = []string{Wildcard}, versions("C") })
+	clusters := h.one("C")
+	// A change (to both types, as the translator writes them) makes the endpoints' first
+	// response wait for the clusters'.
+	h.write(map[string]map[string][]string{"C": {"x": {"changed"}}, "E": {"x": {"x"}, "w": {"x"}}})
+	if out := h.flush(); len(out) != 0 {
+		t.Fatalf("sent while the clusters' response is unanswered: %v", describeAll(out))
+	}
+	h.send("E", Incremental, func(r *Request) { r.Subscribe, r.InitialVersions = []string{"x"}, versions("E") })
+	h.send("E", Incremental, func(r *Request) { r.Unsubscribe = []string{"x"} })
+	h.send("E", Incremental, func(r *Request) { r.Subscribe = []string{"x"} })
+	h.ack(clusters)
+	sent := false
+	for range 10 {
+		out := h.flush()
+		if len(out) == 0 {
+			break
+		}
+		for _, r := range out {
+			if r.sub.key == "E" && slices.ContainsFunc(r.p.msg.Resources, func(e *store.Entry) bool { return e.Name == "x" }) {
+				sent = true
+			}
+			h.ack(r)
+		}
+	}
+	if !sent {
+		t.Fatal("endpoints x, unsubscribed and subscribed again, were never sent")
+	}
 }

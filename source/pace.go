@@ -71,8 +71,8 @@ type pacing struct {
 // marks their subscriptions): it reads the view; what must wait is muted in the stream's watch
 // (looked at when the timer fires, not at each change) and the timer armed for the first to
 // fall due.
-func (p *pacing) take(s *stream, changed []string) (ready []string) {
-	ready, next := p.pacer.take(time.Now(), changed)
+func (p *pacing) take(s *stream, now time.Time, changed []string) (ready []string) {
+	ready, next := p.pacer.take(now, changed)
 	if len(ready) > 0 {
 		// The view after what changed was read: a write in between is in the view, and marks
 		// the watch again.
@@ -81,13 +81,13 @@ func (p *pacing) take(s *stream, changed []string) (ready []string) {
 	if len(p.held) > 0 {
 		s.watch.Mute(p.held...)
 	}
-	if next > 0 && (p.C == nil || time.Now().Add(next).Before(p.due)) {
+	if next > 0 && (p.C == nil || now.Add(next).Before(p.due)) {
 		if p.timer == nil {
 			p.timer = time.NewTimer(next)
 		} else {
 			p.timer.Reset(next) // Go 1.23 timers: Reset discards a pending fire
 		}
-		p.C, p.due = p.timer.C, time.Now().Add(next)
+		p.C, p.due = p.timer.C, now.Add(next)
 	}
 	return ready
 }

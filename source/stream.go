@@ -177,6 +177,7 @@ func (s *stream) wait(ctx context.Context, requests <-chan received) (wakeup, re
 //go:noinline
 func (s *stream) step(ctx context.Context, w wakeup, r received) error {
 	var ev event
+	now := time.Now()
 	switch w {
 	case wokeRequest:
 		if r.err != nil {
@@ -187,11 +188,11 @@ func (s *stream) step(ctx context.Context, w wakeup, r received) error {
 		}
 		ev.req = r.req
 	case wokeChange:
-		ev.changed = s.pc.take(s, s.watch.Changed())
+		ev.changed = s.pc.take(s, now, s.watch.Changed())
 	case wokePaced:
 		s.pc.C = nil
 		s.watch.Unmute()
-		ev.changed = s.pc.take(s, s.watch.Changed())
+		ev.changed = s.pc.take(s, now, s.watch.Changed())
 	case wokeStop:
 		return errStopping
 	case wokeDone:
@@ -202,7 +203,7 @@ func (s *stream) step(ctx context.Context, w wakeup, r received) error {
 		return errStopping
 	default:
 	}
-	return s.run(ev, time.Now())
+	return s.run(ev, now)
 }
 
 // run hands one event to the machine and carries out its effects; when the machine asks for a

@@ -536,9 +536,17 @@ func TestCSDSStreamClientStatusAnswersEachRequest(t *testing.T) {
 		c.send(&discovery.DiscoveryRequest{TypeUrl: seXDS})
 		c.ack(c.recv())
 	}
+	// The ACKs travel on their own streams: wait until the bridge has taken both (a check
+	// made as soon as the nodes are listed saw STALE on a loaded machine, before an ACK
+	// arrived).
 	waitFor(t, conn, func(resp *status.ClientStatusResponse) error {
 		if got := nodes(resp); !slices.Equal(got, []string{"one", "two"}) {
 			return fmt.Errorf("nodes %v", got)
+		}
+		for _, id := range []string{"one", "two"} {
+			if st := entry(resp, id, seXDS, "shop/a").GetConfigStatus(); st != status.ConfigStatus_SYNCED {
+				return fmt.Errorf("%s: shop/a is %s", id, st)
+			}
 		}
 		return nil
 	})

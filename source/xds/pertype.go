@@ -17,7 +17,7 @@ type (
 	deltaStreamServer = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 )
 
-func registerPerType(s *grpc.Server, x *Server) {
+func registerPerType(s grpc.ServiceRegistrar, x *Server) {
 	listenerv3.RegisterListenerDiscoveryServiceServer(s, &lds{x: x})
 	routev3.RegisterRouteDiscoveryServiceServer(s, &rds{x: x})
 	clusterv3.RegisterClusterDiscoveryServiceServer(s, &cds{x: x})

@@ -190,7 +190,7 @@ func (x *Server) deltaV2(st deltaStreamServerV2, defaultType string) error {
 	return serve(x, st, deltaRequestV2, deltaLayoutV2, source.Incremental, ProtocolDeltaV2, defaultType)
 }
 
-func registerV2(s *grpc.Server, x *Server) {
+func registerV2(s grpc.ServiceRegistrar, x *Server) {
 	discoveryv2.RegisterAggregatedDiscoveryServiceServer(s, &adsV2{x: x})
 	apiv2.RegisterListenerDiscoveryServiceServer(s, &ldsV2{x: x})
 	apiv2.RegisterRouteDiscoveryServiceServer(s, &rdsV2{x: x})

@@ -171,7 +171,7 @@ func (h *gatewayHold) end() {
 
 // Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s, v3 and, unless
 // DisableV2, v2.
-func (x *Server) Register(s *grpc.Server) {
+func (x *Server) Register(s grpc.ServiceRegistrar) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(s, &ads{x: x})
 	registerPerType(s, x)
 	if !x.DisableV2 {

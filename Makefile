@@ -45,12 +45,12 @@ image:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
-# The black-box scale run (internal/scale): SCALE_N ServiceEntries in 100 files, a real
+# The black-box scale run (bench/scale): SCALE_N ServiceEntries in 100 files, a real
 # mcpbridge process and a delta ADS client; time to ready and to everything held, peak RSS,
 # CPU, edit-to-served. make bench runs it with 10,000.
 SCALE_N ?= 100000
 bench-scale:
-	$(GO) test -run '^$$' -bench 'Scale' -benchtime 1x -timeout 30m ./internal/scale/ -scale.n=$(SCALE_N)
+	$(GO) test -run '^$$' -bench 'Scale' -benchtime 1x -timeout 30m ./bench/scale/ -scale.n=$(SCALE_N)
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
 # Then a long run of the engine's model-based test (MODELCHECKS random schedules in-process,

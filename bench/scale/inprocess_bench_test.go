@@ -15,7 +15,7 @@ import (
 // BenchmarkScaleInProcess is BenchmarkScaleFromFiles with the bridge in the test's process, so
 // that -cpuprofile and -memprofile show where the time and memory go:
 //
-//	go test -run '^$' -bench ScaleInProcess -benchtime 1x ./internal/scale -scale.n=100000 -cpuprofile cpu.out
+//	go test -run '^$' -bench ScaleInProcess -benchtime 1x ./bench/scale -scale.n=100000 -cpuprofile cpu.out
 //
 // -scale.heapprofile writes a heap profile once the client holds everything (the test's
 // -memprofile is written after the bridge has stopped).

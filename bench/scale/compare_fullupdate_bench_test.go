@@ -3,7 +3,7 @@ package scale
 // BenchmarkCompareFullUpdate: mcpbridge against go-control-plane's LinearCache on one workload
 // (from the issue tracker), each server in its own process, one after the other in the same run:
 //
-//	go test -run '^$' -bench CompareFullUpdate -benchtime 3x ./internal/scale/
+//	go test -run '^$' -bench CompareFullUpdate -benchtime 3x ./bench/scale/
 //
 // A full update of 1,000 services of 10 endpoints each (every endpoint changes: its port and
 // its version label) reaches 200 delta ADS streams, each subscribed explicitly to the 1,000
@@ -24,7 +24,7 @@ package scale
 //     the producer, translates them (clusters, routes and listeners come out unchanged; the
 //     1,000 ClusterLoadAssignments all change), versions, encodes and stores what changed,
 //     and sends it to the 200 streams.
-//   - go-control-plane (internal/scale/gcpserver: its ADS server, pkg/server/v3, over a
+//   - go-control-plane (bench/scale/gcpserver: its ADS server, pkg/server/v3, over a
 //     LinearCache of ClusterLoadAssignments): the update is an HTTP POST /apply?gen=G on
 //     loopback; the timer starts as it is sent. In the interval the server builds the 1,000
 //     assignments of generation G (the same messages mcpbridge derives, checked at setup) and
@@ -258,7 +258,7 @@ func startFUBridge(b *testing.B, e *fuEnv, dir string) {
 // startFUGCP starts the go-control-plane server program, has it apply generation 0, and
 // starts the streams.
 func startFUGCP(b *testing.B, e *fuEnv, dir string) {
-	bin := goBuild(b, dir, "gcpserver", "github.com/mcpbridge/mcpbridge/internal/scale/gcpserver")
+	bin := goBuild(b, dir, "gcpserver", "github.com/mcpbridge/mcpbridge/bench/scale/gcpserver")
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
 	e.proc = startFUProcess(b, e, "go-control-plane", grpcAddr, httpAddr, bin,
 		"-grpc", grpcAddr, "-http", httpAddr, "-n", strconv.Itoa(fuServices))

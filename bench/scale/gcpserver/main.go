@@ -1,4 +1,4 @@
-// Command gcpserver is go-control-plane's side of BenchmarkCompareFullUpdate (internal/scale):
+// Command gcpserver is go-control-plane's side of BenchmarkCompareFullUpdate (bench/scale):
 // go-control-plane's ADS server (pkg/server/v3) over a LinearCache of ClusterLoadAssignments,
 // in its own process, with a small HTTP control endpoint on loopback:
 //
@@ -34,7 +34,7 @@ import (
 	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 
-	"github.com/mcpbridge/mcpbridge/internal/scale"
+	"github.com/mcpbridge/mcpbridge/bench/scale"
 )
 
 func main() {

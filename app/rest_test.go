@@ -346,7 +346,7 @@ func TestRESTPollsOverTheLimitAreRefused(t *testing.T) {
 // A gateway (router~ node) polling listeners has its class built while it polls, as an ADS
 // gateway has while connected: its long poll is answered when the class's listener exists.
 func TestRESTRouterNodeGetsItsGatewayClassBuilt(t *testing.T) {
-	b := start(t, func(c *Config) { c.Sources.Files = []string{"../../examples"} })
+	b := start(t, func(c *Config) { c.Sources.Files = []string{"../examples"} })
 	c := newRESTClient(t, b.httpURL, nil)
 	labels := map[string]any{"istio": "ingressgateway", "app": "istio-ingressgateway"}
 	md, err := structpb.NewStruct(map[string]any{"LABELS": labels})
@@ -456,7 +456,7 @@ func TestRESTErrorDetailIsCountedAsANACK(t *testing.T) {
 
 // A node's own narrowing (metadata MCPBRIDGE_NAMESPACES) narrows the answer as over gRPC.
 func TestRESTNodeNamespacesNarrowTheAnswer(t *testing.T) {
-	b, _ := restBridge(t, func(c *Config) { c.Sources.Files = append(c.Sources.Files, "../../examples") }, "a")
+	b, _ := restBridge(t, func(c *Config) { c.Sources.Files = append(c.Sources.Files, "../examples") }, "a")
 	c := newRESTClient(t, b.httpURL, nil)
 	all := c.until("/v3/discovery:resources", &discovery.DiscoveryRequest{TypeUrl: seXDSType}, func(r *discovery.DiscoveryResponse) bool { return len(r.Resources) > 1 })
 	md, _ := structpb.NewStruct(map[string]any{"MCPBRIDGE_NAMESPACES": "shop"})

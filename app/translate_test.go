@@ -28,7 +28,7 @@ const (
 func TestServedExamplesAreTranslatedIntoEnvoyClusters(t *testing.T) {
 	for _, enabled := range []bool{true, false} {
 		b := start(t, func(c *Config) {
-			c.Sources.Files = []string{"../../examples"}
+			c.Sources.Files = []string{"../examples"}
 			c.Translate.Enabled = enabled
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -68,7 +68,7 @@ func TestServedExamplesAreTranslatedIntoEnvoyClusters(t *testing.T) {
 // the Gateways its labels (node metadata LABELS) select, merged; a proxy whose labels select
 // none gets no gateway listener.
 func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
-	b := start(t, func(c *Config) { c.Sources.Files = []string{"../../examples"} })
+	b := start(t, func(c *Config) { c.Sources.Files = []string{"../examples"} })
 	conn := dialConn(t, b.grpcAddr)
 	listeners := func(node string, labels map[string]any) *streamtest.Client[discovery.DiscoveryRequest, discovery.DiscoveryResponse] {
 		md, err := structpb.NewStruct(map[string]any{"LABELS": labels})

@@ -49,16 +49,14 @@ type Options struct {
 	// Owner is the producer ID the resources are stored under. Empty means "file".
 	Owner string
 	// Debounce is how long to wait after a change before reloading, so that a burst of changes
-	// (an editor's save, a git checkout) is one reload. Zero means 100ms.
+	// (an editor's save, a git checkout) is one reload; zero reloads at once. The bridge
+	// passes sources.file_debounce.
 	Debounce time.Duration
 	Store    Applier
 	Logger   *slog.Logger
 }
 
-const (
-	defaultOwner    = "file"
-	defaultDebounce = 100 * time.Millisecond
-)
+const defaultOwner = "file"
 
 // Source serves files of Istio YAML to the store. Create it with New and call Run once.
 type Source struct {
@@ -78,9 +76,6 @@ type Source struct {
 func New(opts Options) *Source {
 	if opts.Owner == "" {
 		opts.Owner = defaultOwner
-	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = defaultDebounce
 	}
 	log := opts.Logger
 	if log == nil {

@@ -44,10 +44,10 @@ type ExportsConfig struct {
 	// the same resources. Empty: none.
 	Directory string `mapstructure:"directory"`
 	// Debounce gathers a burst of changes into one write of each file. 100ms, as
-	// sources.file_debounce.
+	// sources.file_debounce; 0s writes at once.
 	Debounce time.Duration `mapstructure:"debounce"`
 	// RetryInterval is how long a failed write (permissions, a full disk) waits before it is
-	// tried again. 5s.
+	// tried again; positive. 5s.
 	RetryInterval time.Duration `mapstructure:"retry_interval"`
 }
 
@@ -160,10 +160,10 @@ type XDSConfig struct {
 	// MeshConfigFile is a YAML or JSON istio.mesh.v1alpha1.MeshConfig served to istiod under
 	// core/v1alpha1/MeshConfig; empty serves an empty MeshConfig.
 	MeshConfigFile string `mapstructure:"mesh_config_file"`
-	// SendTimeout resets a stream whose one send takes longer.
+	// SendTimeout resets a stream whose one send takes longer; positive.
 	SendTimeout time.Duration `mapstructure:"send_timeout"`
 	// MaxResponseSize is the client's likely receive limit: larger delta answers are split,
-	// larger whole answers logged.
+	// larger whole answers logged; positive.
 	MaxResponseSize int `mapstructure:"max_response_size"`
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
@@ -258,7 +258,7 @@ type LogConfig struct {
 
 type SourcesConfig struct {
 	Files []string `mapstructure:"files"`
-	// FileDebounce gathers a burst of file events into one reload.
+	// FileDebounce gathers a burst of file events into one reload; 0s reloads at once.
 	FileDebounce time.Duration `mapstructure:"file_debounce"`
 	// StartupTimeout bounds how long /readyz waits for a source's first full state.
 	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
@@ -267,7 +267,7 @@ type SourcesConfig struct {
 }
 
 type StoreConfig struct {
-	// TombstoneRetention is how long deletions are kept for incremental readers.
+	// TombstoneRetention is how long deletions are kept for incremental readers; positive.
 	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
 	// Backend is memory (each bridge alone) or etcd (replicas sharing one state, and a warm
 	// restart).

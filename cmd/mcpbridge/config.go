@@ -208,12 +208,14 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return configErrorf("log.format: %q is neither text nor json", c.Log.Format)
 	}
-	if c.GRPC.MaxRecvMsgSize <= 0 {
-		return configErrorf("grpc.max_recv_msg_size: must be a positive number of bytes, got %d", c.GRPC.MaxRecvMsgSize)
+	for key, n := range map[string]int{"grpc.max_recv_msg_size": c.GRPC.MaxRecvMsgSize, "xds.max_response_size": c.XDS.MaxResponseSize} {
+		if n <= 0 {
+			return configErrorf("%s: must be a positive number of bytes, got %d", key, n)
+		}
 	}
 	for key, d := range map[string]time.Duration{
 		"grpc.shutdown_grace": c.GRPC.ShutdownGrace, "sources.file_debounce": c.Sources.FileDebounce,
-		"sources.startup_timeout": c.Sources.StartupTimeout, "store.tombstone_retention": c.Store.TombstoneRetention,
+		"sources.startup_timeout": c.Sources.StartupTimeout,
 	} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
@@ -235,7 +237,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 			}
 		}
 	}
-	if c.Translate.Enabled && (c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".")) {
+	// Checked with the translation off too: Linkerd's answers and the consumers' namespace
+	// views of the Envoy resources use it.
+	if c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".") {
 		return configErrorf("translate.domain_suffix: %q is not a DNS suffix such as cluster.local", c.Translate.DomainSuffix)
 	}
 	if _, err := parseMemoryLimit(c.Memory.Limit); err != nil {
@@ -250,7 +254,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if err := validateAuthz(c); err != nil {
 		return err
 	}
-	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
+	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.push_interval": c.XDS.PushInterval} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
 		}
@@ -265,6 +269,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		return err
 	}
 	for key, d := range map[string]time.Duration{
+		"store.tombstone_retention": c.Store.TombstoneRetention, "xds.send_timeout": c.XDS.SendTimeout,
 		"linkerd.keepalive_interval":       c.Linkerd.KeepaliveInterval,
 		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
 		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,

@@ -152,3 +152,26 @@ func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
 		}
 	}
 }
+
+// A zero the bridge's components would once have replaced by a default of their own is
+// refused, naming the key: the value the bridge runs with is the configured one.
+func TestZeroThatMeantTheDefaultIsRefused(t *testing.T) {
+	for _, c := range []struct{ env, value, key string }{
+		{"MCPBRIDGE_XDS_SEND_TIMEOUT", "0s", "xds.send_timeout"},
+		{"MCPBRIDGE_XDS_MAX_RESPONSE_SIZE", "0", "xds.max_response_size"},
+		{"MCPBRIDGE_STORE_TOMBSTONE_RETENTION", "0s", "store.tombstone_retention"},
+		{"MCPBRIDGE_EXPORTS_RETRY_INTERVAL", "0s", "exports.retry_interval"},
+		// Linkerd's answers use the suffix with the translation off too.
+		{"MCPBRIDGE_TRANSLATE_DOMAIN_SUFFIX", ".cluster.local", "translate.domain_suffix"},
+	} {
+		t.Run(c.key, func(t *testing.T) {
+			t.Setenv(c.env, c.value)
+			t.Setenv("MCPBRIDGE_TRANSLATE_ENABLED", "false")
+			code, _, stderr := runCLI(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+			if code != exitUsage {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			assertOneLine(t, stderr, c.key)
+		})
+	}
+}

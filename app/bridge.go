@@ -262,6 +262,11 @@ func (b *Bridge) wireTLS() error {
 	return err
 }
 
+// tlsDebounce gathers a burst of changes to a listener's TLS files (a rotation writes the
+// certificate, the key and the CAs one after the other) into one reload. It is not a
+// configuration key: a rotation is rare, and a tenth of a second is all it waits.
+const tlsDebounce = 100 * time.Millisecond
+
 // serverTLS is a listener's TLS, or nil for plaintext. Its files are checked here: one that
 // cannot be loaded at start is a configuration error naming the key and the file.
 func (b *Bridge) serverTLS(listener string, cfg tlsserver.Config, protos []string) (*tlsserver.Server, error) {
@@ -273,7 +278,7 @@ func (b *Bridge) serverTLS(listener string, cfg tlsserver.Config, protos []strin
 		return nil, nil
 	}
 	s, err := tlsserver.New(tlsserver.Options{
-		Key: key, Config: cfg, NextProtos: protos, Logger: b.log.With("component", "tls"),
+		Key: key, Config: cfg, NextProtos: protos, Debounce: tlsDebounce, Logger: b.log.With("component", "tls"),
 		Reloaded: func(err error) { b.metrics.TLSReloaded(listener, err) },
 	})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
-	"github.com/mcpbridge/mcpbridge/source/linkerd"
 )
 
 // Config is the whole configuration of a bridge. cmd/mcpbridge reads it (viper: file,
@@ -45,10 +44,10 @@ type ExportsConfig struct {
 	// the same resources. Empty: none.
 	Directory string `mapstructure:"directory"`
 	// Debounce gathers a burst of changes into one write of each file. 100ms, as
-	// sources.file_debounce.
+	// sources.file_debounce; 0s writes at once.
 	Debounce time.Duration `mapstructure:"debounce"`
 	// RetryInterval is how long a failed write (permissions, a full disk) waits before it is
-	// tried again. 5s.
+	// tried again; positive. 5s.
 	RetryInterval time.Duration `mapstructure:"retry_interval"`
 }
 
@@ -95,7 +94,9 @@ type MemoryConfig struct {
 	// GCPercent is the garbage collector's GOGC: a collection starts when the heap has grown
 	// this many percent over what the last one left live. A bridge's live heap is large and
 	// long-lived (the stores' encodings), so the heap it may reach is mostly this margin: lower
-	// keeps the process smaller for more collections' CPU. GOGC, when set, wins over it.
+	// keeps the process smaller for more collections' CPU. GOGC, when set, wins over it. 75:
+	// at 100,000 ServiceEntries it keeps the bridge's peak RSS a sixth lower than Go's 100,
+	// for about 8% more CPU in a full load, and next to nothing at rest.
 	GCPercent int `mapstructure:"gc_percent"`
 }
 
@@ -159,10 +160,10 @@ type XDSConfig struct {
 	// MeshConfigFile is a YAML or JSON istio.mesh.v1alpha1.MeshConfig served to istiod under
 	// core/v1alpha1/MeshConfig; empty serves an empty MeshConfig.
 	MeshConfigFile string `mapstructure:"mesh_config_file"`
-	// SendTimeout resets a stream whose one send takes longer.
+	// SendTimeout resets a stream whose one send takes longer; positive.
 	SendTimeout time.Duration `mapstructure:"send_timeout"`
 	// MaxResponseSize is the client's likely receive limit: larger delta answers are split,
-	// larger whole answers logged.
+	// larger whole answers logged; positive.
 	MaxResponseSize int `mapstructure:"max_response_size"`
 	// PushInterval is the shortest time between two pushes of store changes on one stream;
 	// changes within it go together. Zero: every change at once.
@@ -177,8 +178,9 @@ type XDSConfig struct {
 // LinkerdConfig configures Linkerd's Destination service (source/linkerd).
 type LinkerdConfig struct {
 	// KeepaliveInterval is the longest a Destination.Get stream goes without a message: after
-	// it, an empty `add` (the seed's ADDRESS_UPDATE_INTERVAL) tells the proxy the bridge is
-	// alive.
+	// it, an empty `add` (the seed's ADDRESS_UPDATE_INTERVAL, which the controller chooses)
+	// tells the proxy the bridge is alive. 30s: well under the idle timeouts of load
+	// balancers and NAT tables between a proxy and the bridge.
 	KeepaliveInterval time.Duration `mapstructure:"keepalive_interval"`
 }
 
@@ -256,7 +258,7 @@ type LogConfig struct {
 
 type SourcesConfig struct {
 	Files []string `mapstructure:"files"`
-	// FileDebounce gathers a burst of file events into one reload.
+	// FileDebounce gathers a burst of file events into one reload; 0s reloads at once.
 	FileDebounce time.Duration `mapstructure:"file_debounce"`
 	// StartupTimeout bounds how long /readyz waits for a source's first full state.
 	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
@@ -265,7 +267,7 @@ type SourcesConfig struct {
 }
 
 type StoreConfig struct {
-	// TombstoneRetention is how long deletions are kept for incremental readers.
+	// TombstoneRetention is how long deletions are kept for incremental readers; positive.
 	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
 	// Backend is memory (each bridge alone) or etcd (replicas sharing one state, and a warm
 	// restart).
@@ -303,8 +305,13 @@ type EtcdTLS struct {
 	KeyFile  string `mapstructure:"key_file"`
 }
 
-// DefaultConfig is the configuration when nothing sets a key: the defaults of CONTRACT.md
-// section 2 and config.yaml. cmd/mcpbridge's test holds its viper defaults to it.
+// DefaultConfig is the configuration when nothing sets a key, and the one place its defaults
+// are written. cmd/mcpbridge derives viper's defaults from it, one key per leaf (the
+// mapstructure tags joined with "."), and config.yaml shows each: cmd/mcpbridge's tests hold
+// both to it. The bridge hands every value to its components; the few that fill in a zero
+// value of their own do so because they are also used as libraries outside the bridge (the
+// store, the source engine, Linkerd's server, the etcd backend, the translation), and say
+// which default here they mirror. The fields' comments say why a value is what it is.
 func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
@@ -320,30 +327,20 @@ func DefaultConfig() *Config {
 		}},
 		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond, ServeV2: true,
 			TTL: TTLConfig{Types: []TypeTTL{}}},
-		Translate:   TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
-		Linkerd:     LinkerdConfig{KeepaliveInterval: linkerd.DefaultKeepaliveInterval},
-		Memory:      MemoryConfig{Limit: "auto", GCPercent: DefaultGCPercent},
-		Authz:       AuthzConfig{Rules: []authz.Rule{}},
-		Limits:      DefaultLimits(),
+		Translate: TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
+		Linkerd:   LinkerdConfig{KeepaliveInterval: 30 * time.Second},
+		Memory:    MemoryConfig{Limit: "auto", GCPercent: 75},
+		Authz:     AuthzConfig{Rules: []authz.Rule{}},
+		Limits: LimitsConfig{
+			Streams: 100_000, StreamsPerPeer: 1_000, SubscriptionsPerStream: 200_000,
+			RequestsPerSecond: 100, RequestBurst: 1_000, ResourcesPerProducer: 1_000_000,
+			FirstRequestTimeout: 10 * time.Second,
+		},
 		Collections: []string{},
 		Downstreams: []dial.Target{},
 		Exports:     ExportsConfig{Files: []ExportFile{}, Debounce: 100 * time.Millisecond, RetryInterval: 5 * time.Second},
 	}
 }
-
-// DefaultLimits are the limits' defaults; LimitsConfig says why each.
-func DefaultLimits() LimitsConfig {
-	return LimitsConfig{
-		Streams: 100_000, StreamsPerPeer: 1_000, SubscriptionsPerStream: 200_000,
-		RequestsPerSecond: 100, RequestBurst: 1_000, ResourcesPerProducer: 1_000_000,
-		FirstRequestTimeout: 10 * time.Second,
-	}
-}
-
-// DefaultGCPercent is memory.gc_percent's default: at 100,000 ServiceEntries it keeps the
-// bridge's peak RSS a sixth lower than Go's 100, for about 8% more CPU in a full load, and
-// next to nothing at rest.
-const DefaultGCPercent = 75
 
 // ConfigError is a bad command line or configuration: exit status 2, one line naming the key.
 type ConfigError struct{ msg string }

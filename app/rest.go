@@ -47,8 +47,11 @@ func (b *Bridge) gateways() xds.GatewayClasses {
 // write nothing before the bridge is ready.
 func (b *Bridge) wireExports() error {
 	c := b.cfg.Exports
-	if c.Debounce < 0 || c.RetryInterval < 0 {
-		return ConfigErrorf("exports.debounce and exports.retry_interval: must not be negative, got %s and %s", c.Debounce, c.RetryInterval)
+	if c.Debounce < 0 {
+		return ConfigErrorf("exports.debounce: must not be negative, got %s", c.Debounce)
+	}
+	if c.RetryInterval <= 0 {
+		return ConfigErrorf("exports.retry_interval: must be a positive duration, got %s", c.RetryInterval)
 	}
 	if c.Directory != "" {
 		d := export.NewDirectory(export.DirectoryOptions{

@@ -37,7 +37,8 @@ type Options struct {
 	Store  *store.Store
 	Logger *slog.Logger
 	// SendTimeout resets a stream whose one send takes longer (a stuck client), so that it holds
-	// nothing back. Zero means 10s.
+	// nothing back. The bridge passes xds.send_timeout; zero means 10s, its default in
+	// app.DefaultConfig, for the engine's other users (the tests of its adapters).
 	SendTimeout time.Duration
 	// PushInterval is the shortest time between two takes of store changes on one stream:
 	// changes that come sooner go together in the next response. Under a stream of changes
@@ -45,8 +46,8 @@ type Options struct {
 	// by the fan-out; a change after a quiet interval goes at once. Zero: every change at once.
 	PushInterval time.Duration
 	// MaxResponseSize is the client's likely receive limit (gRPC's default is 4 MiB): a
-	// splittable response larger than it is split, any other is sent whole and logged. Zero
-	// means 4 MiB.
+	// splittable response larger than it is split, any other is sent whole and logged. The
+	// bridge passes xds.max_response_size; zero means 4 MiB, its default in app.DefaultConfig.
 	MaxResponseSize int
 	// FrameCacheBytes bounds the encoded responses kept for sharing between streams. Zero
 	// means 16 MiB: four parts of the largest response, enough for the streams that take a
@@ -135,6 +136,8 @@ func New(opts Options) *Engine {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	// Zero values: the defaults of xds.send_timeout and xds.max_response_size in
+	// app.DefaultConfig, for users of the engine other than the bridge, which passes its own.
 	if e.timeout <= 0 {
 		e.timeout = 10 * time.Second
 	}

@@ -46,7 +46,9 @@ type Validator func(collection string, r *mcpapi.Resource) error
 type Options struct {
 	// Validate is called for every resource of a write before the write starts.
 	Validate Validator
-	// TombstoneRetention is how long deletions are remembered for ChangesSince. Zero means 5m.
+	// TombstoneRetention is how long deletions are remembered for ChangesSince. The bridge
+	// passes store.tombstone_retention; zero means 5m, its default in app.DefaultConfig, for
+	// the store's other users (mcpbridge validate and push, tests).
 	TombstoneRetention time.Duration
 	Logger             *slog.Logger
 	// Now is the clock, for tests. Nil means time.Now.
@@ -89,7 +91,7 @@ func New(opts Options) *Store {
 		absent:    map[string]bool{},
 	}
 	if s.retention <= 0 {
-		s.retention = 5 * time.Minute
+		s.retention = 5 * time.Minute // store.tombstone_retention's default in app.DefaultConfig
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

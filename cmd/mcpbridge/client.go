@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcpbridge/mcpbridge/app"
 	"github.com/mcpbridge/mcpbridge/internal/dial"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
@@ -89,7 +90,10 @@ type files struct {
 
 func newFiles(paths []string, log *slog.Logger) *files {
 	st := store.New(store.Options{Validate: kinds.ValidateResource})
-	return &files{store: st, source: filesource.New(filesource.Options{Paths: paths, Store: st, Logger: log})}
+	// push --watch follows the files as serve does, with sources.file_debounce's default.
+	return &files{store: st, source: filesource.New(filesource.Options{
+		Paths: paths, Debounce: app.DefaultConfig().Sources.FileDebounce, Store: st, Logger: log,
+	})}
 }
 
 // loadOnce reads the files once and returns their faults. The source's Run reloads once and

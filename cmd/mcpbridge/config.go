@@ -33,80 +33,29 @@ type (
 	GRPCConfig = app.GRPCConfig
 )
 
-// defaults are the values of every key when nothing else sets it.
-var defaults = map[string]any{
-	"grpc.address":                     "127.0.0.1:15010",
-	"grpc.max_recv_msg_size":           4 << 20,
-	"grpc.shutdown_grace":              "5s",
-	"grpc.keepalive.min_ping_interval": "5s",
-	"grpc.keepalive.time":              "30s",
-	"grpc.keepalive.timeout":           "10s",
-	"grpc.insecure":                    false,
-	"grpc.tls.cert_file":               "",
-	"grpc.tls.key_file":                "",
-	"grpc.tls.client_ca_file":          "",
-	"grpc.tls.client_auth":             "", // require with a client_ca_file, else none
-	"http.address":                     "127.0.0.1:15014",
-	"http.insecure":                    false,
-	"http.tls.cert_file":               "",
-	"http.tls.key_file":                "",
-	"http.tls.client_ca_file":          "",
-	"http.tls.client_auth":             "",
-	"http.rest.enabled":                true,
-	"http.rest.poll_timeout":           "30s",
-	"http.rest.max_concurrent_polls":   10_000,
-	"http.rest.max_request_bytes":      1 << 20,
-	"exports.files":                    []any{},
-	"exports.directory":                "",
-	"exports.debounce":                 "100ms",
-	"exports.retry_interval":           "5s",
-	"log.level":                        "info",
-	"log.format":                       "text",
-	"sources.files":                    []string{},
-	"sources.file_debounce":            "100ms",
-	"sources.startup_timeout":          "30s",
-	"store.tombstone_retention":        "5m",
-	"store.backend":                    "memory",
-	"store.etcd.endpoints":             []string{},
-	"store.etcd.prefix":                "/mcpbridge/",
-	"store.etcd.replica":               "",
-	"store.etcd.dial_timeout":          "5s",
-	"store.etcd.request_timeout":       "5s",
-	"store.etcd.session_ttl":           "10s",
-	"store.etcd.max_txn_ops":           100,
-	"store.etcd.max_txn_bytes":         1 << 20,
-	"store.etcd.tls.ca_file":           "",
-	"store.etcd.tls.cert_file":         "",
-	"store.etcd.tls.key_file":          "",
-	"collections":                      []string{},
-	"memory.limit":                     "auto",
-	"memory.gc_percent":                app.DefaultGCPercent,
-	"sources.upstreams":                []any{},
-	"downstreams":                      []any{},
-	"sink.node_id":                     "mcpbridge",
-	"sink.node_annotations":            map[string]string{},
-	"sink.incremental":                 true,
-	"sink.expiry":                      "0s",
-	"sink.anonymous_expiry":            "1h",
-	"xds.mesh_config_file":             "",
-	"xds.send_timeout":                 "10s",
-	"xds.push_interval":                "100ms",
-	"xds.max_response_size":            4 << 20,
-	"xds.ttl.default":                  "0s",
-	"xds.ttl.types":                    []any{},
-	"xds.serve_v2":                     true,
-	"translate.enabled":                true,
-	"translate.domain_suffix":          "cluster.local",
-	"linkerd.keepalive_interval":       "30s",
-	"authz.rules":                      []any{},
-	// internal/app.LimitsConfig says why each limit is what it is.
-	"limits.streams":                  100_000,
-	"limits.streams_per_peer":         1_000,
-	"limits.subscriptions_per_stream": 200_000,
-	"limits.requests_per_second":      100.0,
-	"limits.request_burst":            1_000,
-	"limits.resources_per_producer":   1_000_000,
-	"limits.first_request_timeout":    "10s",
+// defaults are the values of every key when nothing else sets it: app.DefaultConfig(), the
+// one place they are written, one key per leaf of Config (its mapstructure tags joined with
+// "."; a map or a list is one leaf), as the value of that leaf.
+func defaults() map[string]any {
+	out := map[string]any{}
+	configLeaves(reflect.ValueOf(app.DefaultConfig()).Elem(), "", func(key string, v reflect.Value) {
+		out[key] = v.Interface()
+	})
+	return out
+}
+
+// configLeaves calls leaf with the dotted key and the value of every leaf of a config struct.
+func configLeaves(v reflect.Value, prefix string, leaf func(key string, v reflect.Value)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := prefix + f.Tag.Get("mapstructure")
+		if f.Type.Kind() == reflect.Struct {
+			configLeaves(v.Field(i), key+".", leaf)
+			continue
+		}
+		leaf(key, v.Field(i))
+	}
 }
 
 // flagKeys maps each configuration flag to its key.
@@ -137,7 +86,7 @@ func addConfigFlags(fs *pflag.FlagSet) {
 // unknown keys so a typo is an error, not a silently ignored setting.
 func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 	v := viper.New()
-	for k, val := range defaults {
+	for k, val := range defaults() {
 		v.SetDefault(k, val)
 	}
 	v.SetEnvPrefix("MCPBRIDGE")
@@ -155,10 +104,7 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 		}
 	}
 	cfg := &Config{}
-	decode := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(),
-		mapstructure.StringToSliceHookFunc(","),
-	))
+	decode := viper.DecodeHook(decodeHook())
 	// Lists of objects (authz.rules, upstreams) escape the unknown-key check of the file:
 	// a misspelt field inside one is an error here.
 	exact := func(c *mapstructure.DecoderConfig) { c.ErrorUnused = true }
@@ -180,6 +126,15 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 	return cfg, nil
 }
 
+// decodeHook turns what viper holds (strings from the environment and flags, YAML from the
+// file) into Config's types: durations from "100ms", lists from "a,b".
+func decodeHook() mapstructure.DecodeHookFunc {
+	return mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+	)
+}
+
 func readConfigFile(v *viper.Viper, path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return configErrorf("--config %s: %v", path, errors.Unwrap(err))
@@ -189,7 +144,7 @@ func readConfigFile(v *viper.Viper, path string) error {
 	if err := v.ReadInConfig(); err != nil {
 		return configErrorf("--config %s: %s", path, oneLine(err))
 	}
-	known := knownKeys(reflect.TypeFor[Config](), "")
+	known := knownKeys()
 	for _, key := range v.AllKeys() {
 		if !v.InConfig(key) {
 			continue
@@ -211,21 +166,15 @@ func isKnownKey(known []string, key string) bool {
 	return false
 }
 
-// knownKeys lists the dotted keys of a config struct type.
-func knownKeys(t reflect.Type, prefix string) []string {
+// knownKeys lists the dotted keys of Config; a map's is KEY.* (any key below it).
+func knownKeys() []string {
 	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := prefix + f.Tag.Get("mapstructure")
-		switch f.Type.Kind() {
-		case reflect.Struct:
-			out = append(out, knownKeys(f.Type, key+".")...)
-		case reflect.Map:
-			out = append(out, key+".*") // any key below it
-		default:
-			out = append(out, key)
+	configLeaves(reflect.ValueOf(Config{}), "", func(key string, v reflect.Value) {
+		if v.Kind() == reflect.Map {
+			key += ".*"
 		}
-	}
+		out = append(out, key)
+	})
 	return out
 }
 
@@ -259,12 +208,14 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return configErrorf("log.format: %q is neither text nor json", c.Log.Format)
 	}
-	if c.GRPC.MaxRecvMsgSize <= 0 {
-		return configErrorf("grpc.max_recv_msg_size: must be a positive number of bytes, got %d", c.GRPC.MaxRecvMsgSize)
+	for key, n := range map[string]int{"grpc.max_recv_msg_size": c.GRPC.MaxRecvMsgSize, "xds.max_response_size": c.XDS.MaxResponseSize} {
+		if n <= 0 {
+			return configErrorf("%s: must be a positive number of bytes, got %d", key, n)
+		}
 	}
 	for key, d := range map[string]time.Duration{
 		"grpc.shutdown_grace": c.GRPC.ShutdownGrace, "sources.file_debounce": c.Sources.FileDebounce,
-		"sources.startup_timeout": c.Sources.StartupTimeout, "store.tombstone_retention": c.Store.TombstoneRetention,
+		"sources.startup_timeout": c.Sources.StartupTimeout,
 	} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
@@ -286,7 +237,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 			}
 		}
 	}
-	if c.Translate.Enabled && (c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".")) {
+	// Checked with the translation off too: Linkerd's answers and the consumers' namespace
+	// views of the Envoy resources use it.
+	if c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".") {
 		return configErrorf("translate.domain_suffix: %q is not a DNS suffix such as cluster.local", c.Translate.DomainSuffix)
 	}
 	if _, err := parseMemoryLimit(c.Memory.Limit); err != nil {
@@ -301,7 +254,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if err := validateAuthz(c); err != nil {
 		return err
 	}
-	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.send_timeout": c.XDS.SendTimeout, "xds.push_interval": c.XDS.PushInterval} {
+	for key, d := range map[string]time.Duration{"sink.expiry": c.Sink.Expiry, "sink.anonymous_expiry": c.Sink.AnonymousExpiry, "xds.push_interval": c.XDS.PushInterval} {
 		if d < 0 {
 			return configErrorf("%s: must not be negative, got %s", key, d)
 		}
@@ -316,6 +269,7 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 		return err
 	}
 	for key, d := range map[string]time.Duration{
+		"store.tombstone_retention": c.Store.TombstoneRetention, "xds.send_timeout": c.XDS.SendTimeout,
 		"linkerd.keepalive_interval":       c.Linkerd.KeepaliveInterval,
 		"grpc.keepalive.min_ping_interval": c.GRPC.Keepalive.MinPingInterval,
 		"grpc.keepalive.time":              c.GRPC.Keepalive.Time, "grpc.keepalive.timeout": c.GRPC.Keepalive.Timeout,

@@ -19,11 +19,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/mcpbridge/mcpbridge/internal/fswatch"
 )
 
 // Options configure a Server.
@@ -34,7 +33,8 @@ type Options struct {
 	// NextProtos are the ALPN protocols offered. gRPC's credentials add h2 themselves; an
 	// HTTP server wants "h2" and "http/1.1".
 	NextProtos []string
-	// Debounce gathers a burst of file events into one reload. Default 100ms.
+	// Debounce gathers a burst of file events into one reload; zero reloads at once. The
+	// bridge passes its own (app's tlsDebounce): it is not a configuration key.
 	Debounce time.Duration
 	Logger   *slog.Logger
 	// Reloaded, if set, is called after each attempt to load changed files: nil when the new
@@ -77,9 +77,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = 100 * time.Millisecond
-	}
 	auth, _ := opts.Config.clientAuthType(opts.Key) // validated
 	s := &Server{opts: opts, auth: auth}
 	l, err := s.load()
@@ -106,63 +103,33 @@ func (s *Server) TLSConfig() *tls.Config {
 // Certificate is the server certificate new handshakes are given.
 func (s *Server) Certificate() *x509.Certificate { return s.current.Load().config.Certificates[0].Leaf }
 
-// Run watches the directories of the files until ctx ends, then returns nil. It watches
-// directories, not files: kubelet updates a mounted Secret by renaming a "..data" symlink in
-// the directory, and an editor or a deployment tool by renaming a new file over the old, and
-// a watch on the old file would see neither. Any event there is a reason to look again.
+// Run follows the files until ctx ends, then returns nil. They are watched through their
+// directories (internal/fswatch): kubelet updates a mounted Secret by renaming a "..data"
+// symlink beside them, and an editor or a deployment tool by renaming a new file over the
+// old, and a watch on the old file would see neither.
 func (s *Server) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%s: Run called twice", s.opts.Key)
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err := fswatch.New(fswatch.Options{Paths: s.files(), Debounce: s.opts.Debounce})
 	if err != nil {
-		return fmt.Errorf("%s: starting the file watcher: %w", s.opts.Key, err)
-	}
-	defer w.Close()
-	for _, dir := range s.dirs() {
-		if err := w.Add(dir); err != nil {
-			return fmt.Errorf("%s: watching %s: %w", s.opts.Key, dir, err)
-		}
+		return fmt.Errorf("%s: %w", s.opts.Key, err)
 	}
 	// A change made between New and the start of the watch would otherwise wait for the next.
 	s.reload()
-	return s.loop(ctx, w)
+	if err := w.Run(ctx, s.changed); err != nil {
+		return fmt.Errorf("%s: %w", s.opts.Key, err)
+	}
+	return nil
 }
 
-// loop reloads once per debounce interval after an event. Events during a pending reload
-// join it without delaying it, so that a steady stream of events still reloads.
-func (s *Server) loop(ctx context.Context, w *fsnotify.Watcher) error {
-	timer := time.NewTimer(s.opts.Debounce)
-	timer.Stop()
-	defer timer.Stop()
-	pending := false
-	arm := func() {
-		if !pending {
-			pending = true
-			timer.Reset(s.opts.Debounce)
-		}
+// changed reloads after a burst of changes to the files. After a watch error (events lost)
+// the files are looked at again all the same.
+func (s *Server) changed(c fswatch.Change) {
+	for _, err := range c.Errors {
+		s.opts.Logger.Warn("TLS file watcher error", "key", s.opts.Key, "error", err)
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-w.Events:
-			if !ok {
-				return fmt.Errorf("%s: the file watcher stopped", s.opts.Key)
-			}
-			arm()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return fmt.Errorf("%s: the file watcher stopped", s.opts.Key)
-			}
-			// Events were lost (an overflow): look at the files again anyway.
-			s.opts.Logger.Warn("TLS file watcher error", "key", s.opts.Key, "error", err)
-			arm()
-		case <-timer.C:
-			pending = false
-			s.reload()
-		}
-	}
+	s.reload()
 }
 
 // reload loads the files and, if they changed and are good, serves them. A failure keeps the
@@ -203,17 +170,12 @@ func (s *Server) logLoaded(msg string, l *loaded) {
 	s.opts.Logger.Info(msg, attrs...)
 }
 
-// dirs are the directories of the files, each once.
-func (s *Server) dirs() []string {
+// files are the files the configuration names.
+func (s *Server) files() []string {
 	var out []string
-	seen := map[string]bool{}
 	for _, f := range []string{s.opts.Config.CertFile, s.opts.Config.KeyFile, s.opts.Config.ClientCAFile} {
-		if f == "" {
-			continue
-		}
-		if d := filepath.Dir(f); !seen[d] {
-			seen[d] = true
-			out = append(out, d)
+		if f != "" {
+			out = append(out, f)
 		}
 	}
 	return out

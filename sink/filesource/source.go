@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/fsnotify/fsnotify"
+	"github.com/mcpbridge/mcpbridge/internal/fswatch"
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -49,16 +49,14 @@ type Options struct {
 	// Owner is the producer ID the resources are stored under. Empty means "file".
 	Owner string
 	// Debounce is how long to wait after a change before reloading, so that a burst of changes
-	// (an editor's save, a git checkout) is one reload. Zero means 100ms.
+	// (an editor's save, a git checkout) is one reload; zero reloads at once. The bridge
+	// passes sources.file_debounce.
 	Debounce time.Duration
 	Store    Applier
 	Logger   *slog.Logger
 }
 
-const (
-	defaultOwner    = "file"
-	defaultDebounce = 100 * time.Millisecond
-)
+const defaultOwner = "file"
 
 // Source serves files of Istio YAML to the store. Create it with New and call Run once.
 type Source struct {
@@ -78,9 +76,6 @@ type Source struct {
 func New(opts Options) *Source {
 	if opts.Owner == "" {
 		opts.Owner = defaultOwner
-	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = defaultDebounce
 	}
 	log := opts.Logger
 	if log == nil {
@@ -119,66 +114,47 @@ func (s *Source) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("file source: starting the file watcher: %w", err)
+	paths := make([]string, len(roots))
+	for i, r := range roots {
+		paths[i] = r.path
 	}
-	defer w.Close()
 	// Watch before the first load, so that a change made during the load is not missed.
-	for _, dir := range watchDirs(roots) {
-		if err := w.Add(dir); err != nil {
-			return fmt.Errorf("file source: watching %q: %w", dir, err)
-		}
+	w, err := fswatch.New(fswatch.Options{Paths: paths, Debounce: s.opts.Debounce})
+	if err != nil {
+		return fmt.Errorf("file source: %w", err)
 	}
-	l := &loader{roots: roots, files: map[string]*fileState{}, watcher: w}
+	l := &loader{roots: roots, files: map[string]*fileState{}}
 	s.reload(l)
 	close(s.ready)
-	return s.loop(ctx, w, l)
+	if err := w.Run(ctx, func(c fswatch.Change) { s.changed(l, c) }); err != nil {
+		return fmt.Errorf("file source: %w", err)
+	}
+	return nil
 }
 
-// loop reloads after the debounce delay that follows a relevant event. Events that arrive while
-// a reload is pending join it; the delay is not extended, so a steady stream of changes still
-// reloads once per delay.
-func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, l *loader) error {
-	timer := time.NewTimer(s.opts.Debounce)
-	timer.Stop()
-	defer timer.Stop()
-	pending := false
-	arm := func() {
-		if !pending {
-			pending = true
-			timer.Reset(s.opts.Debounce)
-		}
+// changed reloads after a burst of changes to the paths (internal/fswatch: a directory's
+// entries and the directory itself, a file's name, anything beside a file that is a symlink).
+// Every reload reads everything, so after a watch error (an overflow: events were lost) it
+// catches up all the same.
+func (s *Source) changed(l *loader, c fswatch.Change) {
+	for _, ev := range c.Events {
+		s.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("file source: the file watcher stopped")
-			}
-			if l.relevant(ev.Name) {
-				s.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
-				arm()
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("file source: the file watcher stopped")
-			}
-			// After an overflow, events were lost: only a full reload is sure to catch up.
-			s.log.Warn("file watcher error; reloading everything", "err", err)
-			arm()
-		case <-timer.C:
-			pending = false
-			s.reload(l)
+	l.watchFaults = nil
+	for _, err := range c.Errors {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Op == "watch" {
+			// A directory back but not watched: a fault of this reload, as long as it lasts.
+			l.watchFaults = append(l.watchFaults, &DecodeError{File: pe.Path, Err: fmt.Errorf("watching directory: %w", pe.Err)})
+			continue
 		}
+		s.log.Warn("file watcher error; reloading everything", "err", err)
 	}
+	s.reload(l)
 }
 
 // reload reads every file, applies the owner's full state if it changed, and records the faults.
 func (s *Source) reload(l *loader) {
-	l.attach()
 	ld := l.load()
 	faults := ld.faults
 	if ld.changed || !l.applied {
@@ -267,37 +243,12 @@ func resolveRoots(paths []string) ([]root, error) {
 	return roots, nil
 }
 
-// watchDirs returns the directories to watch: each directory path and its parent, and the
-// parent of each file path. A file is watched through its directory because editors and
-// kubelet replace files by renaming another over them, which ends a watch on the file itself;
-// a directory through its parent too, because a directory removed and created again (a
-// ConfigMap remount, rm -rf dir && cp -r new dir) ends the watch on the old one: the parent
-// sees it come back, and the next reload watches the new one (loader.attach).
-func watchDirs(roots []root) []string {
-	seen := map[string]bool{}
-	var dirs []string
-	add := func(d string) {
-		if !seen[d] {
-			seen[d] = true
-			dirs = append(dirs, d)
-		}
-	}
-	for _, r := range roots {
-		if r.dir {
-			add(r.path)
-		}
-		add(filepath.Dir(r.path))
-	}
-	return dirs
-}
-
 // loader holds what the last reload read. Only Run's goroutine uses it.
 type loader struct {
-	roots   []root
-	watcher *fsnotify.Watcher
-	files   map[string]*fileState // by absolute path
-	// attachFaults are directories that exist but could not be watched again.
-	attachFaults []error
+	roots []root
+	files map[string]*fileState // by absolute path
+	// watchFaults are directories that exist again but could not be watched again.
+	watchFaults []error
 	// applied is true when the store holds the state of files: a reload that changes no
 	// file's objects then has nothing to write, and one that does writes the difference.
 	applied bool
@@ -329,31 +280,6 @@ func (f *fileState) object(k objKey) (stored, bool) {
 		return stored{}, false
 	}
 	return f.objects[i], true
-}
-
-// relevant reports whether an event may change what is loaded: anything in a watched directory,
-// or a watched file. A watched file that is a symlink changes without any event on its own name
-// (kubelet swaps a ConfigMap's files by re-pointing a "..data" symlink in the same directory), so
-// for such a file every event of its directory counts; unchanged content is not decoded again.
-func (l *loader) relevant(name string) bool {
-	name = filepath.Clean(name)
-	dir := filepath.Dir(name)
-	for _, r := range l.roots {
-		switch {
-		case r.dir && (dir == r.path || name == r.path):
-			return true
-		case !r.dir && name == r.path:
-			return true
-		case !r.dir && dir == filepath.Dir(r.path) && isSymlink(r.path):
-			return true
-		}
-	}
-	return false
-}
-
-func isSymlink(path string) bool {
-	fi, err := os.Lstat(path)
-	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }
 
 // load reads every file and merges their objects into the owner's full state.
@@ -414,30 +340,12 @@ func (l *loader) load() loadResult {
 
 type refreshed struct{ gone, decoded bool }
 
-// attach watches every configured directory that exists, again: a directory removed and
-// created again is a new one, which the old watch does not see. Watching a watched directory
-// again is harmless.
-func (l *loader) attach() {
-	l.attachFaults = nil
-	for _, r := range l.roots {
-		if !r.dir {
-			continue
-		}
-		if fi, err := os.Stat(r.path); err != nil || !fi.IsDir() {
-			continue // absent: list reports it; the parent's watch sees it come back
-		}
-		if err := l.watcher.Add(r.path); err != nil {
-			l.attachFaults = append(l.attachFaults, &DecodeError{File: r.path, Err: fmt.Errorf("watching directory: %w", unwrapPathError(err))})
-		}
-	}
-}
-
 // list returns every file to read, with the root it was found under, and the files to keep
 // as they are without reading them: those of a directory that cannot be listed, or that is
 // absent (removed, or being replaced); they stay served until it is back.
 func (l *loader) list() (paths map[string]root, keep []string, faults []error) {
 	paths = map[string]root{}
-	faults = append(faults, l.attachFaults...)
+	faults = append(faults, l.watchFaults...)
 	for _, r := range l.roots {
 		if !r.dir {
 			paths[r.path] = r

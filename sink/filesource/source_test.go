@@ -366,27 +366,6 @@ func TestSourceConfigMapVolume(t *testing.T) {
 	}
 }
 
-func TestSourceDebounces(t *testing.T) {
-	dir := t.TempDir()
-	st := store.New(store.Options{Validate: kinds.ValidateResource})
-	counting := &countingApplier{next: st}
-	h := startWith(t, Options{Paths: []string{dir}, Store: counting, Debounce: 300 * time.Millisecond}, st)
-	initial := counting.calls.Load()
-
-	// Twenty files, each a create and a rename: forty events or more.
-	var want []string
-	for i := range 20 {
-		name := fmt.Sprintf("svc%02d", i)
-		writeFile(t, filepath.Join(dir, name+".yaml"), serviceEntry(name, name))
-		want = append(want, "serviceentries:bookinfo/"+name)
-	}
-	h.waitFor("all twenty files", h.serves(want...))
-	// One reload is expected; a slow machine may split the burst across a debounce boundary.
-	if n := counting.calls.Load() - initial; n > 3 {
-		t.Errorf("%d reloads for one burst of writes, want them coalesced", n)
-	}
-}
-
 // TestSourceSkipsUnchanged: an event that changes no file's resources writes nothing.
 func TestSourceSkipsUnchanged(t *testing.T) {
 	dir := t.TempDir()

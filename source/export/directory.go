@@ -31,8 +31,8 @@ type DirectoryOptions struct {
 	// Ready, if set, holds the first write back until it is closed (the bridge's sources
 	// loaded and translated), so that the directory never mirrors a partial state.
 	Ready         <-chan struct{}
-	Debounce      time.Duration // zero: 100ms
-	RetryInterval time.Duration // zero: 5s
+	Debounce      time.Duration // as Options.Debounce
+	RetryInterval time.Duration // as Options.RetryInterval
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
 }
@@ -54,12 +54,6 @@ type Directory struct {
 
 // NewDirectory returns a directory export.
 func NewDirectory(opts DirectoryOptions) *Directory {
-	if opts.Debounce <= 0 {
-		opts.Debounce = 100 * time.Millisecond
-	}
-	if opts.RetryInterval <= 0 {
-		opts.RetryInterval = 5 * time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

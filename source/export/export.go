@@ -55,9 +55,11 @@ type Options struct {
 	// Ready, if set, holds the first write back until it is closed (the bridge's sources
 	// loaded and translated), so that a file never holds a partial state.
 	Ready <-chan struct{}
-	// Debounce gathers a burst of changes into one write. Zero: 100ms.
+	// Debounce gathers a burst of changes into one write; zero writes at once. The bridge
+	// passes exports.debounce.
 	Debounce time.Duration
-	// RetryInterval is the wait before a failed write is tried again. Zero: 5s.
+	// RetryInterval is the wait before a failed write is tried again; positive. The bridge
+	// passes exports.retry_interval.
 	RetryInterval time.Duration
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
@@ -81,12 +83,6 @@ type file struct {
 // New checks the files: a path each (absolute or relative, not shared), a type URL, a
 // format. An error names the entry.
 func New(opts Options) (*Exporter, error) {
-	if opts.Debounce <= 0 {
-		opts.Debounce = 100 * time.Millisecond
-	}
-	if opts.RetryInterval <= 0 {
-		opts.RetryInterval = 5 * time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

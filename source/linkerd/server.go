@@ -40,12 +40,10 @@ const (
 
 var protocols = [apiCount]string{apiLinkerd: ProtocolLinkerd, apiConduit: ProtocolConduit}
 
-// DefaultKeepaliveInterval is how long a stream goes without a message before it is sent an
-// empty `add` (the seed's ADDRESS_UPDATE_INTERVAL, which the controller chooses): well under
-// the idle timeouts of load balancers and NAT tables between a proxy and the bridge.
-const DefaultKeepaliveInterval = 30 * time.Second
-
-// Options configures a Server.
+// Options configures a Server. The bridge passes KeepaliveInterval, DomainSuffix and
+// SendTimeout from linkerd.keepalive_interval, translate.domain_suffix and xds.send_timeout;
+// for the server's other users (its tests), a zero value is the key's default in
+// app.DefaultConfig: 30s, cluster.local, 10s.
 type Options struct {
 	Store   *store.Store
 	Logger  *slog.Logger
@@ -53,14 +51,14 @@ type Options struct {
 	// Authz, with rules, lets a peer resolve only services whose ServiceEntry it may consume
 	// (the ServiceEntry collection in that namespace); nil allows everything.
 	Authz *authz.Policy
-	// KeepaliveInterval is the longest a stream goes without a message; zero means
-	// DefaultKeepaliveInterval.
+	// KeepaliveInterval is the longest a stream goes without a message: then it is sent an
+	// empty `add` (the seed's ADDRESS_UPDATE_INTERVAL).
 	KeepaliveInterval time.Duration
 	// DomainSuffix is the suffix of Kubernetes service hosts (NAME.NAMESPACE.svc.SUFFIX), for
-	// the "service" metric label; empty means cluster.local.
+	// the "service" metric label.
 	DomainSuffix string
 	// SendTimeout ends a stream whose one send takes longer (a client that stopped reading),
-	// so that it holds nothing; zero means 10s.
+	// so that it holds nothing.
 	SendTimeout time.Duration
 	// Ready, when set, holds every stream's first message until it is closed (the bridge's
 	// sources loaded): a client keeps its last answers until its first message, and a "does
@@ -92,6 +90,7 @@ type Server struct {
 func New(opts Options) *Server {
 	s := &Server{log: opts.Logger, metrics: opts.Metrics, keepalive: opts.KeepaliveInterval, timeout: opts.SendTimeout,
 		ready: opts.Ready, catchUp: opts.CatchUp, stop: make(chan struct{})}
+	// Zero values: the defaults of app.DefaultConfig (Options says which).
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
 	}
@@ -99,7 +98,7 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.keepalive <= 0 {
-		s.keepalive = DefaultKeepaliveInterval
+		s.keepalive = 30 * time.Second
 	}
 	if opts.Authz.Enabled() {
 		s.authz = opts.Authz

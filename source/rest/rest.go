@@ -37,13 +37,6 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// Defaults of Options (and of http.rest.* in the configuration).
-const (
-	DefaultPollTimeout     = 30 * time.Second
-	DefaultMaxPolls        = 10_000
-	DefaultMaxRequestBytes = 1 << 20
-)
-
 // Options configures a Server.
 type Options struct {
 	Engine *source.Engine
@@ -51,13 +44,15 @@ type Options struct {
 	// Gateways, if set, builds a router node's gateway class while it polls (and for
 	// PollTimeout after its last poll, to cover the time between polls).
 	Gateways xds.GatewayClasses
-	// PollTimeout is the longest a poll waits for a change before 304. Zero: 30s.
+	// PollTimeout is the longest a poll waits for a change before 304; positive. The bridge
+	// passes http.rest.poll_timeout.
 	PollTimeout time.Duration
 	// MaxPolls bounds the polls waiting at once; one more is answered 503 with Retry-After
-	// and counted in mcpbridge_limit_refusals_total{limit="max_concurrent_polls"}. Zero:
-	// 10,000.
+	// and counted in mcpbridge_limit_refusals_total{limit="max_concurrent_polls"}; positive.
+	// The bridge passes http.rest.max_concurrent_polls.
 	MaxPolls int
-	// MaxRequestBytes bounds a request's body; a larger one is answered 413. Zero: 1 MiB.
+	// MaxRequestBytes bounds a request's body; a larger one is answered 413; positive. The
+	// bridge passes http.rest.max_request_bytes.
 	MaxRequestBytes int64
 	Metrics         *metrics.Metrics
 	Logger          *slog.Logger
@@ -77,15 +72,6 @@ type Server struct {
 
 // New returns a server; Stop ends its waiting polls.
 func New(opts Options) *Server {
-	if opts.PollTimeout <= 0 {
-		opts.PollTimeout = DefaultPollTimeout
-	}
-	if opts.MaxPolls <= 0 {
-		opts.MaxPolls = DefaultMaxPolls
-	}
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = DefaultMaxRequestBytes
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

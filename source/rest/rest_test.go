@@ -42,6 +42,16 @@ func serve(tb testing.TB, opts Options) *served {
 	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	eng := source.New(source.Options{Store: st})
 	opts.Engine, opts.Store = eng, st
+	// The bridge's defaults (http.rest.*), where the test sets none.
+	if opts.PollTimeout == 0 {
+		opts.PollTimeout = 30 * time.Second
+	}
+	if opts.MaxPolls == 0 {
+		opts.MaxPolls = 10_000
+	}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = 1 << 20
+	}
 	s := New(opts)
 	mux := http.NewServeMux()
 	s.Register(mux)

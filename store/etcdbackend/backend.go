@@ -33,7 +33,9 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// Options configures a Backend.
+// Options configures a Backend. The bridge passes the fields from store.etcd.*; for the
+// backend's other users (its tests and benchmarks), the default of a zero value is the key's
+// in app.DefaultConfig, but GCInterval's, which is no key.
 type Options struct {
 	Client *clientv3.Client
 	// Prefix is where the bridge's keys live in etcd (store.etcd.prefix); replicas sharing it

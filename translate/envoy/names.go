@@ -31,6 +31,8 @@ const Owner = "translate"
 
 // DefaultDomainSuffix completes short host names: "reviews" in namespace "bookinfo" is
 // "reviews.bookinfo.svc.cluster.local", as in a Kubernetes cluster with Istio's defaults.
+// The bridge passes translate.domain_suffix; this is its default in app.DefaultConfig, for
+// an empty suffix from the translation's other users (its tests and benchmarks).
 const DefaultDomainSuffix = "cluster.local"
 
 // ClusterName is Istio's outbound cluster name: "outbound|PORT|SUBSET|HOST", with an empty

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/google/btree"
 )
@@ -213,14 +214,17 @@ func unlisted(held *btree.BTreeG[nameItem], all []*Entry) []string {
 
 // removed are the names among names that are held, in their order, each once.
 func removed(held *btree.BTreeG[nameItem], names []string) []string {
-	var gone []string
-	var seen map[string]bool // only for a name listed twice
-	if len(names) > 1 {
+	gone := make([]string, 0, len(names))
+	var seen map[string]bool // for a long list; a short one is searched
+	if len(names) > 16 {
 		seen = make(map[string]bool, len(names))
 	}
 	for _, name := range names {
-		if _, ok := held.Get(nameItem{name: name}); !ok || seen[name] {
+		if _, ok := held.Get(nameItem{name: name}); !ok {
 			continue
+		}
+		if seen == nil && slices.Contains(gone, name) || seen[name] {
+			continue // listed twice: deleted once
 		}
 		if seen != nil {
 			seen[name] = true

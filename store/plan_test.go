@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -110,6 +111,9 @@ func TestPlanRules(t *testing.T) {
 		{rule: "a name removed twice is deleted once",
 			updates: []Update{{Collection: collA, Removed: []string{"ns/a", "ns/b", "ns/a"}}},
 			want:    []string{"A: -ns/a -ns/b"}, delta: -2},
+		{rule: "a name removed twice in a long list is deleted once",
+			updates: []Update{{Collection: collA, Removed: append(append([]string{"ns/a"}, notHeld(17)...), "ns/a", "ns/b", "ns/b")}},
+			want:    []string{"A: -ns/a -ns/b"}, delta: -2},
 		{rule: "an increment upserts and removes together",
 			updates: []Update{{Collection: collA, Resources: rs("ns/e=1", "ns/b=1"), Removed: []string{"ns/a"}}},
 			want:    []string{"A: +ns/e -ns/a"}, delta: 0},
@@ -176,6 +180,15 @@ func TestPlanRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notHeld is n names nobody holds.
+func notHeld(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("ns/not-held-%d", i)
+	}
+	return out
 }
 
 func mustPrepare(t *testing.T, s *Store, updates []Update) []preparedUpdate {

@@ -141,8 +141,8 @@ func (s *Store) replaceOwner(owner string, updates []Update) (Result, error) {
 // change: the names the owner holds are resolved again in one write, which changes
 // revisions only where the served copy changes.
 func (s *Store) SetOwnerPresent(owner string, present bool) (Result, error) {
-	if err := checkKey("owner", owner); err != nil || owner == "" {
-		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
+	if err := CheckOwner(owner); err != nil {
+		return Result{}, err
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -184,16 +184,9 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 	out := make([]preparedUpdate, 0, len(updates))
 	seenColl := make(map[string]bool, len(updates))
 	for _, u := range updates {
-		if u.Collection == "" {
-			return nil, &ValidationError{Err: fmt.Errorf("collection name is empty")}
+		if err := checkCollection(u.Collection, seenColl); err != nil {
+			return nil, err
 		}
-		if err := checkKey("collection name", u.Collection); err != nil {
-			return nil, &ValidationError{Collection: u.Collection, Err: err}
-		}
-		if seenColl[u.Collection] {
-			return nil, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("collection appears twice in one write")}
-		}
-		seenColl[u.Collection] = true
 		p, err := s.prepareOne(u)
 		if err != nil {
 			return nil, err
@@ -203,34 +196,34 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 	return out, nil
 }
 
+// checkCollection refuses an update's collection name: empty, with a control character, or
+// already in seen (a write names a collection once); it adds it to seen.
+func checkCollection(coll string, seen map[string]bool) error {
+	if coll == "" {
+		return &ValidationError{Err: fmt.Errorf("collection name is empty")}
+	}
+	if err := checkKey("collection name", coll); err != nil {
+		return &ValidationError{Collection: coll, Err: err}
+	}
+	if seen[coll] {
+		return &ValidationError{Collection: coll, Err: fmt.Errorf("collection appears twice in one write")}
+	}
+	seen[coll] = true
+	return nil
+}
+
 func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
-	n := len(u.Resources) + len(u.Encoded)
-	p := preparedUpdate{Update: u, entries: make([]*Entry, n)}
-	names := make(map[string]bool, n)
-	checkName := func(name string, i int) error {
-		if name == "" {
-			return &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
+	nr := len(u.Resources)
+	n := nr + len(u.Encoded)
+	p := preparedUpdate{Update: u, entries: entriesOf(u.Encoded, nr)}
+	names, err := checkNames(u, n, func(i int) string {
+		if i < nr {
+			return u.Resources[i].GetMetadata().GetName()
 		}
-		if err := checkKey("name", name); err != nil {
-			return &ValidationError{Collection: u.Collection, Resource: name, Err: err}
-		}
-		if names[name] {
-			return &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
-		}
-		names[name] = true
-		return nil
-	}
-	for i, r := range u.Resources {
-		if err := checkName(r.GetMetadata().GetName(), i); err != nil {
-			return p, err
-		}
-	}
-	for i, e := range u.Encoded {
-		name, version := metaOf(e.bytes)
-		if err := checkName(name, len(u.Resources)+i); err != nil {
-			return p, err
-		}
-		p.entries[len(u.Resources)+i] = &Entry{Name: name, Version: version, Bytes: e.bytes}
+		return p.entries[i].Name
+	})
+	if err != nil {
+		return p, err
 	}
 	// Validating and encoding are most of a large write, and each resource's own: done on
 	// every CPU. The first fault in resource order is reported, as it would be one by one.
@@ -257,18 +250,48 @@ func (s *Store) prepareOne(u Update) (preparedUpdate, error) {
 		}
 	}
 	s.marshals.Add(uint64(n))
+	return p, checkRemoved(u, names)
+}
+
+// checkNames refuses an update whose resources (n of them, the i-th named name(i)) are not
+// each named, without control characters, and once. It returns the names.
+func checkNames(u Update, n int, name func(i int) string) (map[string]bool, error) {
+	names := make(map[string]bool, n)
+	for i := range n {
+		name := name(i)
+		if name == "" {
+			return nil, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
+		}
+		if err := checkKey("name", name); err != nil {
+			return nil, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+		}
+		if names[name] {
+			return nil, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name appears twice")}
+		}
+		names[name] = true
+	}
+	return names, nil
+}
+
+// checkRemoved refuses an incremental update whose removed names are not each named and
+// without control characters, or that also upserts one (names are its upserts). A Full
+// update's removed names are ignored.
+func checkRemoved(u Update, names map[string]bool) error {
+	if u.Full {
+		return nil
+	}
 	for _, name := range u.Removed {
-		if name == "" && !u.Full {
-			return p, &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
+		if name == "" {
+			return &ValidationError{Collection: u.Collection, Err: fmt.Errorf("removed_resources holds an empty name")}
 		}
-		if err := checkKey("removed name", name); err != nil && !u.Full {
-			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: err}
+		if err := checkKey("removed name", name); err != nil {
+			return &ValidationError{Collection: u.Collection, Resource: name, Err: err}
 		}
-		if names[name] && !u.Full {
-			return p, &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name is both upserted and removed")}
+		if names[name] {
+			return &ValidationError{Collection: u.Collection, Resource: name, Err: fmt.Errorf("name is both upserted and removed")}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // checkKey refuses control characters in the strings the store keys by. The indexes end each
@@ -288,49 +311,27 @@ func checkKey(what, s string) error {
 const parallelMin = 256
 
 // write applies prepared updates to the next state and publishes it, then wakes the touched
-// collections' subscribers, so that whoever wakes reads the new state.
+// collections' subscribers, so that whoever wakes reads the new state. What changes in the
+// owner's copies is the write's Plan, computed against the published state.
 func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool, limit int) (Result, error) {
-	if err := checkKey("owner", owner); err != nil || owner == "" {
-		return Result{}, &ValidationError{Err: fmt.Errorf("invalid owner %q", owner)}
+	if err := CheckOwner(owner); err != nil {
+		return Result{}, err
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 
+	plan := planOf(s.current.Load(), owner, updates, replaceAll)
+	if err := plan.WithinLimit(limit); err != nil {
+		return Result{}, err // nothing was built, nothing published
+	}
 	w := s.newWriter(owner)
-	listed := make(map[string]bool, len(updates))
-	for _, u := range updates {
-		listed[u.Collection] = true
-		w.applyUpdate(u)
-	}
-	if replaceAll {
-		for _, coll := range w.next.ownerCollections(owner) {
-			if !listed[coll] {
-				w.applyUpdate(preparedUpdate{Update: Update{Collection: coll, Full: true}})
-			}
-		}
-	}
-	if err := w.withinLimit(s.current.Load(), limit); err != nil {
-		return Result{}, err // the next state is dropped: nothing was published
-	}
+	w.apply(plan)
 	if replaceAll && len(updates) == 0 {
 		// It holds nothing any more: nothing to remember of it.
 		s.setAbsent(owner, false)
 		w.absent, w.next.absent, w.next.presence = s.absent, s.absent, s.presence
 	}
 	return s.commit(w, owner), nil
-}
-
-// withinLimit checks the writer's owner against limit (0: none) before anything is
-// published; base is the state the write started from.
-func (w *writer) withinLimit(base *state, limit int) error {
-	if limit <= 0 {
-		return nil
-	}
-	held, would := base.ownedCount(w.owner), w.next.ownedCount(w.owner)
-	if would > limit && would > held {
-		return &OwnerLimitError{Owner: w.owner, Limit: limit, Held: held, Would: would}
-	}
-	return nil
 }
 
 func (s *Store) newWriter(owner string) *writer {
@@ -445,39 +446,16 @@ func (w *writer) deleteOwned(c *collection, name string) {
 	w.touch(c.info.Name, name, nil)
 }
 
-func (w *writer) applyUpdate(u preparedUpdate) {
-	c := w.coll(u.Collection)
-	had := c.owned[w.owner] // nil when the owner holds nothing here: a first load
-	for _, e := range u.entries {
-		if had != nil {
-			if o := c.ownedCopy(w.owner, e.Name); o != nil && o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
-				continue // unchanged: write nothing
-			}
+// apply makes the plan's change to the owner's copies. Every collection the plan names is
+// written, even one where nothing changes (it then exists, empty, from this write on).
+func (w *writer) apply(p *Plan) {
+	for i := range p.Collections {
+		cp := &p.Collections[i]
+		c := w.coll(cp.Collection)
+		for _, e := range cp.Puts {
+			w.putOwned(c, e)
 		}
-		w.putOwned(c, e)
-	}
-	if had == nil {
-		return // nothing to remove
-	}
-	if u.Full {
-		keep := make(map[string]bool, len(u.entries))
-		for _, e := range u.entries {
-			keep[e.Name] = true
-		}
-		var gone []string
-		w.next.ownerCopies(w.owner, u.Collection, func(_ string, e *Entry) bool {
-			if !keep[e.Name] {
-				gone = append(gone, e.Name)
-			}
-			return true
-		})
-		for _, name := range gone {
-			w.deleteOwned(c, name)
-		}
-		return
-	}
-	for _, name := range u.Removed {
-		if c.ownedCopy(w.owner, name) != nil {
+		for _, name := range cp.Deletes {
 			w.deleteOwned(c, name)
 		}
 	}

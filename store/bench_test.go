@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -94,4 +95,83 @@ func cloneAll(rs []*mcpapi.Resource) []*mcpapi.Resource {
 		out[i] = &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: r.Metadata.Name}, Body: r.Body}
 	}
 	return out
+}
+
+// encodeAll encodes resources as their producer would (Update.Encoded), so that a benchmark
+// measures the write itself, not the encoding.
+func encodeAll(b *testing.B, rs []*mcpapi.Resource) []Encoded {
+	out := make([]Encoded, len(rs))
+	for i, r := range rs {
+		e, err := Encode(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// BenchmarkApplyEncodedFullState10k indexes a full state of 10,000 encoded ServiceEntries in
+// an empty store: the write path without validation or encoding.
+func BenchmarkApplyEncodedFullState10k(b *testing.B) {
+	es := encodeAll(b, serviceEntries(10000, "1"))
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := New(Options{})
+		b.StartTimer()
+		if _, err := s.Apply("p", Update{Collection: collA, Full: true, Encoded: es}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/resource")
+}
+
+// BenchmarkApplyEncodedIncremental100Of10k applies increments to an owner holding 10,000
+// ServiceEntries: 100 changed, and 10 removed or added back, by turns.
+func BenchmarkApplyEncodedIncremental100Of10k(b *testing.B) {
+	s := New(Options{})
+	if _, err := s.Apply("p", Update{Collection: collA, Full: true, Encoded: encodeAll(b, serviceEntries(10000, "1"))}); err != nil {
+		b.Fatal(err)
+	}
+	last := encodeAll(b, serviceEntries(10000, "1"))[9990:]
+	var removed []string
+	for _, e := range last {
+		removed = append(removed, e.Name())
+	}
+	turns := [2]Update{
+		{Collection: collA, Encoded: encodeAll(b, serviceEntries(100, "2")), Removed: removed},
+		{Collection: collA, Encoded: append(encodeAll(b, serviceEntries(100, "1")), last...)},
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if r, err := s.Apply("p", turns[i%2]); err != nil || r.Changed != 110 {
+			b.Fatalf("increment: changed=%d err=%v", r.Changed, err)
+		}
+		i++
+	}
+}
+
+// BenchmarkReplaceOwnerEncoded10k replaces the whole state of an owner holding 10,000
+// ServiceEntries in one collection and 1,000 in another: 100 ServiceEntries change by turns,
+// the rest is compared and left alone.
+func BenchmarkReplaceOwnerEncoded10k(b *testing.B) {
+	s := New(Options{})
+	base := encodeAll(b, serviceEntries(10000, "1"))
+	other := encodeAll(b, serviceEntries(1000, "1"))
+	if _, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: base, collB: other}); err != nil {
+		b.Fatal(err)
+	}
+	changed := slices.Clone(base)
+	copy(changed, encodeAll(b, serviceEntries(100, "2")))
+	gens := [2][]Encoded{changed, base}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if r, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: gens[i%2], collB: other}); err != nil || r.Changed != 100 {
+			b.Fatalf("replace: changed=%d err=%v", r.Changed, err)
+		}
+		i++
+	}
 }

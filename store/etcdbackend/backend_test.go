@@ -235,7 +235,11 @@ func TestCommittedWriteOfADeadReplicaIsFinishedByTheNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, _ := opsOf(a.st.View(), "owner", false, prepared)
+	plan, err := store.NewPlan(a.st.View(), "owner", prepared, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := opsOf(plan)
 	if _, _, err := a.b.commitChunked(context.Background(), "owner", 0, 0, ops); err != nil {
 		t.Fatal(err)
 	}

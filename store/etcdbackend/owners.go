@@ -23,6 +23,9 @@ func (b *Backend) SetOwnerPresent(owner string, present bool) (store.Result, err
 // alive for expiry, etcd deletes the owner's resources and every replica drops them. The
 // owner counts as present while any replica has a stream of it.
 func (b *Backend) SetOwnerPresence(owner string, present bool, expiry time.Duration) (store.Result, error) {
+	if err := store.CheckOwner(owner); err != nil {
+		return store.Result{}, err // every replica's store would refuse it
+	}
 	ctx, cancel := context.WithTimeout(b.servingContext(), 2*b.timeout)
 	defer cancel()
 	key := b.prefix + presenceKey(owner, b.name)

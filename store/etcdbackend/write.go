@@ -1,7 +1,6 @@
 package etcdbackend
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,8 +51,8 @@ func (b *Backend) ReplaceOwnerEncoded(owner string, state map[string][]store.Enc
 const maxAttempts = 8
 
 func (b *Backend) write(owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, error) {
-	if owner == "" {
-		return store.Result{}, &store.ValidationError{Err: errors.New("invalid owner \"\"")}
+	if err := store.CheckOwner(owner); err != nil {
+		return store.Result{}, err
 	}
 	prepared, err := b.st.Prepare(updates...)
 	if err != nil {
@@ -101,13 +100,17 @@ func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceA
 		return store.Result{}, false, unavailable(err)
 	}
 	view := b.st.View()
-	ops, delta := opsOf(view, owner, replaceAll, updates)
-	if err := withinLimit(view, owner, limit, delta); err != nil {
+	plan, err := store.NewPlan(view, owner, updates, replaceAll)
+	if err != nil {
 		return store.Result{}, false, err
 	}
-	if len(ops) == 0 {
+	if err := plan.WithinLimit(limit); err != nil {
+		return store.Result{}, false, err
+	}
+	if plan.Changes() == 0 {
 		return store.Result{Revision: view.Revision()}, false, nil
 	}
+	ops := opsOf(plan)
 	lease := b.leases.of(owner)
 	var committed int64
 	var txid string
@@ -169,89 +172,19 @@ func (b *Backend) ownerState(ctx context.Context, owner string) (seq int64, pend
 	return seq, pending, resp.Header.Revision, nil
 }
 
-// opsOf turns prepared updates into puts and deletions of the owner's r/ keys, against what
-// the owner holds: an unchanged resource (same bytes) is not written again. delta is how many
-// copies the owner gains (negative: loses). An incremental update looks up only the names it
-// carries; a full one compares with everything the owner holds in the collection.
-func opsOf(view *store.View, owner string, replaceAll bool, updates []store.Update) (ops []op, delta int) {
-	listed := map[string]bool{}
-	for _, u := range updates {
-		listed[u.Collection] = true
-		var held map[string][]byte
-		if u.Full {
-			held = map[string][]byte{}
-			view.Owned(u.Collection, owner, func(e *store.Entry) bool {
-				held[e.Name] = e.Bytes
-				return true
-			})
+// opsOf is a write's plan as puts and deletions of the owner's r/ keys: the store's write
+// rules (store.Plan) decide what changes; this only names the keys.
+func opsOf(p *store.Plan) []op {
+	ops := make([]op, 0, p.Changes())
+	for _, c := range p.Collections {
+		for _, e := range c.Puts {
+			ops = append(ops, op{key: resourceKey(p.Owner, c.Collection, e.Name), value: e.Bytes})
 		}
-		// had is the owner's current bytes of a name, and whether it holds it.
-		had := func(name string) ([]byte, bool) {
-			if u.Full {
-				b, ok := held[name]
-				return b, ok
-			}
-			if e := view.OwnedCopy(u.Collection, owner, name); e != nil {
-				return e.Bytes, true
-			}
-			return nil, false
-		}
-		upserted := make(map[string]bool, len(u.Encoded))
-		for _, enc := range u.Encoded {
-			name := enc.Name()
-			upserted[name] = true
-			old, ok := had(name)
-			if ok && bytes.Equal(old, enc.Bytes()) {
-				continue
-			}
-			if !ok {
-				delta++
-			}
-			ops = append(ops, op{key: resourceKey(owner, u.Collection, name), value: enc.Bytes()})
-		}
-		removed := u.Removed
-		if u.Full {
-			removed = nil
-			for name := range held {
-				if !upserted[name] {
-					removed = append(removed, name)
-				}
-			}
-		}
-		gone := make(map[string]bool, len(removed))
-		for _, name := range removed {
-			if _, ok := had(name); ok && !upserted[name] && !gone[name] { // a name listed twice is deleted once
-				gone[name] = true
-				delta--
-				ops = append(ops, op{del: true, key: resourceKey(owner, u.Collection, name)})
-			}
+		for _, name := range c.Deletes {
+			ops = append(ops, op{del: true, key: resourceKey(p.Owner, c.Collection, name)})
 		}
 	}
-	if replaceAll {
-		for _, coll := range view.OwnerCollections(owner) {
-			if listed[coll] {
-				continue
-			}
-			view.Owned(coll, owner, func(e *store.Entry) bool {
-				delta--
-				ops = append(ops, op{del: true, key: resourceKey(owner, coll, e.Name)})
-				return true
-			})
-		}
-	}
-	return ops, delta
-}
-
-// withinLimit refuses a write that takes owner over limit copies (and over what it holds).
-func withinLimit(view *store.View, owner string, limit, delta int) error {
-	if limit <= 0 {
-		return nil
-	}
-	held := view.OwnedCount(owner)
-	if would := held + delta; would > limit && would > held {
-		return &store.OwnerLimitError{Owner: owner, Limit: limit, Held: held, Would: would}
-	}
-	return nil
+	return ops
 }
 
 func (b *Backend) fits(ops []op) bool {

@@ -258,19 +258,21 @@ func (s *subscription) split(p *pending) *pending {
 	return parts[0]
 }
 
-// nextPart is the next part of a split response, its resources as the view holds them now:
-// one deleted since the split is left out (its removal follows in the next response), one
-// changed goes in its newest version, and nothing the client no longer asks for is sent. So a
-// part is never older than what the client was told meanwhile, and it goes, like any
-// response, only once the types it comes after are caught up with the view. Parts left empty
-// are skipped; the last goes even if empty, since it completes the response.
+// nextPart is the next part of a split response, read again from the view: a resource deleted
+// or changed since the split is left out (its removal, or its new version, follows in the next
+// response, which carries what changed since the response's revision), and nothing the client
+// no longer asks for is sent. So a part carries only versions of its response's revision: what
+// a NACK of it refuses is never sent again, and what it sends is never older than the view.
+// It goes, like any response, only once the types it comes after are caught up with the view.
+// Parts left empty are skipped; the last goes even if empty, since it completes the response.
 func (s *subscription) nextPart(v *store.View) *pending {
 	at := v.Collection(s.Collection).Revision
+	whole := s.owed.parts[len(s.owed.parts)-1].rev
 	for i, part := range s.owed.parts {
 		p := *part
 		p.msg.Resources = nil
 		for _, e := range part.msg.Resources {
-			if cur := s.get(v, e.Name); cur != nil && s.wants(e.Name) {
+			if cur := s.get(v, e.Name); cur != nil && cur.Revision <= whole && s.wants(e.Name) {
 				p.msg.Resources = append(p.msg.Resources, cur)
 			}
 		}

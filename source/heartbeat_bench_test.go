@@ -58,19 +58,18 @@ func benchHeartbeatRound(b *testing.B, resources, streams int, absent, cold bool
 	beats := newMemo[beatContent](256, 0, nil)
 	typ := Type{Collection: coll, Known: true, Mode: Incremental, Form: wire.FormAnyBody, WildcardCapable: true, TTL: ttl}
 	machines := make([]*machine, streams)
-	for i := range machines {
+	now := time.Now()
+	for i := range machines { // the first response, ACKed: the first heartbeat is scheduled
 		m := newMachine(machineConfig{protocol: "bench", types: func(*Request, *Node) Type { return typ }, beats: beats}, access{})
-		fx := m.handle(event{req: &Request{Key: coll}, view: v})
-		fx = m.handle(event{watched: fx.watch, view: v})
+		fx := m.handle(event{req: &Request{Key: coll}, view: v, now: now})
+		fx = m.handle(event{watched: fx.watch, view: v, now: now})
 		if fx.refuse != nil || len(fx.sends) != 1 {
 			b.Fatalf("first response: %v, %d", fx.refuse, len(fx.sends))
 		}
-		m.handle(event{req: &Request{Key: coll, Nonce: fx.sends[0].nonce}, view: v})
+		if fx = m.handle(event{req: &Request{Key: coll, Nonce: fx.sends[0].nonce}, view: v, now: now}); len(fx.sends) != 0 {
+			b.Fatalf("%d responses to the ACK", len(fx.sends))
+		}
 		machines[i] = m
-	}
-	now := time.Now()
-	for _, m := range machines { // schedules the first heartbeat
-		m.handle(event{view: v, now: now})
 	}
 	frameBytes := 0
 	b.ReportAllocs()
@@ -86,6 +85,9 @@ func benchHeartbeatRound(b *testing.B, resources, streams int, absent, cold bool
 		}
 		for _, m := range machines {
 			fx := m.handle(event{view: v, now: now})
+			if len(fx.sends) != 1 {
+				b.Fatalf("%d heartbeats in a round", len(fx.sends))
+			}
 			for _, o := range fx.sends {
 				sub, p := o.sub, o.p
 				f := frames.get(sub.withTTL(p.share), func() frame {

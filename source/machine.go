@@ -50,6 +50,8 @@ type machine struct {
 	held int
 	// beating are the subscriptions with a TTL, whose clients are heartbeated (heartbeat.go).
 	beating []*subscription
+	// order is dirtyInOrder's list, reused from one flush to the next.
+	order []*subscription
 	// watched are the collections the stream watches for changes. A subscription's responses
 	// are computed only once its collection is watched, from a view read after the watch
 	// began: what was written before signals nothing, so an older view would miss it for good.
@@ -416,6 +418,7 @@ func (m *machine) changed(collections []string) {
 // before the endpoints and routes that use them); a deletion waits until the types that must
 // stop referring to it first are caught up with the revision that made it.
 func (m *machine) flush(v *store.View, fx *effects) error {
+	defer clear(m.order) // holds nothing between events
 	for progress := true; progress && len(m.dirty) > 0; {
 		progress = false
 		for _, sub := range m.dirtyInOrder() {
@@ -479,12 +482,13 @@ func (m *machine) nextNonce() string {
 
 // dirtyInOrder lists the dirty subscriptions in response order.
 func (m *machine) dirtyInOrder() []*subscription {
-	return inOrder(maps.Keys(m.dirty), len(m.dirty))
+	m.order = inOrder(m.order[:0], maps.Keys(m.dirty))
+	return m.order
 }
 
-// inOrder sorts subscriptions by priority, then by order of subscription.
-func inOrder(subs iter.Seq[*subscription], n int) []*subscription {
-	list := make([]*subscription, 0, n)
+// inOrder appends subscriptions to list and sorts it by priority, then by order of
+// subscription.
+func inOrder(list []*subscription, subs iter.Seq[*subscription]) []*subscription {
 	for sub := range subs {
 		list = append(list, sub)
 	}
@@ -532,7 +536,9 @@ func (m *machine) removableThrough(v *store.View, sub *subscription) uint64 {
 }
 
 // ordered lists every subscription in response order, for the debug view.
-func (m *machine) ordered() []*subscription { return inOrder(maps.Values(m.subs), len(m.subs)) }
+func (m *machine) ordered() []*subscription {
+	return inOrder(make([]*subscription, 0, len(m.subs)), maps.Values(m.subs))
+}
 
 // nodeID is the stream's node ID ("" before a request named one).
 func (m *machine) nodeID() string {

@@ -114,7 +114,9 @@ func (s *inProcessStream) Changed(now time.Time) ([]proto.Message, error) {
 }
 
 // Tick is the stream's timer at now (heartbeats, paced changes).
-func (s *inProcessStream) Tick(now time.Time) ([]proto.Message, error) { return s.after(s.ss.Tick(now)) }
+func (s *inProcessStream) Tick(now time.Time) ([]proto.Message, error) {
+	return s.after(s.ss.Tick(now))
+}
 
 // NextHeartbeat is when the stream's timer would fire next for heartbeats (zero: never).
 func (s *inProcessStream) NextHeartbeat() time.Time { return s.ss.NextHeartbeat() }

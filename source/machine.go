@@ -547,4 +547,3 @@ func (m *machine) nodeID() string {
 	}
 	return m.node.ID
 }
-

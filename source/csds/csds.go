@@ -53,7 +53,9 @@ type Server struct {
 }
 
 // Register adds the service to a gRPC server.
-func (s *Server) Register(g grpc.ServiceRegistrar) { status.RegisterClientStatusDiscoveryServiceServer(g, s) }
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	status.RegisterClientStatusDiscoveryServiceServer(g, s)
+}
 
 // FetchClientStatus answers one request.
 func (s *Server) FetchClientStatus(ctx context.Context, req *status.ClientStatusRequest) (*status.ClientStatusResponse, error) {

@@ -507,6 +507,9 @@ func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
 	if sub.ex.phase == phaseUnsent || sub.owed.all || len(sub.owed.parts) > 0 {
 		return 0 // owes a first response, everything anew, or the rest of one sent in parts
 	}
+	if sub.owed.short {
+		return sub.owed.shortAt // a part left out what changed since: owed by the next response
+	}
 	if sub.ex.rev >= v.Collection(sub.Collection).Revision {
 		return math.MaxUint64
 	}

@@ -201,7 +201,8 @@ type exchange struct {
 // one); held is sorted by name, one tombstone per name, each a name the client was told of
 // and not yet told is gone (make before break holds it back); refusable and refusableMissing
 // are set only while an incremental response carrying resources is in flight; parts are set
-// only while a split response is being sent, one part in flight at a time.
+// only while a split response is being sent, one part in flight at a time; short is set only
+// from a part that left something out until the next response (or a catch-up) goes.
 type owed struct {
 	// fresh names were newly asked: sent even if unchanged; all: every wanted resource is owed
 	// again (a wildcard newly entered, a producer that came back).
@@ -218,6 +219,11 @@ type owed struct {
 	// parts are the rest of a response that was split, sent one by one as the client answers
 	// each; the last moves exchange.rev.
 	parts []*pending
+	// short: a part left out a resource changed or deleted since it was cut; until the next
+	// response carries it, the client holds everything only through shortAt, the revision it
+	// had been sent before the split (subscription.nextPart).
+	short   bool
+	shortAt uint64
 }
 
 func (o *owed) addFresh(name string) {

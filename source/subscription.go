@@ -57,10 +57,14 @@ type pending struct {
 	removed []*store.Entry
 	// A response split into parts (see split): rest are the parts after this one; continues
 	// marks a part after the first (it consumes nothing the client asked anew); notPush marks
-	// the last part of a first response (not a change pushed).
+	// the last part of a first response (not a change pushed). from is the revision the
+	// client had been sent before the response; short, that a part (this or one skipped
+	// before it) left out what changed since the split (see nextPart).
 	rest      []*pending
 	continues bool
 	notPush   bool
+	from      uint64
+	short     bool
 	// whole: the response carries everything the client asked for (it replaces the client's
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
@@ -242,7 +246,7 @@ func (s *subscription) split(p *pending) *pending {
 	parts := make([]*pending, len(chunks))
 	for i, chunk := range chunks {
 		part := &pending{
-			rev: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
+			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
 			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
 		}
 		if i == 0 {
@@ -263,20 +267,37 @@ func (s *subscription) split(p *pending) *pending {
 // response, which carries what changed since the response's revision), and nothing the client
 // no longer asks for is sent. So a part carries only versions of its response's revision: what
 // a NACK of it refuses is never sent again, and what it sends is never older than the view.
-// It goes, like any response, only once the types it comes after are caught up with the view.
-// Parts left empty are skipped; the last goes even if empty, since it completes the response.
+// A part that left out something changed since is short: until the next response, the client
+// holds that resource as it was before the split, and the subscription counts as caught up
+// only through the revision it had before (owed.short), so that no type ordered after it
+// takes it for current (a cluster is not removed while a route the part left out still names
+// it). A part that left out what the client no longer asks for is not shared: its content is
+// this client's. It goes, like any response, only once the types it comes after are caught
+// up with the view. Parts left empty are skipped; the last goes even if empty, since it
+// completes the response.
 func (s *subscription) nextPart(v *store.View) *pending {
 	at := v.Collection(s.Collection).Revision
 	whole := s.owed.parts[len(s.owed.parts)-1].rev
+	short := false
 	for i, part := range s.owed.parts {
 		p := *part
 		p.msg.Resources = nil
+		own := false
 		for _, e := range part.msg.Resources {
-			if cur := s.get(v, e.Name); cur != nil && cur.Revision <= whole && s.wants(e.Name) {
+			switch cur := s.get(v, e.Name); {
+			case !s.wants(e.Name):
+				own = true
+			case cur == nil || cur.Revision > whole:
+				short = true
+			default:
 				p.msg.Resources = append(p.msg.Resources, cur)
 			}
 		}
-		if p.share != nil {
+		p.short = short
+		switch {
+		case own:
+			p.share = nil
+		case p.share != nil:
 			key := *p.share
 			key.partAt = at
 			p.share = &key
@@ -627,6 +648,10 @@ func (s *subscription) sent(p *pending, nonce string) {
 	if !p.continues {
 		s.ex.carried, s.ex.carriedAll = s.owed.fresh, s.owed.all
 		s.owed.fresh, s.owed.all, s.ex.resumed = nil, false, nil
+		s.owed.short = false // a new response carries what changed since: what a part left out too
+	}
+	if p.short && !s.owed.short {
+		s.owed.short, s.owed.shortAt = true, p.from
 	}
 	if s.ttl() > 0 {
 		s.beat.sent(p)
@@ -641,7 +666,9 @@ func (s *subscription) caughtUp(rev uint64, p *pending) {
 		s.ex.ackedRev = rev // nothing it asked for changed: it holds rev as it held the last
 	}
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
-	s.owed.fresh, s.owed.all = nil, false
+	// Nothing wanted changed since the last response: what a part of it left out is no
+	// longer wanted.
+	s.owed.fresh, s.owed.all, s.owed.short = nil, false, false
 	if p != nil {
 		s.owed.held = p.held
 	}

@@ -55,7 +55,7 @@ const (
 	typeListener = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	typeRoute    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
-	collSE      = "istio/networking/v1alpha3/serviceentries" // MCP collection
+	collSE      = "istio/networking/v1alpha3/serviceentries"  // MCP collection
 	xdsSE       = "networking.istio.io/v1alpha3/ServiceEntry" // its xDS type URL (MCP over xDS)
 	amcsSE      = "type.googleapis.com/istio.networking.v1alpha3.ServiceEntry"
 	xdsUnknown  = "type.googleapis.com/model.v1.Nothing" // unknown types: served as empty
@@ -529,7 +529,7 @@ func initialEnvoy() envoyState {
 	return envoyState{
 		clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true, modelHosts[4]: true},
 		routes: map[string]map[string]string{
-			portRoute:                 {modelHosts[0]: modelHosts[0], modelHosts[2]: modelHosts[2]},
+			portRoute:                  {modelHosts[0]: modelHosts[0], modelHosts[2]: modelHosts[2]},
 			hostRouteOf(modelHosts[0]): {modelHosts[0]: modelHosts[0]},
 		},
 		listeners: map[string]bool{portListener: true, apiListenerOf(modelHosts[0]): true},

@@ -86,13 +86,13 @@ type failer interface {
 type protoKind int
 
 const (
-	kADSSotW  protoKind = iota // xDS v3 ADS, state of the world
-	kADSDelta                  // xDS v3 ADS, delta
-	kTypeSotW                  // one of the per-type services (CDS, EDS, LDS, RDS), state of the world
-	kTypeDelta                 // the same, delta
-	kMCP                       // istio.mcp.v1alpha1.ResourceSource
-	kAMCSSotW                  // AggregatedMeshConfigService/StreamAggregatedResources
-	kAMCSIncr                  // AggregatedMeshConfigService/IncrementalAggregatedResources
+	kADSSotW   protoKind = iota // xDS v3 ADS, state of the world
+	kADSDelta                   // xDS v3 ADS, delta
+	kTypeSotW                   // one of the per-type services (CDS, EDS, LDS, RDS), state of the world
+	kTypeDelta                  // the same, delta
+	kMCP                        // istio.mcp.v1alpha1.ResourceSource
+	kAMCSSotW                   // AggregatedMeshConfigService/StreamAggregatedResources
+	kAMCSIncr                   // AggregatedMeshConfigService/IncrementalAggregatedResources
 )
 
 func (k protoKind) String() string {
@@ -435,16 +435,16 @@ func (s *msub) resetStream() {
 // ---- model ----
 
 type model struct {
-	t         failer
-	clock     *modelClock
-	w         *world
-	tr        modelTransport
-	eng       *source.Engine
-	policy    *policySpec
-	ttl       time.Duration // xds TTL, 0: none
-	clients   []*mclient
-	trace     []string
-	skipped   map[string]int
+	t       failer
+	clock   *modelClock
+	w       *world
+	tr      modelTransport
+	eng     *source.Engine
+	policy  *policySpec
+	ttl     time.Duration // xds TTL, 0: none
+	clients []*mclient
+	trace   []string
+	skipped map[string]int
 }
 
 func (m *model) logf(format string, args ...any) {

@@ -365,3 +365,71 @@ func descr(ms []*discovery.DeltaDiscoveryResponse) []string {
 	}
 	return out
 }
+
+// TestModelFoundSplitPartLeavesDeletedRouteOut reproduces what the random model found
+// (checkMakeBeforeBreak): route configuration 80 changes and rb moves from cluster y to x,
+// and y goes, in one write; the RDS response is split (Options.MaxResponseSize), and while its
+// first part is unacknowledged rb is deleted. The second part, read again from the current
+// view, leaves rb out (deleted since) without removing it, and RDS then counts as caught up:
+// the removal of y goes while the client still holds rb's old version, which names y
+// (xds-protocol.rst, "Eventual consistency considerations": make before break).
+func TestModelFoundSplitPartLeavesDeletedRouteOut(t *testing.T) {
+	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 200}) // one route configuration per part
+	x, y := modelHosts[0], modelHosts[2]
+	rb := hostRouteOf(x)
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{x: true, y: true},
+		routes: map[string]map[string]string{portRoute: {x: x}, rb: {x: y}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newDeltaHolder(t, tr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("split-deleted"), TypeUrl: typeCluster},
+		&discovery.DeltaDiscoveryRequest{TypeUrl: typeRoute, ResourceNamesSubscribe: []string{portRoute, rb}})
+	c.settleAll(tr)
+	if c.held[typeRoute][rb] == "" || c.held[typeCluster][clusterOf(y)] == "" {
+		t.Fatalf("the client does not hold %s and cluster y: %v", rb, c.held)
+	}
+	// One write: 80 changes, rb moves from y to x, y goes.
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{x: true},
+		routes: map[string]map[string]string{portRoute: {x: x, y: x}, rb: {x: x}}}); err != nil {
+		t.Fatal(err)
+	}
+	var part1 *discovery.DeltaDiscoveryResponse
+	var log []string
+	for _, m := range c.take(tr) {
+		log = append(log, describeDelta(m))
+		c.apply(m)
+		if m.TypeUrl == typeRoute && part1 == nil {
+			part1 = m // its ACK held
+			continue
+		}
+		c.send(ack(m))
+	}
+	if part1 == nil {
+		t.Fatalf("no RDS response after the move: %v", log)
+	}
+	for _, m := range c.take(tr) {
+		log = append(log, describeDelta(m))
+		c.apply(m)
+		c.send(ack(m))
+	}
+	// rb goes while the second part waits.
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{x: true},
+		routes: map[string]map[string]string{portRoute: {x: x, y: x}}}); err != nil {
+		t.Fatal(err)
+	}
+	tr.Settle()
+	c.send(ack(part1))
+	for range 6 {
+		for _, m := range c.take(tr) {
+			log = append(log, describeDelta(m))
+			if m.TypeUrl == typeCluster && slices.Contains(m.RemovedResources, clusterOf(y)) {
+				if v, ok := c.held[typeRoute][rb]; ok {
+					t.Fatalf("a CDS response removes cluster y (%s) while the client holds %s@%s, which names it, and was "+
+						"neither updated nor removed; responses since the move, in order:\n  %s", clusterOf(y), rb, v, joinLines(log))
+				}
+			}
+			c.apply(m)
+			c.send(ack(m))
+		}
+	}
+}

@@ -365,17 +365,38 @@ func (c *mclient) answerable() []*msub {
 
 // ---- the end of a schedule ----
 
-// converge brings every producer and client back, gives everything a fresh version (so that
-// nothing refused stays refused), and answers everything until the server is quiet; then every
-// client must hold exactly what the store holds for it.
+// converge ends a schedule in two phases. First every producer and client comes back and
+// answers everything until the server is quiet: then every name a delta client subscribed to
+// must have been answered (the server owes nothing and sends nothing more). Then one write
+// gives everything a fresh version (so that nothing refused stays refused), everything is
+// answered until the server is quiet again, and every client must hold exactly what the store
+// holds for it, as the status view must say.
 func (m *model) converge() {
 	m.t.Helper()
-	m.logf("converge")
+	m.logf("converge: everyone back")
 	for _, p := range m.w.producers {
 		if !p.connected {
 			m.connectProducer(p, slices.Sorted(maps.Keys(p.held)), nil)
 		}
 	}
+	for _, c := range m.clients {
+		if !c.connected() {
+			c.open()
+		}
+		var subs []*msub
+		for _, k := range resumeOrder(c.keys) {
+			if s := c.subs[k]; s.resume {
+				subs = append(subs, s)
+			}
+		}
+		if len(subs) > 0 {
+			c.resume(subs, false)
+		}
+	}
+	m.answerUntilQuiet()
+	m.checkSubscribedNamesSent()
+
+	m.logf("converge: a fresh version of everything")
 	for _, p := range m.w.producers {
 		if len(p.held) > 0 {
 			names := slices.Sorted(maps.Keys(p.held))
@@ -397,20 +418,14 @@ func (m *model) converge() {
 		m.fail("write", "%v", err)
 	}
 	m.tr.Written()
-	for _, c := range m.clients {
-		if !c.connected() {
-			c.open()
-		}
-		var subs []*msub
-		for _, k := range resumeOrder(c.keys) {
-			if s := c.subs[k]; s.resume {
-				subs = append(subs, s)
-			}
-		}
-		if len(subs) > 0 {
-			c.resume(subs, false)
-		}
-	}
+	m.answerUntilQuiet()
+	m.checkConverged()
+	m.checkStatus(true)
+}
+
+// answerUntilQuiet ACKs every response until none comes and the engine waits for no answer.
+func (m *model) answerUntilQuiet() {
+	m.t.Helper()
 	quiet := 0
 	for round := 0; round < 100 && quiet < 3; round++ {
 		m.step()
@@ -431,8 +446,6 @@ func (m *model) converge() {
 			quiet++
 		}
 	}
-	m.checkConverged()
-	m.checkStatus(true)
 }
 
 // serverIdle: the engine has no response waiting for an answer.
@@ -586,9 +599,13 @@ func (m *model) startClient(t *rapid.T, c *mclient) {
 		n = rapid.IntRange(1, min(len(types), 4)).Draw(t, "initial-types")
 	}
 	var picked []string
-	for _, k := range resumeOrder(types) {
-		if len(picked) < n && (len(types)-len(picked) <= n-len(picked) || rapid.Bool().Draw(t, "pick-"+shortType(k))) {
-			picked = append(picked, k)
+	if c.kind.aggregated() && rapid.Bool().Draw(t, "envoy-like") {
+		picked = slices.Clone(envoyTypes) // as Envoy starts: clusters, endpoints, listeners, routes
+	} else {
+		for _, k := range resumeOrder(types) {
+			if len(picked) < n && (len(types)-len(picked) <= n-len(picked) || rapid.Bool().Draw(t, "pick-"+shortType(k))) {
+				picked = append(picked, k)
+			}
 		}
 	}
 	var batch []out
@@ -792,7 +809,15 @@ func runModel(t *rapid.T, o modelOptions) {
 			}
 		}
 		if len(resumable) > 0 && rapid.IntRange(0, 3).Draw(t, "resume?") > 0 {
-			c.resume([]*msub{resumable[rapid.IntRange(0, len(resumable)-1).Draw(t, "resume")]}, false)
+			s := resumable[rapid.IntRange(0, len(resumable)-1).Draw(t, "resume")]
+			c.resume([]*msub{s}, false)
+			if c.kind.deltaXDS() && !s.legacy && len(s.names) > 0 && rapid.Bool().Draw(t, "resubscribe-while-waiting") {
+				// Its first response may wait behind another type's: the client drops a name
+				// and asks for it again meanwhile.
+				n := rapid.SampledFrom(slices.Sorted(maps.Keys(s.names))).Draw(t, "name")
+				c.send(c.spontaneous(s, &nameChange{unsubscribe: []string{n}}))
+				c.send(c.spontaneous(s, &nameChange{subscribe: []string{n}}))
+			}
 			return
 		}
 		if !m.newSubscription(t, c) {
@@ -926,7 +951,11 @@ func runModel(t *rapid.T, o modelOptions) {
 		fresh := rapid.IntRange(0, 9).Draw(t, "fresh") == 0
 		keys := resumeOrder(c.keys)
 		if len(keys) > 1 && rapid.IntRange(0, 2).Draw(t, "resume-some") == 0 {
-			n := rapid.IntRange(1, len(keys)-1).Draw(t, "resume-n")
+			// A staggered resume: the first types now, the others by later actions.
+			n := 1
+			if rapid.Bool().Draw(t, "resume-more-than-one") {
+				n = rapid.IntRange(1, len(keys)-1).Draw(t, "resume-n")
+			}
 			keys = keys[:n]
 		}
 		var subs []*msub
@@ -934,7 +963,38 @@ func runModel(t *rapid.T, o modelOptions) {
 			subs = append(subs, c.subs[k])
 		}
 		if len(subs) > 0 {
+			// A slow client: the first type's first response stays unanswered for a while,
+			// and the types resumed later wait behind it.
+			subs[0].holdNext = len(keys) < len(c.keys) && rapid.Bool().Draw(t, "hold-first")
 			c.resume(subs, fresh)
+		}
+	})
+	// A slow client comes back while the store changes: it resumes its first type and holds
+	// its first answer; a write comes; it resumes the others, each maybe dropping a name and
+	// asking for it again while its first response waits behind the held one.
+	add("staggered-resume", 1, func(t *rapid.T) {
+		c := pickClient(t, m, func(c *mclient) bool { return !c.connected() && c.kind.aggregated() && len(c.keys) > 1 })
+		c.open()
+		keys := resumeOrder(c.keys)
+		first := c.subs[keys[0]]
+		first.holdNext = true
+		c.resume([]*msub{first}, false)
+		m.step()
+		next := m.drawEnvoyChange(t)
+		m.logf("write %s", describeEnvoy(&next))
+		if err := m.w.writeEnvoy(next); err != nil {
+			m.fail("write", "%v", err)
+		}
+		m.tr.Written()
+		m.step()
+		for _, k := range keys[1:] {
+			s := c.subs[k]
+			c.resume([]*msub{s}, false)
+			if c.kind.deltaXDS() && !s.legacy && len(s.names) > 0 && rapid.Bool().Draw(t, "resubscribe-while-waiting") {
+				n := rapid.SampledFrom(slices.Sorted(maps.Keys(s.names))).Draw(t, "name")
+				c.send(c.spontaneous(s, &nameChange{unsubscribe: []string{n}}))
+				c.send(c.spontaneous(s, &nameChange{subscribe: []string{n}}))
+			}
 		}
 	})
 	add("restart", 1, func(t *rapid.T) {

@@ -433,3 +433,47 @@ func TestModelFoundSplitPartLeavesDeletedRouteOut(t *testing.T) {
 		}
 	}
 }
+
+// TestModelFoundSharedSplitPartLosesResource reproduces what the random model found
+// (checkStatus, then checkMakeBeforeBreak and convergence): two delta clients subscribe to
+// every cluster with "*", and the response (three clusters) is split in parts
+// (Options.MaxResponseSize). One client takes "*" back in its ACK of the first part, so its
+// next and last part is empty. The other client's last part, which should carry the third
+// cluster, comes out empty too, as if the first client's encoding were shared with it: it
+// never receives the cluster (and the status view reports it SYNCED).
+func TestModelFoundSharedSplitPartLosesResource(t *testing.T) {
+	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 251}) // one cluster per part
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true, modelHosts[4]: true}}); err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := newDeltaHolder(t, tr), newDeltaHolder(t, tr)
+	c1.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("c1"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{"*"}})
+	c2.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("c2"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{"*"}})
+	tr.Settle()
+	first1, first2 := c1.take(tr), c2.take(tr)
+	if len(first1) != 1 || len(first2) != 1 {
+		t.Fatalf("want one first part each: %v, %v", descr(first1), descr(first2))
+	}
+	c1.apply(first1[0])
+	c2.apply(first2[0])
+	// c1 takes "*" back as it ACKs its first part: it wants nothing more.
+	c1.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResponseNonce: first1[0].Nonce, ResourceNamesUnsubscribe: []string{"*"}})
+	log := []string{"c1: " + describeDelta(first1[0]), "c2: " + describeDelta(first2[0])}
+	for _, m := range c1.take(tr) {
+		log = append(log, "c1: "+describeDelta(m))
+		c1.send(ack(m))
+	}
+	c2.send(ack(first2[0]))
+	for range 4 {
+		for _, m := range c2.take(tr) {
+			log = append(log, "c2: "+describeDelta(m))
+			c2.apply(m)
+			c2.send(ack(m))
+		}
+	}
+	for _, h := range []string{modelHosts[0], modelHosts[2], modelHosts[4]} {
+		if c2.held[typeCluster][clusterOf(h)] == "" {
+			t.Fatalf("c2 never received cluster %s, though it asked for every cluster; responses, in order:\n  %s", clusterOf(h), joinLines(log))
+		}
+	}
+}

@@ -630,7 +630,7 @@ func pickClient(t *rapid.T, m *model, ok func(*mclient) bool) *mclient {
 		}
 	}
 	if len(cs) == 0 {
-		t.Skip("no client for this action")
+		t.SkipNow()
 	}
 	return cs[rapid.IntRange(0, len(cs)-1).Draw(t, "client")]
 }
@@ -643,7 +643,7 @@ func pickSub(t *rapid.T, c *mclient, ok func(*msub) bool) *msub {
 		}
 	}
 	if len(ss) == 0 {
-		t.Skip("no subscription for this action")
+		t.SkipNow()
 	}
 	return ss[rapid.IntRange(0, len(ss)-1).Draw(t, "sub")]
 }
@@ -774,7 +774,7 @@ func runModel(t *rapid.T, o modelOptions) {
 	add("push", 2, func(t *rapid.T) {
 		p := m.w.producers[rapid.IntRange(0, len(m.w.producers)-1).Draw(t, "producer")]
 		if !p.connected {
-			t.Skip("away")
+			t.SkipNow()
 		}
 		names := drawSubset(t, p.names, 3, "se")
 		bump := map[string]bool{}
@@ -821,7 +821,7 @@ func runModel(t *rapid.T, o modelOptions) {
 			return
 		}
 		if !m.newSubscription(t, c) {
-			t.Skip("every type subscribed")
+			t.SkipNow()
 		}
 	})
 	add("names", 3, func(t *rapid.T) {
@@ -839,7 +839,7 @@ func runModel(t *rapid.T, o modelOptions) {
 				ch.unsubscribe = append(ch.unsubscribe, source.Wildcard)
 			}
 			if len(ch.subscribe)+len(ch.unsubscribe) == 0 {
-				t.Skip("no change")
+				t.SkipNow()
 			}
 			for _, n := range ch.subscribe {
 				ch.unsubscribe = slices.DeleteFunc(ch.unsubscribe, func(u string) bool { return u == n })
@@ -884,7 +884,7 @@ func runModel(t *rapid.T, o modelOptions) {
 			}
 		}
 		if len(batch) == 0 {
-			t.Skip("nothing answered")
+			t.SkipNow()
 		}
 		c.send(batch...)
 	})
@@ -1009,7 +1009,7 @@ func runModel(t *rapid.T, o modelOptions) {
 	})
 	add("new-client", 1, func(t *rapid.T) {
 		if len(m.clients) >= 5 {
-			t.Skip("enough clients")
+			t.SkipNow()
 		}
 		m.startClient(t, m.drawClient(t))
 	})

@@ -297,6 +297,7 @@ type msub struct {
 	declared map[string]string // initial_resource_versions on this stream
 
 	nacked         map[string]string // name → version refused on this stream, not asked for again since
+	subscribedAt   map[string]int    // delta: the latest request that subscribed to each name by name
 	nackedSig      string            // the content of the latest refused whole response
 	nackedRemovals map[string]bool   // removals the client refused, and may still hold
 	obligations    map[string]int    // delta: names subscribed that must be answered, by the request that asked
@@ -445,6 +446,7 @@ func (s *msub) resetStream() {
 	s.nacked = map[string]string{}
 	s.nackedSig = ""
 	s.obligations = map[string]int{}
+	s.subscribedAt = map[string]int{}
 	s.ackedVersions = map[string]bool{}
 	s.lastAcked = ""
 	s.firstIdx, s.answeredIdx = -1, -1
@@ -701,6 +703,7 @@ func (s *msub) changeNames(ch *nameChange, idx int) {
 			// xds-protocol.rst, "Subscribing to Resources": the server must provide a
 			// subscribed name even if it believes the client already has it.
 			s.obligations[n] = idx
+			s.subscribedAt[n] = idx
 			delete(s.nacked, n)
 		}
 	}
@@ -829,7 +832,10 @@ func (s *msub) refuse(r *nresp) {
 		s.nackedSig = contentSig(r)
 	}
 	for _, x := range r.res {
-		if x.hasBody {
+		// A name the client subscribed to again after this response arrived is owed anyway
+		// ("the server *must* still provide" it): sending the version it then refused answers
+		// that request, which the refusal did not take back.
+		if idx, ok := s.subscribedAt[x.name]; x.hasBody && !(ok && idx >= r.arr.Sent) {
 			s.nacked[x.name] = x.version
 		}
 	}

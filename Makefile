@@ -53,8 +53,9 @@ bench-scale:
 	$(GO) test -run '^$$' -bench 'Scale' -benchtime 1x -timeout 30m ./bench/scale/ -scale.n=$(SCALE_N)
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
-# Then a long run of the engine's model-based test (MODELCHECKS random schedules in-process,
-# MODELSOCKETCHECKS over loopback sockets; make test runs 100 and 25).
+# Then a long run of the engine's model-based test (source/model_*_test.go, a model that shares
+# no code with the engine): MODELCHECKS random schedules in process, MODELSOCKETCHECKS over
+# loopback sockets (make test runs 100 and 25).
 FUZZTIME ?= 20s
 MODELCHECKS ?= 20000
 MODELSOCKETCHECKS ?= 500
@@ -65,8 +66,8 @@ fuzz: fuzz-model
 	  done; done
 
 fuzz-model:
-	$(GO) test -run '^TestMachineAgainstModel$$' -count=1 ./source/ -rapid.checks=$(MODELCHECKS)
-	$(GO) test -run '^TestMachineAgainstModelOverSockets$$' -count=1 -timeout 30m ./source/ -rapid.checks=$(MODELSOCKETCHECKS)
+	$(GO) test -run '^TestEngineAgainstModel$$' -count=1 -timeout 60m ./source/ -rapid.checks=$(MODELCHECKS)
+	$(GO) test -run '^TestEngineAgainstModelOverSockets$$' -count=1 -timeout 60m ./source/ -rapid.checks=$(MODELSOCKETCHECKS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

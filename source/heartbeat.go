@@ -56,7 +56,7 @@ type beatState struct {
 	// versions the bridge cannot name), an ACK of a later response carrying them clears them.
 	inflight    []*store.Entry
 	inflightAll bool
-	refused     map[string]struct{}
+	refused     map[string]string // name → the version refused
 	refusedAll  bool
 	// parts are the rest of a heartbeat larger than the subscription's splitAt, sent one by
 	// one as the client answers each (delta: a heartbeat may name any subset).
@@ -76,9 +76,9 @@ func (b *beatState) answered(nack bool) {
 	case nack:
 		for _, e := range b.inflight {
 			if b.refused == nil {
-				b.refused = map[string]struct{}{}
+				b.refused = map[string]string{}
 			}
-			b.refused[e.Name] = struct{}{}
+			b.refused[e.Name] = e.Version
 		}
 	case b.inflightAll:
 		b.refused, b.refusedAll = nil, false
@@ -247,6 +247,7 @@ func (m *machine) roundDue(s *subscription, v *store.View, now time.Time, live f
 		// A producer came back: clients may have dropped its resources when their TTL ran
 		// out, so they go again with their bodies.
 		s.owesAll()
+		s.owed.dead = dead
 		return nil, true
 	}
 	p, c := s.heartbeat(v, m.protocol, l, m.beats)

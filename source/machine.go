@@ -52,6 +52,11 @@ type machine struct {
 	beating []*subscription
 	// order is dirtyInOrder's list, reused from one flush to the next.
 	order []*subscription
+	// live is the liveness of the owners in the latest view it was read from (liveness).
+	live struct {
+		v *store.View
+		l *liveness
+	}
 	// watched are the collections the stream watches for changes. A subscription's responses
 	// are computed only once its collection is watched, from a view read after the watch
 	// began: what was written before signals nothing, so an older view would miss it for good.
@@ -169,6 +174,7 @@ const (
 // handle is the machine's one entry point: it applies the event and returns what to do.
 func (m *machine) handle(ev event) effects {
 	var fx effects
+	defer func() { m.live.v, m.live.l = nil, nil }() // no view is kept between events
 	if ev.req != nil {
 		m.request(ev.req, ev.now, &fx)
 		if fx.refuse != nil {
@@ -345,12 +351,11 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 			}
 			continue
 		}
-		// Phantom unsubscriptions are harmless. A name unsubscribed is one the client no
-		// longer holds: what it said it held on resuming no longer stands, nor does a name it
-		// asked anew.
+		// Phantom unsubscriptions are harmless. A name asked anew and unsubscribed is owed no
+		// more; one the client no longer asks for at all it no longer holds, whatever it said
+		// it held on resuming (resume looks only at what is asked for).
 		sub.want.remove(n)
 		delete(sub.owed.fresh, n)
-		delete(sub.ex.resumed, n)
 	}
 	for _, n := range req.Subscribe {
 		if n == Wildcard && sub.WildcardCapable {
@@ -449,7 +454,7 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *outgoing, moved 
 	if !m.afterCaughtUp(v, sub, rev) {
 		return nil, false, nil // stays dirty: re-examined when the types before it move
 	}
-	p, advance, err := sub.next(v, rev, m.protocol, gates{removableThrough: m.removableThrough(v, sub)})
+	p, advance, err := sub.next(v, rev, m.protocol, gates{removableThrough: m.removableThrough(v, sub), live: m.liveness(v)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -473,6 +478,16 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *outgoing, moved 
 		delete(m.dirty, sub) // held-back deletions keep it dirty until they may go
 	}
 	return sent, moved, nil
+}
+
+// liveness reads which owners are live in v, at most once per view (heartbeat.go).
+func (m *machine) liveness(v *store.View) func() *liveness {
+	return func() *liveness {
+		if m.live.v != v {
+			m.live.v, m.live.l = v, livenessOf(v, m.derived)
+		}
+		return m.live.l
+	}
 }
 
 func (m *machine) nextNonce() string {
@@ -504,8 +519,11 @@ func inOrder(list []*subscription, subs iter.Seq[*subscription]) []*subscription
 // caughtUpThrough is the store revision up to which a subscription's client has been sent
 // every addition: math.MaxUint64 when it is current with the view.
 func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
-	if sub.ex.phase == phaseUnsent || sub.owed.all || len(sub.owed.parts) > 0 {
-		return 0 // owes a first response, everything anew, or the rest of one sent in parts
+	if sub.ex.phase == phaseUnsent || sub.owed.anew() || len(sub.owed.parts) > 0 {
+		// Owes a first response, names asked anew (the client does not hold them: a type
+		// ordered after this one that names them waits for them), everything anew, or the
+		// rest of a response sent in parts.
+		return 0
 	}
 	if sub.owed.short {
 		return sub.owed.shortAt // a part left out what changed since: owed by the next response

@@ -6,7 +6,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-// Tests that drive a machine directly (machine_test.go, machine_model_test.go) send a request
+// Tests that drive a machine directly (machine_test.go) send a request
 // together with the type it names: the machine asks for a type only when a subscription
 // starts, and gets the one the test last sent for that key.
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
@@ -13,7 +15,7 @@ import (
 )
 
 // Cases the model-based test found, kept as plain regression tests of the machine. The world
-// is modelTypes': clusters C, endpoints E, listeners L, routes R (as translate.EnvoyOrder
+// is worldTypes' (machine_world_test.go): clusters C, endpoints E, listeners L, routes R (as translate.EnvoyOrder
 // orders them) and an independent M.
 
 type machineHarness struct {
@@ -21,6 +23,11 @@ type machineHarness struct {
 	st *store.Store
 	d  *directMachine
 	m  *machine
+	// split, ttl: delta responses split at this size (0: never) and the TTL of every type
+	// (0: none), for the subscriptions that start from now; now is the clock of every event.
+	split int
+	ttl   time.Duration
+	now   time.Time
 	// out are the responses due after the last event, materialized.
 	out []outgoing
 }
@@ -37,7 +44,7 @@ func (h *machineHarness) write(state map[string]map[string][]string) {
 	for coll, byName := range state {
 		u := store.Update{Collection: coll, Full: true}
 		for name, refs := range byName {
-			u.Resources = append(u.Resources, modelResource(name, 0, refs))
+			u.Resources = append(u.Resources, worldResource(name, 0, refs))
 		}
 		updates = append(updates, u)
 	}
@@ -45,20 +52,24 @@ func (h *machineHarness) write(state map[string]map[string][]string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View()}))
+	h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View(), now: h.now}))
 }
 
-// modelType is the test world's Type of a key in mode.
+// worldType is the test world's Type of a key in mode.
 func testType(key string, mode Mode) Type {
-	mt := modelTypeOf(key)
+	mt := worldTypeOf(key)
 	return Type{Collection: key, Known: true, Mode: mode, Form: wire.FormAnyBody, Priority: mt.priority,
 		WildcardCapable: mt.wildcardCapable, PartialStateOfTheWorld: mt.partial, After: mt.after, RemoveAfter: mt.remove}
 }
 
 func (h *machineHarness) send(key string, mode Mode, build func(*Request)) {
 	tr := &typedRequest{Request: Request{Key: key}, Type: testType(key, mode)}
+	if h.split > 0 && mode == Incremental {
+		tr.Splittable, tr.splitAt = true, h.split
+	}
+	tr.TTL = h.ttl
 	build(&tr.Request)
-	h.keep(h.d.send(tr, h.st.View(), time.Time{}))
+	h.keep(h.d.send(tr, h.st.View(), h.now))
 }
 
 func (h *machineHarness) keep(fx effects, sends []outgoing) {
@@ -71,7 +82,7 @@ func (h *machineHarness) keep(fx effects, sends []outgoing) {
 // flush returns the responses due, materialized: those the last events made.
 func (h *machineHarness) flush() []outgoing {
 	h.t.Helper()
-	out := append(h.out, h.d.flush(h.st.View(), time.Time{})...)
+	out := append(h.out, h.d.flush(h.st.View(), h.now)...)
 	h.out = nil
 	for _, r := range out {
 		r.p.materialize()
@@ -220,7 +231,7 @@ func (h *machineHarness) take(held holdings, r outgoing) {
 // while the route the client holds still named it: for that window Envoy routed to a cluster
 // it no longer had. Removals made while the client was away wait, like any deletion, for the
 // routes and listeners to move first.
-func TestDeltaResumeHoldsClusterRemovalsUntilRoutesMove(t *testing.T) {
+func TestMachineResumeHoldsClusterRemovalsUntilRoutesMove(t *testing.T) {
 	h := newMachineHarness(t)
 	h.write(map[string]map[string][]string{"C": {"y": nil}, "R": {"r0": {"y"}}})
 	held := holdings{}
@@ -263,7 +274,7 @@ func TestDeltaResumeHoldsClusterRemovalsUntilRoutesMove(t *testing.T) {
 // subscription's first response was filtered out against the version the client said it
 // held when it resumed, and never sent, although a newly subscribed name must be
 // (xds-protocol.rst, "Subscribing to Resources").
-func TestDeltaNameResubscribedBeforeResumedFirstResponseIsSent(t *testing.T) {
+func TestMachineNameResubscribedBeforeResumedFirstResponseIsSent(t *testing.T) {
 	h := newMachineHarness(t)
 	h.write(map[string]map[string][]string{"C": {"x": nil}, "E": {"x": {"x"}}})
 	v := h.st.View()
@@ -302,5 +313,102 @@ func TestDeltaNameResubscribedBeforeResumedFirstResponseIsSent(t *testing.T) {
 	}
 	if !sent {
 		t.Fatal("endpoints x, unsubscribed and subscribed again, were never sent")
+	}
+}
+
+// Found by the independent model: a client that takes back "*" on clusters and asks for one
+// of them by name, while a cluster response is in flight, was sent that cluster's endpoints
+// before the cluster (it no longer held it): a name asked anew and not sent yet keeps the
+// types ordered after its type waiting.
+func TestMachineNameAskedAnewHoldsBackWhatComesAfterIt(t *testing.T) {
+	h := newMachineHarness(t)
+	h.write(map[string]map[string][]string{"C": {"c1": nil, "c2": nil}, "E": {"c2": {"c2"}}})
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	h.ack(h.one("C"))
+	h.write(map[string]map[string][]string{"C": {"c1": {"changed"}, "c2": nil}, "E": {"c2": {"c2"}}})
+	inFlight := h.one("C")
+	h.send("C", Incremental, func(r *Request) { r.Unsubscribe, r.Subscribe = []string{Wildcard}, []string{"c2"} })
+	h.send("E", Incremental, func(r *Request) { r.Subscribe = []string{"c2"} })
+	if out := h.flush(); len(out) != 0 {
+		t.Fatalf("sent while the cluster asked anew waits for the response in flight: %v", describeAll(out))
+	}
+	h.ack(inFlight)
+	out := h.flush()
+	if len(out) != 2 || out[0].sub.key != "C" || out[1].sub.key != "E" || names(out[0].p.msg.Resources)[0] != "c2" {
+		t.Fatalf("want cluster c2, then its endpoints: %v", describeAll(out))
+	}
+}
+
+// Found by the independent model: a later part of a split response that carried a name asked
+// anew after the response was cut left it owed, so the next response sent it again: after
+// the client refused that part, the refused version came back. A part provides what it
+// carries.
+func TestMachineSplitPartProvidesANameAskedAnew(t *testing.T) {
+	h := newMachineHarness(t)
+	h.split = 1 // one resource per part
+	h.write(map[string]map[string][]string{"M": {"m0": nil, "m1": nil}})
+	h.send("M", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	part1 := h.one("M")
+	h.send("M", Incremental, func(r *Request) { r.Nonce, r.Subscribe = part1.nonce, []string{"m1"} }) // asked anew
+	part2 := h.one("M")
+	if got := names(part2.p.msg.Resources); len(got) != 1 || got[0] != "m1" {
+		t.Fatalf("the second part: %s", describe(part2))
+	}
+	h.nack(part2)
+	for _, r := range h.flush() {
+		if slices.ContainsFunc(r.p.msg.Resources, func(e *store.Entry) bool { return e.Name == "m1" }) {
+			t.Fatalf("m1, refused, sent again: %s", describe(r))
+		}
+	}
+}
+
+// Found by the independent model: when a producer comes back, its resources go again with
+// their bodies (clients may have let them run out); that resend carried versions the client
+// had refused, and resources of other owners still away, which it renewed.
+func TestMachineProducerBackResendsNeitherRefusedNorAbsent(t *testing.T) {
+	h := newMachineHarness(t)
+	h.ttl, h.now = 30*time.Second, time.Unix(1_000_000_000, 0)
+	put := func(owner string, byName map[string][]string) {
+		t.Helper()
+		var rs []*mcpapi.Resource
+		for name, refs := range byName {
+			rs = append(rs, worldResource(name, len(refs), refs))
+		}
+		res, err := h.st.Apply(owner, store.Update{Collection: "M", Full: true, Resources: rs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View(), now: h.now}))
+	}
+	present := func(owner string, yes bool) {
+		t.Helper()
+		if _, err := h.st.SetOwnerPresent(owner, yes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("p", map[string][]string{"p0": nil})
+	put("q", map[string][]string{"q0": nil})
+	put("r", map[string][]string{"r0": nil})
+	h.send("M", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	h.ack(h.one("M"))
+	put("p", map[string][]string{"p0": {"v2"}}) // p0 changes; the client refuses it
+	h.nack(h.one("M"))
+	present("q", false) // q goes away, then r: a heartbeat leaves both out
+	present("r", false)
+	h.now = h.now.Add(h.ttl)
+	for _, r := range h.flush() {
+		h.ack(r)
+	}
+	present("q", true) // q comes back, r stays away
+	h.now = h.now.Add(h.ttl)
+	out := h.flush()
+	var resent []string
+	for _, r := range out {
+		if !r.p.heartbeat {
+			resent = append(resent, names(r.p.msg.Resources)...)
+		}
+	}
+	if !slices.Equal(resent, []string{"q0"}) {
+		t.Fatalf("q came back: resent %v, want q0 alone (not p0's refused version, not r0 of r, still away): %v", resent, describeAll(out))
 	}
 }

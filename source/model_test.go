@@ -210,6 +210,7 @@ type nresp struct {
 	denied   bool // carries a PermissionDenied resource error
 	incrFlag bool // MCP Resources.incremental
 	arr      arrival
+	lo       int64 // the clock of the client's answer before it: the response was made after
 }
 
 func (r *nresp) heartbeatOnly() bool {
@@ -299,8 +300,11 @@ type msub struct {
 	nacked         map[string]string // name → version refused on this stream, not asked for again since
 	subscribedAt   map[string]int    // delta: the latest request that subscribed to each name by name
 	nackedSig      string            // the content of the latest refused whole response
+	nackedSince    int64             // the clock after which the refused whole response may have been made
 	nackedRemovals map[string]bool   // removals the client refused, and may still hold
 	obligations    map[string]int    // delta: names subscribed that must be answered, by the request that asked
+	anew           map[string]int    // names asked anew (SotW, or held when "*" was newly subscribed), by that request: the server may send them again
+	wildAnewAt     int               // delta: the latest request that newly subscribed to "*" (-1: none)
 	ackedVersions  map[string]bool   // versions of the responses ACKed on this stream
 	lastAcked      string            // the version of the latest response ACKed
 	dropped        map[string]bool   // names the client stopped asking for, the server may not have read it yet (true: an answer carried it since)
@@ -446,6 +450,8 @@ func (s *msub) resetStream() {
 	s.nacked = map[string]string{}
 	s.nackedSig = ""
 	s.obligations = map[string]int{}
+	s.anew = map[string]int{}
+	s.wildAnewAt = -1
 	s.subscribedAt = map[string]int{}
 	s.ackedVersions = map[string]bool{}
 	s.lastAcked = ""
@@ -626,6 +632,13 @@ func (c *mclient) firstRequest(s *msub, initial map[string]string) out {
 				s.declared = map[string]string{}
 			}
 			s.eff = maps.Clone(s.declared)
+			if !s.delta {
+				// State of the world: the first request asks for each name anew (the server
+				// cannot know what the client holds from an earlier stream).
+				for n := range s.names {
+					s.anew[n] = idx
+				}
+			}
 			if s.delta && c.kind.named() && !s.legacy {
 				// xds-protocol.rst, "Knowing When a Requested Resource Does Not Exist": a delta
 				// name is answered, with the resource or "does not exist"; a name the client
@@ -694,8 +707,18 @@ func (s *msub) changeNames(ch *nameChange, idx int) {
 		}
 		for _, n := range ch.subscribe {
 			if n == source.Wildcard {
+				if !before.wild {
+					// Asked for everything anew, as a first request would: what the client
+					// holds may come again, and a refused version with it.
+					for held := range s.held {
+						s.anew[held] = idx
+					}
+					for told := range s.eff { // told on this stream, answered or not
+						s.anew[told] = idx
+					}
+					s.wildAnewAt = idx
+				}
 				s.wild = true
-				// Asked for everything anew: a refused version may be sent again.
 				s.nacked = map[string]string{}
 				continue
 			}
@@ -717,6 +740,9 @@ func (s *msub) changeNames(ch *nameChange, idx int) {
 	// refused version of it may come again.
 	for n := range after.names {
 		if !before.names[n] {
+			if ch.sotwSet {
+				s.anew[n] = idx
+			}
 			delete(s.nacked, n)
 		}
 	}
@@ -807,8 +833,16 @@ func (s *msub) accept(r *nresp) {
 		return
 	}
 	applyResponse(s.held, r, s.coversNow)
+	if r.full {
+		// The client holds another whole state now: a later response equal to the one it
+		// refused before is a change back, not the refused response resent.
+		s.nackedSig = ""
+	}
 	for _, x := range r.res {
 		delete(s.nackedRemovals, x.name)
+		if x.hasBody && s.nacked[x.name] != x.version {
+			delete(s.nacked, x.name) // it holds another version now: the refused one may come back as a change
+		}
 	}
 	for _, n := range r.removed {
 		delete(s.nackedRemovals, n)
@@ -829,13 +863,13 @@ func (s *msub) refuse(r *nresp) {
 		return
 	}
 	if r.full {
-		s.nackedSig = contentSig(r)
+		s.nackedSig, s.nackedSince = contentSig(r), r.lo
 	}
 	for _, x := range r.res {
 		// A name the client subscribed to again after this response arrived is owed anyway
 		// ("the server *must* still provide" it): sending the version it then refused answers
 		// that request, which the refusal did not take back.
-		if idx, ok := s.subscribedAt[x.name]; x.hasBody && !(ok && idx >= r.arr.Sent) {
+		if idx, ok := s.subscribedAt[x.name]; x.hasBody && !(ok && idx >= r.arr.Sent) && s.wildAnewAt < r.arr.Sent {
 			s.nacked[x.name] = x.version
 		}
 	}
@@ -940,6 +974,7 @@ func (c *mclient) onArrival(a arrival) {
 		m.fail("checkSubscribed", "%s got a response for %s, which it has not subscribed to on this stream: %s", c, r.key, r)
 	}
 	lo, hi := c.sendAt[s.answeredIdx], a.At
+	r.lo = lo
 
 	c.checkOneUnacknowledged(s, r)
 	c.checkNoDuplicateNames(s, r)
@@ -960,6 +995,9 @@ func (c *mclient) onArrival(a arrival) {
 	for _, x := range r.res {
 		if idx, ok := s.obligations[x.name]; ok && !x.heartbeat && a.Sent > idx {
 			delete(s.obligations, x.name)
+		}
+		if idx, ok := s.anew[x.name]; ok && !x.heartbeat && a.Sent > idx {
+			delete(s.anew, x.name)
 		}
 	}
 	for _, n := range r.removed {
@@ -1305,6 +1343,9 @@ func (c *mclient) checkHeartbeat(s *msub, r *nresp, lo, hi int64) {
 		if _, asked := s.obligations[x.name]; asked {
 			continue
 		}
+		if idx, asked := s.anew[x.name]; asked && r.arr.Sent > idx {
+			continue // "*" subscribed anew: everything goes as in a first response
+		}
 		if owner := m.w.ownerOf(s.t.coll, x.name); m.w.deadThroughout(owner, lo, hi) {
 			m.fail("checkResendRenewsOnlyLive", "%s: %s resends %s@%s, which the client holds, with its body and TTL: a renewal of a resource of %s, which was away all the while", c, r, x.name, x.version, owner)
 		}
@@ -1321,7 +1362,9 @@ func (c *mclient) checkNackedNotResent(s *msub, r *nresp) {
 		return
 	}
 	if r.full {
-		if s.nackedSig != "" && contentSig(r) == s.nackedSig {
+		// After a change of the collection, the current state is sent as usual, even if it is
+		// what the client refused before the change (something created and deleted since).
+		if s.nackedSig != "" && contentSig(r) == s.nackedSig && !c.m.w.changedSince(s.t.coll, s.nackedSince) {
 			c.m.fail("checkNackedNotResent", "%s: %s is the whole response the client refused, sent again", c, r)
 		}
 		return

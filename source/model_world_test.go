@@ -144,6 +144,9 @@ type world struct {
 	snaps []snapshot
 	dirty bool // a change not yet sure (see snapshot)
 
+	// changedAt are, per collection, the clock of each change that made its current state differ.
+	changedAt map[string][]int64
+
 	env       envoyState
 	envSpec   map[string]map[string]string // collection → name → what its content says, to tell a change
 	producers []*mproducer
@@ -151,7 +154,7 @@ type world struct {
 
 func newWorld(clock *modelClock, st *store.Store) *world {
 	w := &world{clock: clock, st: st, hist: map[string]map[string]map[string]*rv{},
-		cur: map[string]map[string]string{}, envSpec: map[string]map[string]string{}}
+		cur: map[string]map[string]string{}, envSpec: map[string]map[string]string{}, changedAt: map[string][]int64{}}
 	w.snaps = append(w.snaps, snapshot{from: 0, sure: map[string]map[string]bool{}})
 	return w
 }
@@ -189,7 +192,16 @@ func (w *world) versionOfBody(coll, name string, body []byte) (string, bool) {
 func (w *world) change(apply func()) {
 	from := w.clock.Tick() // before the change: a response stamped earlier cannot reflect it
 	before := w.sureNow()
+	was := map[string]map[string]string{}
+	for coll, names := range w.cur {
+		was[coll] = maps.Clone(names)
+	}
 	apply()
+	for coll := range w.cur {
+		if !maps.Equal(was[coll], w.cur[coll]) {
+			w.changedAt[coll] = append(w.changedAt[coll], from)
+		}
+	}
 	after := w.sureNow()
 	both := map[string]map[string]bool{}
 	for coll, names := range before {
@@ -693,4 +705,10 @@ func modelPolicies() []*policySpec {
 			consume: map[string]nsSet{typeCluster: ns("*"), typeEndpoint: ns("*"), typeListener: ns("n0", "n2"),
 				typeRoute: ns("n0", "n2"), collSE: ns("n0", "n2"), xdsUnknown: ns("n0", "n2"), mcpUnknown: ns("n0", "n2"), amcsUnknown: ns("n0", "n2")}},
 	}
+}
+
+// changedSince tells whether a collection's state changed after the clock at.
+func (w *world) changedSince(coll string, at int64) bool {
+	ts := w.changedAt[coll]
+	return len(ts) > 0 && ts[len(ts)-1] > at
 }

@@ -205,9 +205,17 @@ type exchange struct {
 // from a part that left something out until the next response (or a catch-up) goes.
 type owed struct {
 	// fresh names were newly asked: sent even if unchanged; all: every wanted resource is owed
-	// again (a wildcard newly entered, a producer that came back).
-	fresh map[string]struct{}
-	all   bool
+	// again (a wildcard newly entered, a producer that came back). revive: they are owed
+	// because a producer came back (heartbeat.go), not because the client asked: a version
+	// the client refused is not among them, nor a resource of an owner still away (dead,
+	// sorted: sent with its body, it would be renewed).
+	fresh  map[string]struct{}
+	all    bool
+	revive bool
+	dead   []string
+	// given are what later parts of a split response carried while all was owed: the client
+	// holds them at these versions, so all does not owe them again.
+	given map[string]string
 	// held are deletions the client has not been told of yet (tombstones, with the revision of
 	// the deletion), kept back until the types in RemoveAfter are caught up to it.
 	held []*store.Entry

@@ -65,6 +65,8 @@ type pending struct {
 	notPush   bool
 	from      uint64
 	short     bool
+	// revive: the response resends what a producer's return made owed (owed.revive).
+	revive bool
 	// whole: the response carries everything the client asked for (it replaces the client's
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
@@ -112,6 +114,9 @@ type frameKey struct {
 type gates struct {
 	// removableThrough: deletions made at or before this revision may be sent.
 	removableThrough uint64
+	// live reads which owners are live in the view (heartbeat.go), for what a producer's
+	// return made owed; nil: everyone is.
+	live func() *liveness
 }
 
 // wants tells whether the client asked for a resource of this name (and may see it).
@@ -175,7 +180,7 @@ func (s *subscription) next(v *store.View, rev uint64, protocol string, g gates)
 		return nil, false, nil
 	}
 	if len(s.owed.parts) > 0 {
-		return s.nextPart(v), false, nil // the rest of a split response
+		return s.nextPart(v, g), false, nil // the rest of a split response
 	}
 	if s.ex.phase == phaseUnsent {
 		return s.split(s.first(v, rev, protocol, g)), false, nil
@@ -246,7 +251,7 @@ func (s *subscription) split(p *pending) *pending {
 	parts := make([]*pending, len(chunks))
 	for i, chunk := range chunks {
 		part := &pending{
-			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
+			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1), revive: s.owed.revive,
 			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
 		}
 		if i == 0 {
@@ -275,7 +280,7 @@ func (s *subscription) split(p *pending) *pending {
 // this client's. It goes, like any response, only once the types it comes after are caught
 // up with the view. Parts left empty are skipped; the last goes even if empty, since it
 // completes the response.
-func (s *subscription) nextPart(v *store.View) *pending {
+func (s *subscription) nextPart(v *store.View, g gates) *pending {
 	at := v.Collection(s.Collection).Revision
 	whole := s.owed.parts[len(s.owed.parts)-1].rev
 	short := false
@@ -289,6 +294,10 @@ func (s *subscription) nextPart(v *store.View) *pending {
 				own = true
 			case cur == nil || cur.Revision > whole:
 				short = true
+			case part.revive && g.live != nil && !g.live().live(cur.Owner):
+				// Owed because its producer came back, which has left again: the client holds
+				// it, and sending it with its body would renew it (heartbeat.go).
+				own = true
 			default:
 				p.msg.Resources = append(p.msg.Resources, cur)
 			}
@@ -461,6 +470,9 @@ func (s *subscription) resume(v *store.View, rev uint64, g gates) *pending {
 	}
 	var gone []*store.Entry
 	for name := range s.ex.resumed {
+		if !s.wants(name) {
+			continue // no longer asked for: the client dropped it
+		}
 		_, isLive := live[name]
 		if _, isTold := told[name]; !isLive && !isTold {
 			gone = append(gone, &store.Entry{Name: name, Deleted: true, Revision: rev})
@@ -543,6 +555,7 @@ func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, 
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
 	}
+	p.msg.Resources = s.notRefused(p.msg.Resources)
 	for _, e := range ch.Upserts {
 		_, fresh := s.owed.fresh[e.Name]
 		if s.wants(e.Name) && !fresh {
@@ -571,7 +584,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 	told := map[string]bool{}
 	if s.owed.all { // everything wanted, as a first response would carry it
 		current, missing := s.current(v)
-		p.msg.Resources = current
+		p.msg.Resources = s.notRefused(current)
 		for _, name := range missing {
 			if !heldBack[name] {
 				p.msg.Missing = append(p.msg.Missing, name)
@@ -645,9 +658,22 @@ func (s *subscription) sent(p *pending, nonce string) {
 		s.owed.refusable, s.owed.refusableMissing = p.removed, p.msg.Missing
 	}
 	s.owed.parts = p.rest
-	if !p.continues {
+	if p.continues {
+		// A later part provides what it carries: a name asked anew since the response was
+		// cut, carried here at its current version, is owed no more (if the client refuses
+		// this part, that version is not sent again).
+		for _, e := range p.msg.Resources {
+			delete(s.owed.fresh, e.Name)
+			if s.owed.all {
+				if s.owed.given == nil {
+					s.owed.given = map[string]string{}
+				}
+				s.owed.given[e.Name] = e.Version
+			}
+		}
+	} else {
 		s.ex.carried, s.ex.carriedAll = s.owed.fresh, s.owed.all
-		s.owed.fresh, s.owed.all, s.ex.resumed = nil, false, nil
+		s.owed.fresh, s.owed.all, s.owed.revive, s.owed.dead, s.owed.given, s.ex.resumed = nil, false, false, nil, nil, nil
 		s.owed.short = false // a new response carries what changed since: what a part left out too
 	}
 	if p.short && !s.owed.short {
@@ -668,7 +694,7 @@ func (s *subscription) caughtUp(rev uint64, p *pending) {
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
 	// Nothing wanted changed since the last response: what a part of it left out is no
 	// longer wanted.
-	s.owed.fresh, s.owed.all, s.owed.short = nil, false, false
+	s.owed.fresh, s.owed.all, s.owed.revive, s.owed.dead, s.owed.given, s.owed.short = nil, false, false, nil, nil, false
 	if p != nil {
 		s.owed.held = p.held
 	}
@@ -733,9 +759,10 @@ func (s *subscription) weight() int {
 	return 1 + len(s.want.names)
 }
 
-// owesAll makes the subscription send everything the client asked for, with bodies.
+// owesAll makes the subscription send everything the client asked for, with bodies: a
+// producer came back, and its resources may have run out at the client (heartbeat.go).
 func (s *subscription) owesAll() {
-	s.owed.all = true
+	s.owed.all, s.owed.revive = true, true
 	if s.PartialStateOfTheWorld && !s.want.wildcard { // answered from fresh names alone
 		for n := range s.want.names {
 			s.owed.addFresh(n)
@@ -747,6 +774,28 @@ func mergeEntries(a, b []*store.Entry) []*store.Entry {
 	out := make([]*store.Entry, 0, len(a)+len(b))
 	out = append(append(out, a...), b...)
 	sortEntries(out)
+	return out
+}
+
+// notRefused leaves out, of everything owed anew, what the client already got since it was
+// owed (a later part of a split response carried it) and, when a producer's return made it
+// owed, the versions the client refused: it holds older ones, and a refused version is not
+// sent again (a change is).
+func (s *subscription) notRefused(es []*store.Entry) []*store.Entry {
+	refused, dead := s.beat.refused, s.owed.dead
+	if !s.owed.revive {
+		refused, dead = nil, nil
+	}
+	if len(refused) == 0 && len(dead) == 0 && len(s.owed.given) == 0 {
+		return es
+	}
+	out := make([]*store.Entry, 0, len(es))
+	for _, e := range es {
+		_, away := slices.BinarySearch(dead, e.Owner)
+		if !away && (refused == nil || refused[e.Name] != e.Version) && s.owed.given[e.Name] != e.Version {
+			out = append(out, e)
+		}
+	}
 	return out
 }
 

@@ -137,7 +137,7 @@ func TestDeltaReconnectWithInitialResourceVersions(t *testing.T) {
 	assertNames(t, "resent", deltaNames(m), "added", "changed")
 	// Clusters are removed after the listeners and routes that may name them: the client
 	// resumes those in the same burst, before it answers this response, so the removal
-	// follows the answer (TestDeltaResumeHoldsClusterRemovalsUntilRoutesMove).
+	// follows the answer (source.TestDeltaResumeKeepsMakeBeforeBreak).
 	assertNames(t, "removed with the first response", m.RemovedResources)
 	c2.ack(m)
 	m = c2.recv()

@@ -173,7 +173,7 @@ const (
 
 // handle is the machine's one entry point: it applies the event and returns what to do.
 func (m *machine) handle(ev event) effects {
-	var fx effects
+	fx := effects{outcome: noRequest}
 	defer func() { m.live.v, m.live.l = nil, nil }() // no view is kept between events
 	if ev.req != nil {
 		m.request(ev.req, ev.now, &fx)

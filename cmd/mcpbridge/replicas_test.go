@@ -146,10 +146,13 @@ func killMidPush(t *testing.T, bin string, cluster *etcdtest.Cluster, cli *clien
 	if err := p.Send(&mcp.Resources{Collection: seCollection, Nonce: "1", Resources: manyServiceEntries(n, "v1")}); err != nil {
 		t.Fatal(err)
 	}
+	// Replica a validates, encodes and writes 3,000 ServiceEntries first: under the race
+	// detector on a loaded 2-core machine that took over 30s once, so the wait is generous
+	// (it ends as soon as the key appears).
 	select {
 	case <-keys:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("replica a wrote no %s key in 30s", at)
+	case <-time.After(120 * time.Second):
+		t.Fatalf("replica a wrote no %s key in 120s", at)
 	}
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -50,23 +50,32 @@ func TestEngineAgainstModelOverSockets(t *testing.T) {
 	})
 }
 
-// defaultRapidChecks sets -rapid.checks to n unless it was given (flag or RAPID_CHECKS), and
-// returns what restores it.
+// defaultRapidChecks sets -rapid.checks to n, and -rapid.seed to a fixed seed, unless either
+// was given (flags, or RAPID_CHECKS / RAPID_SEED), and returns what restores them. So make
+// test runs the same schedules every time: a run that fails fails again, and its failure is
+// the code's, not the draw's. make fuzz-model gives -rapid.checks and explores new schedules.
 func defaultRapidChecks(n int) func() {
-	explicit := os.Getenv("RAPID_CHECKS") != ""
+	explicit := os.Getenv("RAPID_CHECKS") != "" || os.Getenv("RAPID_SEED") != ""
 	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
+		if f.Name == "rapid.checks" || f.Name == "rapid.seed" {
 			explicit = true
 		}
 	})
-	f := flag.Lookup("rapid.checks")
-	if explicit || f == nil {
+	checks, seed := flag.Lookup("rapid.checks"), flag.Lookup("rapid.seed")
+	if explicit || checks == nil || seed == nil {
 		return func() {}
 	}
-	old := f.Value.String()
-	_ = f.Value.Set(strconv.Itoa(n))
-	return func() { _ = f.Value.Set(old) }
+	oldChecks, oldSeed := checks.Value.String(), seed.Value.String()
+	_ = checks.Value.Set(strconv.Itoa(n))
+	_ = seed.Value.Set(strconv.FormatUint(modelSeed, 10))
+	return func() {
+		_ = checks.Value.Set(oldChecks)
+		_ = seed.Value.Set(oldSeed)
+	}
 }
+
+// modelSeed is make test's seed of the model's schedules.
+const modelSeed = 20261126
 
 // socketTransport is modelTransport over loopback gRPC.
 type socketTransport struct {

@@ -1447,8 +1447,10 @@ func (c *mclient) checkMakeBeforeBreak(s *msub, r *nresp, lo, hi int64) {
 					continue
 				}
 				for name, ver := range ts.eff {
-					if ts.t.partial && !ts.delta && !m.w.existsThroughout(key, name, lo, hi) {
-						continue // SotW cannot remove it: the client may keep it, unused
+					if ts.t.partial && !ts.delta && (!m.w.existsThroughout(key, name, lo, hi) || m.w.deletedSince(key, name, ver)) {
+						// SotW cannot remove it: the client may keep it, unused (also a copy
+						// from before a deletion, when the name came back since).
+						continue
 					}
 					if slices.Contains(m.w.version(key, name, ver).refs, cl) {
 						check, how := "checkMakeBeforeBreak", "told on this stream"

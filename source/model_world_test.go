@@ -146,6 +146,9 @@ type world struct {
 
 	// changedAt are, per collection, the clock of each change that made its current state differ.
 	changedAt map[string][]int64
+	// deletedAt are, per collection and name, the version order (ord) when each deletion of
+	// the name happened: a version written before it was deleted since.
+	deletedAt map[string]map[string][]int
 
 	env       envoyState
 	envSpec   map[string]map[string]string // collection → name → what its content says, to tell a change
@@ -154,7 +157,7 @@ type world struct {
 
 func newWorld(clock *modelClock, st *store.Store) *world {
 	w := &world{clock: clock, st: st, hist: map[string]map[string]map[string]*rv{},
-		cur: map[string]map[string]string{}, envSpec: map[string]map[string]string{}, changedAt: map[string][]int64{}}
+		cur: map[string]map[string]string{}, envSpec: map[string]map[string]string{}, changedAt: map[string][]int64{}, deletedAt: map[string]map[string][]int{}}
 	w.snaps = append(w.snaps, snapshot{from: 0, sure: map[string]map[string]bool{}})
 	return w
 }
@@ -200,6 +203,14 @@ func (w *world) change(apply func()) {
 	for coll := range w.cur {
 		if !maps.Equal(was[coll], w.cur[coll]) {
 			w.changedAt[coll] = append(w.changedAt[coll], from)
+		}
+		for name := range was[coll] {
+			if _, still := w.cur[coll][name]; !still {
+				if w.deletedAt[coll] == nil {
+					w.deletedAt[coll] = map[string][]int{}
+				}
+				w.deletedAt[coll][name] = append(w.deletedAt[coll][name], w.ord)
+			}
 		}
 	}
 	after := w.sureNow()
@@ -711,4 +722,18 @@ func modelPolicies() []*policySpec {
 func (w *world) changedSince(coll string, at int64) bool {
 	ts := w.changedAt[coll]
 	return len(ts) > 0 && ts[len(ts)-1] > at
+}
+
+// deletedSince tells whether a name was deleted after a version of it was written.
+func (w *world) deletedSince(coll, name, ver string) bool {
+	r := w.version(coll, name, ver)
+	if r == nil {
+		return false
+	}
+	for _, ord := range w.deletedAt[coll][name] {
+		if ord >= r.ord {
+			return true
+		}
+	}
+	return false
 }

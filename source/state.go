@@ -227,11 +227,13 @@ type owed struct {
 	// parts are the rest of a response that was split, sent one by one as the client answers
 	// each; the last moves exchange.rev.
 	parts []*pending
-	// short: a part left out a resource changed or deleted since it was cut; until the next
-	// response carries it, the client holds everything only through shortAt, the revision it
-	// had been sent before the split (subscription.nextPart).
-	short   bool
-	shortAt uint64
+	// short: a part left out a resource changed or deleted since it was cut; until a response
+	// goes whole without leaving anything out (it carries what changed since), the client
+	// holds everything only through shortAt, the earliest revision it had been sent before
+	// such a split (subscription.nextPart). cutShort: the response being sent left
+	// something out.
+	short, cutShort bool
+	shortAt         uint64
 }
 
 func (o *owed) addFresh(name string) {

@@ -65,8 +65,11 @@ type pending struct {
 	notPush   bool
 	from      uint64
 	short     bool
-	// revive: the response resends what a producer's return made owed (owed.revive).
+	// revive: the response resends what a producer's return made owed (owed.revive); all: it
+	// carries everything wanted (a first response, a wildcard entered anew), not only what
+	// changed and the names asked anew.
 	revive bool
+	all    bool
 	// whole: the response carries everything the client asked for (it replaces the client's
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
@@ -251,7 +254,8 @@ func (s *subscription) split(p *pending) *pending {
 	parts := make([]*pending, len(chunks))
 	for i, chunk := range chunks {
 		part := &pending{
-			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1), revive: s.owed.revive,
+			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
+			revive: s.owed.revive, all: p.whole || s.owed.all,
 			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
 		}
 		if i == 0 {
@@ -294,6 +298,10 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 				own = true
 			case cur == nil || cur.Revision > whole:
 				short = true
+			case !part.all && cur.Revision <= part.from && !s.want.has(e.Name):
+				// Unchanged: in the part only because its name was asked anew, which the
+				// client took back since (the wildcard may still cover it: it holds it).
+				own = true
 			case part.revive && g.live != nil && !g.live().live(cur.Owner):
 				// Owed because its producer came back, which has left again: the client holds
 				// it, and sending it with its body would renew it (heartbeat.go).
@@ -674,10 +682,18 @@ func (s *subscription) sent(p *pending, nonce string) {
 	} else {
 		s.ex.carried, s.ex.carriedAll = s.owed.fresh, s.owed.all
 		s.owed.fresh, s.owed.all, s.owed.revive, s.owed.dead, s.owed.given, s.ex.resumed = nil, false, false, nil, nil, nil
-		s.owed.short = false // a new response carries what changed since: what a part left out too
+		s.owed.cutShort = false
 	}
-	if p.short && !s.owed.short {
-		s.owed.short, s.owed.shortAt = true, p.from
+	if p.short { // the client holds what the part left out as it was before the response
+		if !s.owed.short || p.from < s.owed.shortAt {
+			s.owed.shortAt = p.from
+		}
+		s.owed.short, s.owed.cutShort = true, true
+	}
+	if len(p.rest) == 0 && !s.owed.cutShort {
+		// A whole response went without leaving anything out: it carried what changed
+		// since the one before, and so what an earlier part left out.
+		s.owed.short = false
 	}
 	if s.ttl() > 0 {
 		s.beat.sent(p)

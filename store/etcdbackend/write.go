@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -47,8 +48,14 @@ func (b *Backend) ReplaceOwnerEncoded(owner string, state map[string][]store.Enc
 }
 
 // maxAttempts bounds the retries of a write that lost a race with another replica writing for
-// the same owner.
-const maxAttempts = 8
+// the same owner (the write's deadline bounds them too). Between attempts the write backs off
+// for a random time that doubles up to maxBackoff: replicas writing for one owner at once
+// would otherwise retry in lockstep and lose to each other again, more so on a loaded host.
+const (
+	maxAttempts  = 32
+	firstBackoff = time.Millisecond
+	maxBackoff   = 100 * time.Millisecond
+)
 
 func (b *Backend) write(owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, error) {
 	if err := store.CheckOwner(owner); err != nil {
@@ -62,11 +69,18 @@ func (b *Backend) write(owner string, limit int, replaceAll bool, updates []stor
 	defer unlock()
 	ctx, cancel := context.WithTimeout(b.servingContext(), 3*b.timeout)
 	defer cancel()
+	backoff := firstBackoff
 	for range maxAttempts {
 		res, retry, err := b.attempt(ctx, owner, limit, replaceAll, prepared)
 		if !retry {
 			return res, err
 		}
+		select {
+		case <-ctx.Done():
+			return store.Result{}, &store.UnavailableError{Err: fmt.Errorf("owner %q: concurrent writes of the same owner on other replicas: %w", owner, ctx.Err())}
+		case <-time.After(mathrand.N(backoff) + backoff/2):
+		}
+		backoff = min(2*backoff, maxBackoff)
 	}
 	return store.Result{}, &store.UnavailableError{Err: fmt.Errorf("owner %q: %d attempts lost to concurrent writes of the same owner on other replicas", owner, maxAttempts)}
 }

@@ -438,3 +438,117 @@ func TestMachineSplitPartLeavesOutANameAskedAnewThenTakenBack(t *testing.T) {
 		}
 	}
 }
+
+// Found by the independent model (commit ae854df): a route response split in parts, whose
+// later part left out a route changed since the response was cut (the part is short: the
+// client still holds that route as it was before the response, so the routes count as caught
+// up only through the revision before it), then a new response cut while the routes were
+// still short, whose later part left the same route out again (it changed once more). That
+// second short part made the routes count as caught up through its own start, the first
+// response's revision, past the version of the route the client still held; so the removal
+// of the cluster that version names, deleted by the first response's write, went to the
+// client while it held a route naming it. xds-protocol.rst, "Eventual consistency
+// considerations" (make before break): a cluster is not removed while the client holds a
+// route that names it. The subscription stays short, through the earliest such revision,
+// until a response goes whole without leaving anything out.
+func TestMachineShortSplitStaysShortUntilAResponseGoesWhole(t *testing.T) {
+	h := newMachineHarness(t)
+	// write replaces the routes, each at generation gen (so that a route can change and name
+	// the same clusters), and the clusters unless nil, in one write as the translator writes.
+	write := func(gen int, clusters []string, routes map[string][]string) {
+		t.Helper()
+		u := store.Update{Collection: "R", Full: true}
+		for name, refs := range routes {
+			u.Resources = append(u.Resources, worldResource(name, gen, refs))
+		}
+		updates := []store.Update{u}
+		if clusters != nil {
+			u := store.Update{Collection: "C", Full: true}
+			for _, name := range clusters {
+				u.Resources = append(u.Resources, worldResource(name, 0, nil))
+			}
+			updates = append(updates, u)
+		}
+		res, err := h.st.Apply("test", updates...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View(), now: h.now}))
+	}
+	// routes is what the client holds of each route: the clusters it names; removed, the
+	// clusters it was told to remove.
+	routes, removed := map[string][]string{}, map[string]bool{}
+	// take reads each response as the client does and answers it: a cluster is removed only
+	// once no route it holds names it.
+	take := func(out []outgoing) {
+		t.Helper()
+		for _, r := range out {
+			switch r.sub.key {
+			case "R":
+				for _, e := range r.p.msg.Resources {
+					routes[e.Name] = refsOf(e)
+				}
+			case "C":
+				for _, c := range r.p.msg.Removed {
+					for name, refs := range routes {
+						if slices.Contains(refs, c) {
+							t.Fatalf("cluster %s removed while the client holds route %s naming it (%v): %s", c, name, refs, describe(r))
+						}
+					}
+					removed[c] = true
+				}
+			}
+			h.ack(r)
+		}
+	}
+	one := func() outgoing { // the one response due, a route part, left unanswered
+		t.Helper()
+		out := h.flush()
+		if len(out) != 1 || out[0].sub.key != "R" {
+			t.Fatalf("want one route response, got %v", describeAll(out))
+		}
+		return out[0]
+	}
+
+	write(0, []string{"y", "z"}, map[string][]string{"r0": {"z"}, "r1": {"y"}})
+	h.send("C", Incremental, func(r *Request) { r.Subscribe = []string{Wildcard} })
+	take(h.flush())
+	h.split = 1 // routes go one per part
+	h.send("R", Incremental, func(r *Request) { r.Subscribe = []string{"r0", "r1"} })
+	for range 3 {
+		take(h.flush())
+	}
+	if !slices.Equal(routes["r1"], []string{"y"}) {
+		t.Fatalf("the client holds %v, want r1 naming y", routes)
+	}
+
+	// r1 moves to z and y goes, in one write; both routes change, so the response is cut
+	// [r0] [r1]. The first part goes; before the client answers it, r1 changes again.
+	write(1, []string{"z"}, map[string][]string{"r0": {"z"}, "r1": {"z"}})
+	first := one() // the clusters send nothing: y's removal waits for the routes
+	write(2, nil, map[string][]string{"r0": {"z"}, "r1": {"z"}})
+	take([]outgoing{first})
+	// The second part leaves r1 out: the client still holds it naming y.
+	second := one()
+	if len(second.p.msg.Resources) != 0 {
+		t.Fatalf("the second part carries %s, want r1 left out", describe(second))
+	}
+	take([]outgoing{second})
+	// The next response, cut [r0] [r1] again while the routes are short; r1 changes again
+	// before its part goes, which leaves it out again.
+	third := one()
+	write(3, nil, map[string][]string{"r0": {"z"}, "r1": {"z"}})
+	take([]outgoing{third})
+	// The fourth part leaves r1 out: the client still holds it naming y, so y stays.
+	if out := h.flush(); len(out) == 0 || out[0].sub.key != "R" || len(out[0].p.msg.Resources) != 0 {
+		t.Fatalf("want the fourth part, leaving r1 out, first: %v", describeAll(out))
+	} else {
+		take(out)
+	}
+	for range 5 {
+		take(h.flush())
+	}
+	if !slices.Equal(routes["r1"], []string{"z"}) || !removed["y"] {
+		t.Fatalf("after everything was answered the client holds %v (removed %v), want r1 naming z and y removed", routes, removed)
+	}
+}

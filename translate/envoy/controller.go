@@ -123,7 +123,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("translate: no store")
 	}
 	// Watch before the first read, so that a change made during it is not missed.
-	w := c.st.Watch(InputCollections()...)
+	w := c.st.Watch(watchedCollections()...)
 	defer w.Close()
 	defer c.classes.stop()
 	retry := time.NewTimer(retryDelay)
@@ -149,7 +149,7 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) sync() error {
 	v := c.st.View()
 	rev := v.Revision()
-	for _, coll := range InputCollections() {
+	for _, coll := range watchedCollections() {
 		c.read(v, coll)
 	}
 	c.classes.apply(c.t)
@@ -299,7 +299,7 @@ func (c *Controller) finish(rev uint64, stats Stats, written int) {
 // for an input change that never comes.
 func (c *Controller) coveredRevision(processed uint64) uint64 {
 	v := c.st.View()
-	for _, coll := range InputCollections() {
+	for _, coll := range watchedCollections() {
 		if v.Collection(coll).Revision > processed {
 			return processed
 		}

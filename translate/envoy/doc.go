@@ -117,10 +117,20 @@
 // servers, sourceLabels and sourceNamespace matches (a
 // shared configuration has no client identity), delegate VirtualServices, corsPolicy,
 // PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
-// retryRemoteLocalities. Silently not modelled: a redirect's derivePort, exportTo (every
-// resource is visible everywhere), Sidecar resources,
-// the namespace-dependent choice of DestinationRule, short-name and VIP domains on virtual
-// hosts, and Istio's per-proxy views (every client is served every resource). grpc-go itself
+// retryRemoteLocalities.
+//
+// Nothing is left out silently (untranslated.go): every field of an input that the
+// translation neither reads nor reports a fault of its own for is a fault of its resource,
+// "not translated, served without them: FIELD (why), ...": among them exportTo other than
+// "*" and DestinationRule workloadSelector (every client is served every resource: there are
+// no per-proxy views), a redirect's derivePort and prefixRewrite, a match's statPrefix,
+// Gateway servers' bind, subjectAltNames and certificate pins, the identities of workloads
+// (serviceAccount, subjectAltNames), and any field this bridge's Istio API does not know,
+// by number. Sidecar and EnvoyFilter resources are read only to report each as not applied.
+// Not reported, as it leaves the Envoy configuration as istiod builds it apart from
+// automatic mutual TLS and telemetry, which the bridge does not do: a ServiceEntry's
+// location. Still silent: the namespace-dependent choice of DestinationRule and the
+// short-name domains of virtual hosts (one configuration for every client). grpc-go itself
 // accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and
 // RING_HASH policies: a proxyless client cannot reach a DNS (STRICT_DNS) service, nor one
 // whose rule asks for RANDOM or Maglev.

@@ -27,6 +27,24 @@ const (
 // inputKinds are the kinds the translation reads, in the order their changes are applied.
 var inputKinds = []string{kindServiceEntry, kindWorkloadEntry, kindDestinationRule, kindVirtualService, kindGateway}
 
+// reportedKinds change what istiod sends its proxies but the translation does not apply them:
+// each resource of theirs is a fault (nothing silent), with the reason.
+var reportedKinds = map[string]string{
+	"Sidecar": "not applied: every proxy is served every host and port (the bridge builds one " +
+		"configuration for all its clients; no per-proxy views)",
+	"EnvoyFilter": "not applied: the bridge does not patch the Envoy configuration it builds",
+}
+
+// watchedCollections are the collections the translation reads: its inputs, and the kinds it
+// only reports.
+func watchedCollections() []string {
+	out := InputCollections()
+	for _, k := range slices.Sorted(maps.Keys(reportedKinds)) {
+		out = append(out, collectionOf(k))
+	}
+	return out
+}
+
 // InputCollections returns the canonical store collections the translation reads.
 func InputCollections() []string {
 	out := make([]string, 0, len(inputKinds))

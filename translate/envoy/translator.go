@@ -52,6 +52,9 @@ type Translator struct {
 	dirty      map[unitKey]struct{}
 	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
 	inputFaults map[string]Fault
+	// fieldFaults name the fields of an input the translation does not honour, by
+	// "Kind/namespace/name" (untranslated.go).
+	fieldFaults map[string]Fault
 
 	// faults is the sorted list of every unit's faults, recomputed only after a build
 	// changed some (faultsDirty).
@@ -244,7 +247,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{},
-		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{},
+		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 	}
 	for _, c := range opts.GatewayClasses {
 		t.SetGatewayClass(c)
@@ -590,6 +593,9 @@ func (t *Translator) Faults() []Fault {
 			all = append(all, u.faults...)
 		}
 		for _, f := range t.inputFaults {
+			all = append(all, f)
+		}
+		for _, f := range t.fieldFaults {
 			all = append(all, f)
 		}
 		t.faults, t.faultsDirty = sortFaults(all), false

@@ -52,7 +52,7 @@ type Translator struct {
 	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
 	// hosts whose filter chains each gathers (tcplisteners.go).
 	tcpBinds map[string]*tcpBindState
-	dirty      map[unitKey]struct{}
+	dirty    map[unitKey]struct{}
 	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
 	inputFaults map[string]Fault
 

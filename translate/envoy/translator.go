@@ -49,10 +49,7 @@ type Translator struct {
 	dependents map[depKey]map[unitKey]struct{}
 	units      map[unitKey]*unitState
 	ports      map[uint32]*portState // port → what its outbound route configuration gathers
-	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
-	// hosts whose filter chains each gathers (tcplisteners.go).
-	tcpBinds map[string]*tcpBindState
-	dirty    map[unitKey]struct{}
+	dirty      map[unitKey]struct{}
 	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
 	inputFaults map[string]Fault
 
@@ -60,6 +57,10 @@ type Translator struct {
 	// changed some (faultsDirty).
 	faults      []Fault
 	faultsDirty bool
+
+	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
+	// hosts whose filter chains each gathers (tcplisteners.go).
+	tcpBinds map[string]*tcpBindState
 }
 
 type keySet = map[string]struct{}

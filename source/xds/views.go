@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbridge/mcpbridge/source"
@@ -9,7 +11,8 @@ import (
 
 // ListenerView is the part of the listener collection a proxy is served when it subscribes to
 // listeners by wildcard, chosen by Istio's node ID convention (TYPE~IP~ID~DOMAIN): a sidecar
-// gets the outbound listeners (0.0.0.0_PORT); a gateway ("router") the listeners of its
+// gets the outbound listeners (ADDRESS_PORT: 0.0.0.0_PORT, and the VIP_PORT ones of non-HTTP
+// ports); a gateway ("router") the listeners of its
 // gateway class (gateway.CLASS/0.0.0.0_PORT: the merge of the Gateways whose selector its
 // labels satisfy, see translate.GatewayClass); any other node all of them. Without it an
 // Envoy sidecar would also receive the API listeners meant for proxyless gRPC and the
@@ -35,7 +38,18 @@ func GatewayClassOf(node source.Node) translate.GatewayClass {
 	return translate.GatewayClass{Labels: node.Labels, Namespaces: node.Namespaces}
 }
 
-func isOutboundListener(name string) bool { return strings.HasPrefix(name, outboundPrefix) }
-
-// outboundPrefix starts every outbound listener name (translate/envoy.OutboundListenerName; a test there holds the two together).
-const outboundPrefix = "0.0.0.0_"
+// isOutboundListener tells an outbound listener's name, ADDRESS_PORT with an IP address
+// (translate/envoy.OutboundListenerName and the VIP_PORT listeners of non-HTTP ports; a test
+// there holds the two together), from an API listener's (HOST:PORT) and a gateway class's
+// (gateway.CLASS/...).
+func isOutboundListener(name string) bool {
+	i := strings.LastIndexByte(name, '_')
+	if i <= 0 {
+		return false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 10, 16); err != nil {
+		return false
+	}
+	_, err := netip.ParseAddr(name[:i])
+	return err == nil
+}

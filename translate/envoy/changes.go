@@ -358,10 +358,11 @@ func (t *Translator) markHost(host string, withDependents bool) {
 }
 
 // markEndpoints marks a host whose endpoints changed: its load assignments, and the rest of
-// the host too when its clusters hold their endpoints (DNS resolution).
+// the host too when its clusters hold their endpoints (DNS resolution), or its listeners are
+// bound to them (listensOnEndpoints).
 func (t *Translator) markEndpoints(host string) {
 	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
-	if se, _ := t.serviceEntryFor(host); se != nil && !eds(se.resolution) {
+	if se, _ := t.serviceEntryFor(host); se != nil && (!eds(se.resolution) || listensOnEndpoints(se)) {
 		t.dirty[unitKey{unitHost, host}] = struct{}{}
 	}
 }

@@ -20,6 +20,19 @@
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
 //     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port.
+//   - Outbound listeners of non-HTTP ports (tcplisteners.go), istiod's: VIP_PORT
+//     ("10.96.0.20_27017") for a host with an address, on VIP:PORT with bind_to_port false;
+//     ENDPOINT_PORT likewise for each endpoint of a NONE host without an address; the hosts
+//     without an address (or with a CIDR) share 0.0.0.0_PORT, bound as above, with the port's
+//     HTTP hosts if it has any. istiod's other sidecar plumbing is not emitted: the
+//     virtualOutbound listener (0.0.0.0:15001, use_original_dst) and the inbound one
+//     (15006) need iptables capture on the client's host and, for inbound, the proxy's own
+//     workload, which a configuration served to every client cannot know; nor the
+//     PassthroughCluster and BlackHoleCluster they and istiod's default filter chains route
+//     to. So a VIP_PORT listener takes connections only where a listener with
+//     use_original_dst hands them over (a sidecar's bootstrap may declare 15001 itself); a
+//     client without capture reaches 0.0.0.0_PORT, whose chains matched by destination
+//     prefix never match it.
 //   - Gateway listeners and routes, per gateway class (the gateway proxies of one set of
 //     labels, translate.GatewayClass): gateway.CLASS/0.0.0.0_PORT, with RDS of
 //     gateway.CLASS/http.PORT for the port's plaintext HTTP servers, or one filter chain per
@@ -41,8 +54,35 @@
 // ("region/zone/subzone"); a locality's weight is the sum of its endpoints' weights (at least 1:
 // grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
 // network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
-// Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO...) get clusters but no
-// routes and no listeners; an undeclared protocol is taken as HTTP.
+// Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO, MYSQL, REDIS) get no routes
+// but outbound listeners (below); UDP and HBONE get neither; an undeclared protocol is taken
+// as HTTP (istiod sniffs it).
+//
+// Non-HTTP ports, as istiod's buildSidecarOutboundListener and its TLS and TCP filter chain
+// options: a host's address is its ServiceEntry's first address (a /32 is an IP; istiod keeps
+// one service per host name on a sidecar, the others are reported). A TLS or HTTPS port takes
+// the tls routes of every mesh VirtualService whose hosts cover the host (oldest first), a
+// chain per match (its sniHosts as server_names, sorted; its destinationSubnets, else the
+// host's CIDR, as prefix_ranges; a runtime match once), else a chain to the host's own cluster,
+// matched by the host name when the listener is shared. A TCP, MONGO, MYSQL or REDIS port takes
+// the tcp routes likewise, up to the first that matches any destination (no match, or a match
+// without destinationSubnets); a route's subnet matches make one chain; else the host's own
+// chain, matching everything. Matches apply by port and gateways ("mesh"). A chain ends in a
+// tcp_proxy: to one cluster (stat_prefix the cluster), or weighted clusters of the
+// destinations of weight above 0 (stat_prefix NAME.NAMESPACE of the VirtualService), with the
+// first destination's DestinationRule's top-level tcp idleTimeout (else Envoy's default, 1h)
+// and maxConnectionDuration, a source-IP hash when its consistentHash (or the subset's) uses
+// the source IP, and its tunnel (the subset's for a subset); MONGO puts mongo_proxy first
+// (istiod's PILOT_ENABLE_MONGO_FILTER is on by default; its MySQL and Redis filters are off by
+// default and not built). Chains carry istiod's "istio" config metadata and a 15s
+// transport_socket_connect_timeout; a listener with SNI chains has the TLS inspector (512
+// bytes), one with an HTTP chain the HTTP inspector; listener_filters_timeout is 0 and
+// continue_on_listener_filters_timeout set. Hosts join a listener oldest ServiceEntry first
+// (then by host), istiod's service order: a chain whose match the listener has already is left
+// out, and so is a MONGO or MYSQL port beside another protocol (isConflictWithWellKnownPort),
+// each with a fault of the ServiceEntry. On a 0.0.0.0_PORT shared with HTTP hosts, their
+// connection manager's chain matches application_protocols http/1.1 and h2c over raw_buffer,
+// first; a chain matching everything is the listener's default_filter_chain when it has others.
 //
 // DestinationRule: the rule for the host (exact before wildcard, oldest first), with the
 // traffic policy merged as Istio merges it: top level, then its port-level settings for the
@@ -112,9 +152,9 @@
 // # Left out
 //
 // Not translated, and reported as faults where a resource asks for them: TLS origination
-// (DestinationRule tls), Gateway TCP servers, TLS servers that terminate (only PASSTHROUGH is
-// translated) and AUTO_PASSTHROUGH, TCP routes, TLS routes outside Gateways' passthrough
-// servers, sourceLabels and sourceNamespace matches (a
+// (DestinationRule tls), Gateway TCP servers (and with them tcp routes bound to Gateways), TLS
+// servers that terminate (only PASSTHROUGH is translated) and AUTO_PASSTHROUGH,
+// sourceLabels and sourceNamespace matches (a
 // shared configuration has no client identity), delegate VirtualServices, corsPolicy,
 // PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
 // retryRemoteLocalities.
@@ -130,7 +170,12 @@
 // Not reported, as it leaves the Envoy configuration as istiod builds it apart from
 // automatic mutual TLS and telemetry, which the bridge does not do: a ServiceEntry's
 // location. Still silent: the namespace-dependent choice of DestinationRule and the
-// short-name domains of virtual hosts (one configuration for every client). grpc-go itself
+// short-name domains of virtual hosts (one configuration for every client), and istiod's
+// outbound plumbing the bridge does not emit: the PassthroughFilterChain default of outbound
+// listeners (a connection no chain matches is closed, as with outboundTrafficPolicy
+// REGISTRY_ONLY), telemetry and access log filters, protocol sniffing of undeclared ports
+// (HTTP and TCP chains both), the skipping of the proxy's own endpoint address, and
+// automatic VIPs for ServiceEntries without addresses (DNS auto-allocation). grpc-go itself
 // accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and
 // RING_HASH policies: a proxyless client cannot reach a DNS (STRICT_DNS) service, nor one
 // whose rule asks for RANDOM or Maglev.

@@ -16,6 +16,10 @@ import (
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
 	vhosts, usesFault := t.gathered(p)
+	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 {
+		t.buildSharedPort(b, p, vhosts, usesFault, tcp) // with non-HTTP ports: tcplisteners.go
+		return b.u
+	}
 	if len(vhosts) == 0 {
 		return b.u
 	}
@@ -180,11 +184,8 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 			b.fs.add(kindVirtualService, key, "gateways: %s is not a known Gateway; nothing is served for it", g)
 		}
 	}
-	if len(vs.spec.GetTcp()) > 0 {
-		b.fs.add(kindVirtualService, key, "tcp routes are not translated; only http routes, and tls routes on Gateways' PASSTHROUGH servers, are")
-	}
-	if len(vs.spec.GetTls()) > 0 && vs.mesh {
-		b.fs.add(kindVirtualService, key, "tls routes are translated on Gateways' PASSTHROUGH servers only, not for the mesh")
+	if len(vs.spec.GetTcp()) > 0 && len(vs.gateways) > 0 {
+		b.fs.add(kindVirtualService, key, "tcp routes are translated for the mesh only; Gateway TCP servers are not translated")
 	}
 	return b.u
 }

@@ -174,6 +174,7 @@ func (b *hostBuild) buildPorts() {
 	for _, o := range vsShadowed {
 		b.fs.add(kindVirtualService, o.Key, "host %s is also routed by VirtualService %s, which is older (or first by name); this VirtualService's routes for it are ignored", b.host, vs.Key)
 	}
+	var l4 []*virtualService // the VirtualServices' tcp and tls routes, read for the first non-HTTP port
 	for _, p := range ports {
 		var eps []endpoint
 		if !eds(res) {
@@ -182,6 +183,11 @@ func (b *hostBuild) buildPorts() {
 		b.buildClusters(p, eps)
 		if p.protocol.routed() {
 			b.buildRoutes(p, vs)
+		} else {
+			if l4 == nil {
+				l4 = b.t.meshL4VirtualServices(b.host)
+			}
+			b.buildTCPPort(p, rawProtocol(b.se, p.number), l4) // tcplisteners.go
 		}
 	}
 }

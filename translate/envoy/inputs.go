@@ -123,6 +123,7 @@ func (m *meta) before(o *meta) bool {
 type serviceEntry struct {
 	meta
 	hosts      []string // as written: a ServiceEntry's hosts are not completed (Istio takes them as FQDNs)
+	addresses  []string // as written: the VIPs (or CIDRs) of its TCP listeners
 	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
@@ -134,7 +135,7 @@ type serviceEntry struct {
 // that orders competing ServiceEntries) is the same.
 func (se *serviceEntry) sameShape(o *serviceEntry) bool {
 	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution &&
-		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
+		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
 }
 
 // eds reports whether a resolution gives EDS clusters, whose endpoints are load assignments
@@ -211,7 +212,7 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 		return nil, err
 	}
 	sc := scanServiceEntry(in.Value)
-	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, ports: sc.ports, resolution: sc.resolution,
+	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, ports: sc.ports, resolution: sc.resolution,
 		selector: sc.selector, inline: sc.endpoints}, nil
 }
 

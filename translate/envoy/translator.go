@@ -60,6 +60,10 @@ type Translator struct {
 	// changed some (faultsDirty).
 	faults      []Fault
 	faultsDirty bool
+
+	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
+	// hosts whose filter chains each gathers (tcplisteners.go).
+	tcpBinds map[string]*tcpBindState
 }
 
 type keySet = map[string]struct{}
@@ -96,6 +100,7 @@ const (
 	unitGateway                        // the checks of one Gateway
 	unitGatewayClass                   // the merged Gateways of one gateway class: its listeners and routes
 	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
+	unitTCPListener                    // an outbound listener bound to an address of its own (VIP_PORT)
 )
 
 type unitKey struct {
@@ -126,6 +131,8 @@ type unitState struct {
 	// Host units only: per HTTP port, the virtual host that the port's route configuration
 	// gathers as it is (see buildPort), and whether its routes inject faults.
 	vhosts []portVhost
+	// Host units only: the filter chains of its non-HTTP ports, per listener they join.
+	tcp []tcpContribution
 }
 
 type outKey struct{ typeURL, name string }
@@ -246,7 +253,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		dependents: map[depKey]map[unitKey]struct{}{},
-		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{},
+		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 	}
 	for _, c := range opts.GatewayClasses {
@@ -347,12 +354,12 @@ func (t *Translator) Translate() (Delta, Stats) {
 			t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
 		}
 	}
-	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort} {
+	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitTCPListener} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
 			switch kind {
-			case unitPort:
+			case unitPort, unitTCPListener:
 				st.Ports++
 			case unitGateway, unitGatewayClass:
 				st.Gateways++
@@ -409,6 +416,8 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 		u = t.buildGatewayClass(key.name)
 	case unitVirtualService:
 		u = t.checkVirtualService(key.name)
+	case unitTCPListener:
+		u = t.buildTCPListener(key.name)
 	}
 	t.record(key, u, delta)
 }
@@ -418,13 +427,14 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 	old := t.units[key]
 	if key.kind == unitHost {
 		t.updatePorts(key.name, old, u)
+		t.updateTCPBinds(key.name, old, u)
 	}
 	t.diff(old, u, delta)
 	t.setDeps(key, old, u)
 	if old == nil && len(u.faults) > 0 || old != nil && !slices.Equal(old.faults, u.faults) {
 		t.faultsDirty = true
 	}
-	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps) == 0 && len(u.vhosts) == 0 {
+	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps) == 0 && len(u.vhosts) == 0 && len(u.tcp) == 0 {
 		delete(t.units, key)
 		return
 	}

@@ -193,7 +193,7 @@ func trafficPolicyFields(at string) []string {
 // fieldTables: per input kind, what the translation reads (see the package doc for how).
 var fieldTables = map[string]*fieldTable{
 	kindServiceEntry: newFieldTable(&networking.ServiceEntry{}, []string{
-		"hosts", "ports.number", "ports.protocol", "ports.name", "ports.targetPort", "resolution",
+		"hosts", "addresses", "ports.number", "ports.protocol", "ports.name", "ports.targetPort", "resolution",
 		"endpoints.address", "endpoints.ports", "endpoints.labels", "endpoints.network", "endpoints.locality",
 		"endpoints.weight", "workloadSelector.labels", "exportTo",
 		// location: what istiod makes of it is automatic mutual TLS and telemetry, neither of
@@ -201,7 +201,6 @@ var fieldTables = map[string]*fieldTable{
 		"location",
 	}, map[string]func([]byte) bool{"exportTo": exportedEverywhere}, map[string]string{
 		"exportTo":                 perProxyWhy,
-		"addresses":                "no listener or virtual host takes the service's virtual IPs",
 		"subjectAltNames":          "clusters do not verify the workloads' identities",
 		"endpoints.serviceAccount": "clusters do not verify the workloads' identities",
 	}),

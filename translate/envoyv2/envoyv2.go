@@ -5,7 +5,9 @@ package envoyv2
 import (
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -39,12 +41,15 @@ import (
 //   - the retry host predicate envoy.extensions.retry.host.previous_hosts.v3
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
+//   - Listener.bind_to_port becomes deprecated_v1.bind_to_port;
 //
-// and one, which v2 has no field for, is left out: Cluster.maglev_lb_config (the Maglev
-// table size; a v2 client uses its default, 65537). TestV3BodiesReadAsV2 proves, over every
+// and some, which v2 has no field for, are left out: Cluster.maglev_lb_config (the Maglev
+// table size; a v2 client uses its default, 65537), FilterChain
+// .transport_socket_connect_timeout (Envoy 1.16 has no such timeout) and the TLS inspector's
+// initial_read_buffer_size (Envoy 1.16's reads what it needs). TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to Envoy 1.16's API, inside Anys too. A body
-// that holds none of them is returned as it is, not marshalled again; only routes and clusters
-// are read at all.
+// that holds none of them is returned as it is, not marshalled again; only routes, clusters
+// and listeners are read at all.
 func Value(typeURL string, value []byte) []byte {
 	var m proto.Message
 	switch typeURL {
@@ -52,6 +57,8 @@ func Value(typeURL string, value []byte) []byte {
 		m = &routepb.RouteConfiguration{}
 	case translate.EnvoyClusterType:
 		m = &clusterpb.Cluster{}
+	case translate.EnvoyListenerType:
+		m = &listenerpb.Listener{}
 	default:
 		return value
 	}
@@ -103,7 +110,19 @@ func toV2(m protoreflect.Message) bool {
 			v.ResourceApiVersion = corepb.ApiVersion_V2 //nolint:staticcheck // the v2 value, on purpose
 			changed = true
 		}
+	case *listenerpb.Listener:
+		if v.GetBindToPort() != nil {
+			v.DeprecatedV1 = &listenerpb.Listener_DeprecatedV1{BindToPort: v.GetBindToPort()} //nolint:staticcheck // the v2 field, on purpose
+			v.BindToPort = nil
+			changed = true
+		}
+	case *listenerpb.FilterChain:
+		if v.GetTransportSocketConnectTimeout() != nil {
+			v.TransportSocketConnectTimeout = nil
+			changed = true
+		}
 	case *anypb.Any:
+		changed = tlsInspectorToV2(v) || changed
 		if to, ok := anyTypeV2[v.GetTypeUrl()]; ok {
 			v.TypeUrl = to
 			changed = true
@@ -216,5 +235,21 @@ func headerMatcherToV2(h *routepb.HeaderMatcher) bool {
 	default:
 		return false
 	}
+	return true
+}
+
+// tlsInspectorToV2 drops the TLS inspector's initial_read_buffer_size, which Envoy 1.16 does
+// not have.
+func tlsInspectorToV2(a *anypb.Any) bool {
+	var ti tlsinspectorpb.TlsInspector
+	if a.GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector" || a.UnmarshalTo(&ti) != nil || ti.GetInitialReadBufferSize() == nil {
+		return false
+	}
+	ti.InitialReadBufferSize = nil
+	out, err := anypb.New(&ti)
+	if err != nil {
+		return false
+	}
+	a.Value = out.GetValue()
 	return true
 }

@@ -23,6 +23,7 @@ import (
 // descriptors.
 var (
 	seHosts      = fieldNum(&networking.ServiceEntry{}, "hosts")
+	seAddresses  = fieldNum(&networking.ServiceEntry{}, "addresses")
 	sePorts      = fieldNum(&networking.ServiceEntry{}, "ports")
 	seResolution = fieldNum(&networking.ServiceEntry{}, "resolution")
 	seEndpoints  = fieldNum(&networking.ServiceEntry{}, "endpoints")
@@ -51,6 +52,7 @@ type servicePort struct {
 // scanned is what scanServiceEntry reads.
 type scanned struct {
 	hosts      []string
+	addresses  []string
 	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string
@@ -66,6 +68,8 @@ func scanServiceEntry(b []byte) scanned {
 		switch {
 		case num == seHosts && typ == protowire.BytesType:
 			s.hosts = append(s.hosts, string(v))
+		case num == seAddresses && typ == protowire.BytesType:
+			s.addresses = append(s.addresses, string(v))
 		case num == sePorts && typ == protowire.BytesType:
 			s.ports = append(s.ports, scanPort(v))
 		case num == seResolution && typ == protowire.VarintType:

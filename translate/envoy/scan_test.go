@@ -12,7 +12,7 @@ import (
 
 // TestScanServiceEntryReadsWhatUnmarshalReads: for random ServiceEntries, and for two encodings
 // one after the other (which proto merges: repeated fields appended, the last scalar winning,
-// messages merged), the scan reads the hosts, ports, resolution, workload selector and number
+// messages merged), the scan reads the hosts, addresses, ports, resolution, workload selector and number
 // of endpoints that proto.Unmarshal reads.
 func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 	text := rapid.StringMatching(`[a-z0-9.*-]{0,8}`)
@@ -61,6 +61,8 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 		switch {
 		case !slices.Equal(got.hosts, want.GetHosts()):
 			rt.Fatalf("hosts %q, want %q", got.hosts, want.GetHosts())
+		case !slices.Equal(got.addresses, want.GetAddresses()):
+			rt.Fatalf("addresses %q, want %q", got.addresses, want.GetAddresses())
 		case !slices.Equal(got.ports, ports):
 			rt.Fatalf("ports %+v, want %+v", got.ports, ports)
 		case got.resolution != want.GetResolution():

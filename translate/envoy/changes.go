@@ -224,6 +224,10 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 			t.markHost(h, true)
 		}
 		delKey(t.selectorsByNS, old.Namespace, key)
+		if old.vip != "" {
+			delKey(t.seByVIP, old.vip, key)
+			t.markVIP(old.vip)
+		}
 		delete(t.ses, key)
 	}
 	if se == nil {
@@ -236,6 +240,20 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	}
 	if len(se.selector) > 0 {
 		addKey(t.selectorsByNS, se.Namespace, key)
+	}
+	if se.vip != "" {
+		addKey(t.seByVIP, se.vip, key)
+		t.markVIP(se.vip)
+	}
+}
+
+// markVIP marks the hosts that answer to an address: which of them gets it as a domain on a
+// port depends on all of them (vipOwner).
+func (t *Translator) markVIP(vip string) {
+	for _, k := range t.seByVIP[vip] {
+		for _, h := range t.ses[k].hosts {
+			t.markHost(h, false)
+		}
 	}
 }
 
@@ -252,6 +270,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 		delete(t.vss, key)
 	}
 	t.dirty[unitKey{unitVirtualService, key}] = struct{}{}
+	t.markDependents(depKey{depVirtualService, key}) // the roots that delegate to it
 	if vs == nil {
 		return
 	}

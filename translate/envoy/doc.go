@@ -14,12 +14,18 @@
 //   - Cluster and ClusterLoadAssignment: outbound|PORT||HOST, and outbound|PORT|SUBSET|HOST for
 //     each subset of the host's DestinationRule. An EDS cluster's service_name is its own name.
 //   - Route configuration of one host and port: outbound|PORT||HOST, with one virtual host
-//     "HOST:PORT" whose domains are HOST and HOST:PORT.
+//     "HOST:PORT", as istiod builds it for a proxyless gRPC client (domains.go): its domains
+//     are HOST, "HOST.", for a NAME.NAMESPACE.svc.SUFFIX host NAME.NAMESPACE and
+//     NAME.NAMESPACE.svc, and the ServiceEntry's address, each also with ":PORT".
 //   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, an
 //     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST, router filter last.
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
 //     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
-//     holds every HTTP host's virtual host on that port.
+//     holds every HTTP host's virtual host on that port, as istiod builds it for a sidecar: the
+//     same domains without ports, with ignore_port_in_host_matching, validate_clusters false
+//     and max_direct_response_body_size_bytes 1 MiB (as on gateway route configurations). An
+//     address two hosts share on a port goes to the first by name (the other is reported):
+//     Envoy rejects a domain twice.
 //   - Outbound listeners of non-HTTP ports (tcplisteners.go), istiod's: VIP_PORT
 //     ("10.96.0.20_27017") for a host with an address, on VIP:PORT with bind_to_port false;
 //     ENDPOINT_PORT likewise for each endpoint of a NONE host without an address; the hosts
@@ -95,20 +101,35 @@
 // outlier detection follows Istio (success-rate ejection off, panic threshold minHealthPercent).
 // Each subset is a cluster whose endpoints carry all its labels.
 //
-// VirtualService: each http route becomes one Envoy route per match block (uri exact, prefix,
-// regex; headers and withoutHeaders; method, scheme and authority as pseudo-headers; query
-// parameters; ignoreUriCase; port and gateways select where a block applies). Destinations
-// become a cluster, or weighted clusters; a destination without a port takes its host's only
-// port, else the port being routed. Timeout sets the route timeout and max_stream_duration
-// (what grpc-go reads); without one the timeout is 0 (none), as Istio sets it. Retries map to
-// a retry policy (HTTP codes in retryOn become retriable status codes); without retries,
-// Istio's default policy applies; attempts 0 turns retries off. Rewrite (uri as a prefix
-// rewrite, uriRegexRewrite, authority), redirect, directResponse, request and response header
-// changes (per route and per weighted destination), fault injection (fixed delay; abort by
-// HTTP or gRPC status; a fault without a percentage applies to no request, as Istio
-// documents) and mirroring are translated. Istio has no grpc section: http routes serve gRPC.
-// A host without a VirtualService gets one route to its own cluster. A host with several
-// VirtualServices takes the oldest (then first by name); an exact host wins over a wildcard.
+// VirtualService: each http route becomes one Envoy route per match block, as istiod builds it
+// (route.TranslateRoute): uri exact, prefix, regex; headers and withoutHeaders (ordered by
+// name; a withoutHeaders value condition treats a missing header as empty, so a request
+// without the header matches); method, authority and scheme as pseudo-headers; the regex "*"
+// and an empty StringMatch as presence; query parameters; case_sensitive unless
+// ignoreUriCase; port and gateways select where a block applies; nothing after a catch-all
+// route. Each route has istiod's decorator operation ("HOST:PORT/PATH" of its only cluster,
+// else "VIRTUALSERVICE:PORT/PATH"). One destination is a cluster, several weighted clusters
+// (weight 0 left out); a destination without a port takes its host's only port, else the port
+// being routed; each destination's consistent hash is a hash policy. Timeout (0, none, when
+// unset) is the route timeout and, for Envoy, max_grpc_timeout; proxyless gRPC clients get it
+// as max_stream_duration instead (their own virtual host, below). Retries follow istiod's
+// retry.ConvertPolicy: without retries, two on connect-failure, refused-stream, unavailable
+// and cancelled (retriable-status-codes with none: no HTTP response is retried), on another
+// host unless the route's only destination hashes consistently; retryOn's HTTP codes become
+// retriable status codes; attempts 0 turns retries off; retryRemoteLocalities is
+// previous_priorities. Rewrite (uri as a prefix rewrite, uriRegexRewrite, authority),
+// redirect, directResponse, request and response header changes (per route and per weighted
+// destination; Host or :authority set on requests rewrites the host), fault injection (fixed
+// delay; abort by HTTP or gRPC status; a fault without a percentage applies to no request, as
+// Istio documents), mirroring (100% by default, 0% none, the Host kept without "-shadow",
+// trace not sampled) and corsPolicy (the CORS filter's per-route configuration; Envoy
+// connection managers have the filter, CORSFilter; proxyless clients, which lack it, get
+// neither) are translated. Delegate VirtualServices (without hosts) are merged into their root
+// as istiod merges them (delegate.go). Istio has no grpc section: http routes serve gRPC. A
+// host without a VirtualService gets istiod's default route to its own cluster. A host with
+// several VirtualServices takes the oldest (then first by name); an exact host wins over a
+// wildcard. A gateway's virtual hosts answer to their host alone, their joined routes with
+// catch-all routes last.
 //
 // Gateway: a gateway proxy gets the Gateways whose selector its labels satisfy (node metadata
 // LABELS; an empty selector selects every gateway proxy), merged as istiod merges them
@@ -142,7 +163,8 @@
 //   - A match block that cannot be matched as written (a regular expression that does not
 //     compile, sourceLabels or sourceNamespace) is left out, never widened.
 //   - A route whose action cannot be translated (an invalid regex rewrite, a fault of which
-//     nothing translates, a delegate) is left out.
+//     nothing translates, a delegate that is missing, not exported to the root's namespace or
+//     has hosts, a delegate's route whose matches conflict with the root's) is left out.
 //   - An endpoint that is not an IP address under STATIC or NONE is left out.
 //   - A host defined by several ServiceEntries is taken from the oldest; a host with several
 //     DestinationRules or VirtualServices likewise; the others are reported.
@@ -154,10 +176,8 @@
 // Not translated, and reported as faults where a resource asks for them: TLS origination
 // (DestinationRule tls), Gateway TCP servers (and with them tcp routes bound to Gateways), TLS
 // servers that terminate (only PASSTHROUGH is translated) and AUTO_PASSTHROUGH,
-// sourceLabels and sourceNamespace matches (a
-// shared configuration has no client identity), delegate VirtualServices, corsPolicy,
-// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
-// retryRemoteLocalities.
+// sourceLabels and sourceNamespace matches (a shared configuration has no client identity),
+// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup.
 //
 // Nothing is left out silently (untranslated.go): every field of an input that the
 // translation neither reads nor reports a fault of its own for is a fault of its resource,
@@ -169,13 +189,16 @@
 // by number. Sidecar and EnvoyFilter resources are read only to report each as not applied.
 // Not reported, as it leaves the Envoy configuration as istiod builds it apart from
 // automatic mutual TLS and telemetry, which the bridge does not do: a ServiceEntry's
-// location. Still silent: the namespace-dependent choice of DestinationRule and the
-// short-name domains of virtual hosts (one configuration for every client), and istiod's
-// outbound plumbing the bridge does not emit: the PassthroughFilterChain default of outbound
-// listeners (a connection no chain matches is closed, as with outboundTrafficPolicy
-// REGISTRY_ONLY), telemetry and access log filters, protocol sniffing of undeclared ports
-// (HTTP and TCP chains both), the skipping of the proxy's own endpoint address, and
-// automatic VIPs for ServiceEntries without addresses (DNS auto-allocation). grpc-go itself
+// location. Still silent, as they follow from one configuration for every client: the
+// namespace-dependent choice of DestinationRule and the domains only a client of the host's
+// namespace gets (its bare name, "reviews"; domains.go builds them for a proxy's DNS domain,
+// ready for per-namespace scopes); and istiod's plumbing the bridge does not emit: the
+// catch-all virtual host of a sidecar's route configurations and the PassthroughFilterChain
+// default of outbound listeners (PassthroughCluster or BlackHoleCluster: a connection no
+// chain matches is closed, as with outboundTrafficPolicy REGISTRY_ONLY), telemetry and access
+// log filters, route metadata, protocol sniffing of undeclared ports (HTTP and TCP chains
+// both), the skipping of the proxy's own endpoint address, and addresses istiod allocates
+// for ServiceEntries without any (DNS capture). grpc-go itself
 // accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and
 // RING_HASH policies: a proxyless client cannot reach a DNS (STRICT_DNS) service, nor one
 // whose rule asks for RANDOM or Maglev.

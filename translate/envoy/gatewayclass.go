@@ -223,9 +223,7 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 // server on the port, whichever Gateway it is of.
 func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 	vhosts, usesFault := t.serverVirtualHosts(b, p.number, p.servers)
-	b.put(RouteType, GatewayHTTPRouteName(class, p.number), &routepb.RouteConfiguration{
-		Name: GatewayHTTPRouteName(class, p.number), VirtualHosts: vhosts,
-	})
+	b.put(RouteType, GatewayHTTPRouteName(class, p.number), envoyRouteConfiguration(GatewayHTTPRouteName(class, p.number), vhosts))
 	name := GatewayListenerName(class, p.number)
 	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault)
 	if err != nil {
@@ -265,7 +263,9 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 			joined[bd.vs.Key+"|"+d] = true
 			vh := vhosts[d]
 			if vh == nil {
-				vh = &routepb.VirtualHost{Name: APIListenerName(d, port), Domains: domains(d, port)}
+				// istiod's gateway virtual hosts answer to the host alone: the route
+				// configuration ignores the port of the Host header.
+				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}}
 				if redirectsToHTTPS([]*networking.Server{bd.server.s}, d, bd.server.gw.Namespace, bd.vs.Namespace) {
 					vh.RequireTls = routepb.VirtualHost_ALL
 				}
@@ -277,6 +277,9 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 	}
 	out := make([]*routepb.VirtualHost, 0, len(vhosts))
 	for _, d := range sortedKeys(vhosts) {
+		// As istiod orders the joined routes (SortVHostRoutes): catch-all routes last, so
+		// that one VirtualService's catch-all does not hide another's narrower routes.
+		vhosts[d].Routes = catchAllLast(vhosts[d].Routes)
 		out = append(out, vhosts[d])
 	}
 	return out, usesFault
@@ -294,7 +297,7 @@ func (t *Translator) buildTLSPort(b *build, class string, p mergedPort) {
 		switch ms.kind {
 		case serverHTTPS:
 			vhosts, usesFault := t.serverVirtualHosts(b, p.number, []mergedServer{ms})
-			b.put(RouteType, ms.route, &routepb.RouteConfiguration{Name: ms.route, VirtualHosts: vhosts})
+			b.put(RouteType, ms.route, envoyRouteConfiguration(ms.route, vhosts))
 			chain, err := httpsFilterChain(ms, usesFault)
 			if err != nil {
 				b.invalid("Listener", name, err)

@@ -124,6 +124,7 @@ type serviceEntry struct {
 	meta
 	hosts      []string // as written: a ServiceEntry's hosts are not completed (Istio takes them as FQDNs)
 	addresses  []string // as written: the VIPs (or CIDRs) of its TCP listeners
+	vip        string   // the address its hosts answer to (serviceVIP), "" for none
 	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
@@ -134,7 +135,7 @@ type serviceEntry struct {
 // translation reads of it (hosts, ports, resolution, workload selector, and the creation time
 // that orders competing ServiceEntries) is the same.
 func (se *serviceEntry) sameShape(o *serviceEntry) bool {
-	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution &&
+	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution && se.vip == o.vip &&
 		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
 }
 
@@ -212,7 +213,7 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 		return nil, err
 	}
 	sc := scanServiceEntry(in.Value)
-	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, ports: sc.ports, resolution: sc.resolution,
+	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, vip: serviceVIP(sc.addresses), ports: sc.ports, resolution: sc.resolution,
 		selector: sc.selector, inline: sc.endpoints}, nil
 }
 

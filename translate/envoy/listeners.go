@@ -11,18 +11,26 @@ import (
 )
 
 // httpFilters is the HTTP filter chain: the fault filter when a route injects faults (its
-// per-route configuration does the work; the filter's own is empty), and the router, which
-// must be last (Envoy and grpc-go both reject a chain that does not end with it).
-func httpFilters(usesFault bool) ([]*hcmpb.HttpFilter, error) {
+// per-route configuration does the work; the filter's own is empty), for Envoy proxies the
+// CORS filter (CORSFilter), and the router, which must be last (Envoy and grpc-go both reject
+// a chain that does not end with it).
+func httpFilters(usesFault, envoy bool) ([]*hcmpb.HttpFilter, error) {
 	if filterConfigs.err != nil {
 		return nil, filterConfigs.err
 	}
 	router := &hcmpb.HttpFilter{Name: routerFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.router}}
-	if !usesFault {
-		return []*hcmpb.HttpFilter{router}, nil
+	var out []*hcmpb.HttpFilter
+	if usesFault {
+		out = append(out, &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.fault}})
 	}
-	fault := &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.fault}}
-	return []*hcmpb.HttpFilter{fault, router}, nil
+	if envoy {
+		cors, err := CORSFilter()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cors)
+	}
+	return append(out, router), nil
 }
 
 // filterConfigs are the filters' typed configurations, the same for every listener: encoded
@@ -40,9 +48,10 @@ var filterConfigs = func() (c struct {
 	return c
 }()
 
-// connectionManager is an HttpConnectionManager that takes its routes by RDS over ADS.
-func connectionManager(statPrefix, routeName string, usesFault bool) (*anypb.Any, error) {
-	filters, err := httpFilters(usesFault)
+// connectionManager is an HttpConnectionManager that takes its routes by RDS over ADS, for an
+// Envoy proxy or (envoy false) a proxyless gRPC client.
+func connectionManager(statPrefix, routeName string, usesFault, envoy bool) (*anypb.Any, error) {
+	filters, err := httpFilters(usesFault, envoy)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +69,7 @@ func connectionManager(statPrefix, routeName string, usesFault bool) (*anypb.Any
 // configuration.
 func apiListener(host string, port uint32, usesFault bool) (*listenerpb.Listener, error) {
 	name := APIListenerName(host, port)
-	hcm, err := connectionManager(name, HostRouteName(host, port), usesFault)
+	hcm, err := connectionManager(name, HostRouteName(host, port), usesFault, false)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +84,7 @@ func outboundListener(port uint32, usesFault bool) (*listenerpb.Listener, error)
 }
 
 func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool) (*listenerpb.Listener, error) {
-	hcm, err := connectionManager(statPrefix, routeName, usesFault)
+	hcm, err := connectionManager(statPrefix, routeName, usesFault, true)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +126,7 @@ func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain,
 	if err != nil {
 		return nil, err
 	}
-	hcm, err := connectionManager(ms.route, ms.route, usesFault)
+	hcm, err := connectionManager(ms.route, ms.route, usesFault, true)
 	if err != nil {
 		return nil, err
 	}

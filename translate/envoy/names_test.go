@@ -80,8 +80,10 @@ func TestPortProtocolComesFromTheFieldOrTheNamePrefix(t *testing.T) {
 }
 
 func TestRetryOnSplitsStatusCodesFromConditions(t *testing.T) {
-	conds, codes := parseRetryOn("503, gateway-error,unavailable,429,gateway-error")
-	if conds != "gateway-error,unavailable,retriable-status-codes" || !slices.Equal(codes, []uint32{503, 429}) {
+	// As istiod splits them: conditions as written, in order, repeats kept; a number that is no
+	// HTTP status (599) is a condition. retriable-status-codes is retryPolicy's to add.
+	conds, codes := parseRetryOn("503, gateway-error,unavailable,429,gateway-error,599,")
+	if conds != "gateway-error,unavailable,gateway-error,599" || !slices.Equal(codes, []uint32{503, 429}) {
 		t.Errorf("got %q and %v", conds, codes)
 	}
 }

@@ -35,6 +35,7 @@ type Translator struct {
 	wes map[string]*workloadEntry
 
 	seByHost      map[string]keyList // host as written → ServiceEntries that list it
+	seByVIP       map[string]keyList // address (serviceEntry.vip) → ServiceEntries whose hosts answer to it
 	vsByHost      map[string]keyList // completed host → VirtualServices that list it
 	vsWildcard    keySet             // VirtualServices with a wildcard host
 	drByHost      map[string]keyList // completed host → DestinationRules for it
@@ -112,8 +113,9 @@ type unitKey struct {
 type depKind uint8
 
 const (
-	depHost    depKind = iota // the ServiceEntry and DestinationRule of a host
-	depGateway                // a Gateway's existence
+	depHost           depKind = iota // the ServiceEntry and DestinationRule of a host
+	depGateway                       // a Gateway's existence
+	depVirtualService                // a VirtualService, read as a delegate of another
 )
 
 type depKey struct {
@@ -153,15 +155,23 @@ func (o output) value() []byte {
 	return v
 }
 
-// portVhost locates a host's virtual host for one port: the last bytes of the encoding of the
-// host's route configuration for that port (outputs[route].value()), which holds that one
-// virtual host.
+// portVhost locates a host's virtual host for one port. The host's route configuration for
+// that port (outputs[route]) ends with the proxyless gRPC client's virtual host, of size bytes;
+// the sidecar's, which the port's route configuration gathers, is sidecar followed by the last
+// shared bytes of that encoding (its routes, when they are the same; see buildRoutes).
 type portVhost struct {
 	port      uint32
 	route     int
-	size      int
+	sidecar   []byte
+	shared    int
 	usesFault bool
 }
+
+// vhostParts is an encoded virtual host in two parts, head then tail, written one after the
+// other (see appendRouteConfiguration).
+type vhostParts struct{ head, tail []byte }
+
+func (v vhostParts) size() int { return len(v.head) + len(v.tail) }
 
 // set adds an output, or replaces the one of the same key.
 func (u *unitState) set(o output) int {
@@ -202,18 +212,19 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded virtual host for a port and whether it injects faults.
-func (u *unitState) vhost(p uint32) (vh []byte, usesFault, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port and whether it injects
+// faults.
+func (u *unitState) vhost(p uint32) (vh vhostParts, usesFault, ok bool) {
 	if u == nil {
-		return nil, false, false
+		return vhostParts{}, false, false
 	}
 	for _, v := range u.vhosts {
 		if v.port == p {
 			value := u.outputs[v.route].value()
-			return value[len(value)-v.size:], v.usesFault, true
+			return vhostParts{head: v.sidecar, tail: value[len(value)-v.shared:]}, v.usesFault, true
 		}
 	}
-	return nil, false, false
+	return vhostParts{}, false, false
 }
 
 // SetGatewayClass builds, from the next Translate, the outputs of a gateway class. The xDS
@@ -249,7 +260,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		suffix: opts.DomainSuffix,
 		ses:    map[string]*serviceEntry{}, vss: map[string]*virtualService{},
 		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
-		seByHost: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
+		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		dependents: map[depKey]map[unitKey]struct{}{},
@@ -448,9 +459,9 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 // the order, which the next build of the port makes again.
 type portState struct {
 	hosts  keySet
-	order  []string // hosts, sorted; nil until the port is built after the set changed
-	vhosts [][]byte // of order's hosts
-	faults int      // hosts whose virtual host injects faults
+	order  []string     // hosts, sorted; nil until the port is built after the set changed
+	vhosts []vhostParts // of order's hosts
+	faults int          // hosts whose virtual host injects faults
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -490,14 +501,14 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 
 // gathered returns a port's hosts' virtual hosts, in host order, and whether any injects
 // faults.
-func (t *Translator) gathered(p uint32) (vhosts [][]byte, usesFault bool) {
+func (t *Translator) gathered(p uint32) (vhosts []vhostParts, usesFault bool) {
 	ps := t.ports[p]
 	if ps == nil {
 		return nil, false
 	}
 	if ps.order == nil {
 		ps.order = sortedKeys(ps.hosts)
-		ps.vhosts = make([][]byte, len(ps.order))
+		ps.vhosts = make([]vhostParts, len(ps.order))
 		for i, h := range ps.order {
 			ps.vhosts[i], _, _ = t.units[unitKey{unitHost, h}].vhost(p)
 		}

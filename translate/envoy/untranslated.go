@@ -168,7 +168,7 @@ func trafficPolicyFields(at string) []string {
 	fields := []string{
 		"loadBalancer.simple", "loadBalancer.localityLbSetting", "loadBalancer.warmupDurationSecs", "loadBalancer.warmup",
 		"loadBalancer.consistentHash.httpHeaderName", "loadBalancer.consistentHash.httpCookie.name",
-		"loadBalancer.consistentHash.httpCookie.path", "loadBalancer.consistentHash.httpCookie.ttl",
+		"loadBalancer.consistentHash.httpCookie.path", "loadBalancer.consistentHash.httpCookie.ttl", "loadBalancer.consistentHash.httpCookie.attributes",
 		"loadBalancer.consistentHash.useSourceIp", "loadBalancer.consistentHash.httpQueryParameterName",
 		"loadBalancer.consistentHash.ringHash", "loadBalancer.consistentHash.maglev",
 		"loadBalancer.consistentHash.minimumRingSize",

@@ -3,6 +3,8 @@
 package envoyv2
 
 import (
+	"strings"
+
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -43,10 +45,16 @@ import (
 //     .PreviousHostsPredicate (both empty);
 //   - Listener.bind_to_port becomes deprecated_v1.bind_to_port;
 //
-// and some, which v2 has no field for, are left out: Cluster.maglev_lb_config (the Maglev
-// table size; a v2 client uses its default, 65537), FilterChain
-// .transport_socket_connect_timeout (Envoy 1.16 has no such timeout) and the TLS inspector's
-// initial_read_buffer_size (Envoy 1.16's reads what it needs). TestV3BodiesReadAsV2 proves, over every
+// and those v2 has no field for are left out: Cluster.maglev_lb_config (the Maglev table
+// size; a v2 client uses its default, 65537); FilterChain.transport_socket_connect_timeout
+// (Envoy 1.16 has no such timeout); the TLS inspector's initial_read_buffer_size (Envoy
+// 1.16's reads what it needs); HeaderMatcher.treat_missing_header_as_empty (a v2 client does
+// not match a withoutHeaders condition when the header is missing);
+// RequestMirrorPolicy.disable_shadow_host_suffix_append (it appends "-shadow" to a mirrored
+// request's Host); RouteConfiguration.max_direct_response_body_size_bytes (its default, 4 KiB,
+// holds); and RouteConfiguration.ignore_port_in_host_matching, for which each domain of the
+// route configuration without a port is also given as "DOMAIN:*", a prefix wildcard that
+// matches the domain with any port, as the v3 client matches the domain alone. TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to Envoy 1.16's API, inside Anys too. A body
 // that holds none of them is returned as it is, not marshalled again; only routes, clusters
 // and listeners are read at all.
@@ -86,6 +94,23 @@ func toV2(m protoreflect.Message) bool {
 		if v.AppendAction == corepb.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
 			v.AppendAction = corepb.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
 			v.Append = wrapperspb.Bool(false) //nolint:staticcheck // the v2 field, on purpose
+			changed = true
+		}
+	case *routepb.RouteConfiguration:
+		if v.GetIgnorePortInHostMatching() {
+			v.IgnorePortInHostMatching = false
+			for _, vh := range v.GetVirtualHosts() {
+				vh.Domains = withAnyPort(vh.GetDomains())
+			}
+			changed = true
+		}
+		if v.GetMaxDirectResponseBodySizeBytes() != nil {
+			v.MaxDirectResponseBodySizeBytes = nil
+			changed = true
+		}
+	case *routepb.RouteAction_RequestMirrorPolicy:
+		if v.GetDisableShadowHostSuffixAppend() {
+			v.DisableShadowHostSuffixAppend = false
 			changed = true
 		}
 	case *routepb.RouteAction:
@@ -155,7 +180,26 @@ func toV2(m protoreflect.Message) bool {
 // anyTypeV2 renames the types of Anys that Envoy 1.16 knows under another name, with the
 // same fields (the message below is empty in both).
 var anyTypeV2 = map[string]string{
-	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate": "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
+	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":            "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
+	"type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig": "type.googleapis.com/envoy.config.retry.previous_priorities.PreviousPrioritiesConfig",
+}
+
+// withAnyPort adds to the domains without a port (not "*", not an IPv6 address' "[...]"
+// with one) the form "DOMAIN:*", which an Envoy of before ignore_port_in_host_matching
+// (1.19) takes as a prefix wildcard: the domain with any port.
+func withAnyPort(domains []string) []string {
+	out := make([]string, 0, 2*len(domains))
+	for _, d := range domains {
+		out = append(out, d)
+		if d == "*" || strings.HasSuffix(d, "*") {
+			continue
+		}
+		if i := strings.LastIndexByte(d, ':'); i >= 0 && !strings.HasSuffix(d, "]") {
+			continue // has a port already
+		}
+		out = append(out, d+":*")
+	}
+	return out
 }
 
 // httpProtocolOptionsKey is the typed_extension_protocol_options key of the upstream HTTP
@@ -218,6 +262,12 @@ func protocolOptionsToV2(c *clusterpb.Cluster) bool {
 // contains have none; the translation sets neither (a match it cannot spell in v2 stays, and
 // TestV3BodiesReadAsV2 fails).
 func headerMatcherToV2(h *routepb.HeaderMatcher) bool {
+	changed := h.GetTreatMissingHeaderAsEmpty()
+	h.TreatMissingHeaderAsEmpty = false
+	return stringMatchToV2(h) || changed
+}
+
+func stringMatchToV2(h *routepb.HeaderMatcher) bool {
 	sm := h.GetStringMatch()
 	if sm == nil || sm.GetIgnoreCase() {
 		return false

@@ -201,3 +201,52 @@ func marshalB(b *testing.B, m proto.Message) []byte {
 	}
 	return out
 }
+
+// TestValueLeavesOutWhatV2CannotSayAndMatchesAnyPort: the route configuration settings,
+// header and mirror fields Envoy 1.16 lacks are left out; with the port of the Host header no
+// longer ignored, each domain without a port is also given with any port ("DOMAIN:*").
+func TestValueLeavesOutWhatV2CannotSayAndMatchesAnyPort(t *testing.T) {
+	rc := &routepb.RouteConfiguration{
+		Name: "9080", IgnorePortInHostMatching: true, MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1 << 20),
+		VirtualHosts: []*routepb.VirtualHost{{
+			Name: "h", Domains: []string{"a.example", "a.example:9080", "240.0.0.1", "[2001:db8::1]", "*"},
+			Routes: []*routepb.Route{{
+				Match: &routepb.RouteMatch{PathSpecifier: &routepb.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routepb.HeaderMatcher{
+					{Name: "x", InvertMatch: true, TreatMissingHeaderAsEmpty: true,
+						HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Exact{Exact: "bot"}}}},
+				}},
+				Action: &routepb.Route_Route{Route: &routepb.RouteAction{
+					ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: "c"},
+					RequestMirrorPolicies: []*routepb.RouteAction_RequestMirrorPolicy{{
+						Cluster: "m", DisableShadowHostSuffixAppend: true, TraceSampled: wrapperspb.Bool(false)}},
+				}},
+			}},
+		}},
+	}
+	b, err := proto.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &routepb.RouteConfiguration{}
+	if err := proto.Unmarshal(Value(translate.EnvoyRouteType, b), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetIgnorePortInHostMatching() || got.GetMaxDirectResponseBodySizeBytes() != nil {
+		t.Errorf("route configuration settings kept: %v", got)
+	}
+	want := []string{"a.example", "a.example:*", "a.example:9080", "240.0.0.1", "240.0.0.1:*", "[2001:db8::1]", "[2001:db8::1]:*", "*"}
+	if d := got.GetVirtualHosts()[0].GetDomains(); !slices.Equal(d, want) {
+		t.Errorf("domains %q; want %q", d, want)
+	}
+	r := got.GetVirtualHosts()[0].GetRoutes()[0]
+	h := r.GetMatch().GetHeaders()[0]
+	if h.GetTreatMissingHeaderAsEmpty() || h.GetExactMatch() != "bot" || !h.GetInvertMatch() { //nolint:staticcheck // the v2 field
+		t.Errorf("header matcher %v", h)
+	}
+	if mp := r.GetRoute().GetRequestMirrorPolicies()[0]; mp.GetDisableShadowHostSuffixAppend() || mp.GetCluster() != "m" {
+		t.Errorf("mirror policy %v", mp)
+	}
+	if err := got.ValidateAll(); err != nil {
+		t.Error(err)
+	}
+}

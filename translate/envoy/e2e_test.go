@@ -570,9 +570,11 @@ func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
 	}
 }
 
-// resolver is an xDS resolver whose bootstrap points at the bridge.
+// resolver is an xDS resolver whose bootstrap points at the bridge, with the node metadata
+// Istio's gRPC bootstrap writes for a proxyless client (GENERATOR=grpc), which gets the
+// clusters built for gRPC.
 func (b *bridge) resolver() resolver.Builder {
-	return b.resolverWithMetadata("{}")
+	return b.resolverWithMetadata(`{"GENERATOR": "grpc"}`)
 }
 
 // resolverWithMetadata is resolver with node metadata (JSON).
@@ -651,12 +653,13 @@ func grpcReachable(t *testing.T, outs []Resource) map[string]keySet {
 		}
 		rcName := hcm.GetRds().GetRouteConfigName()
 		clusters := routedClusters(byName[RouteType][rcName].(*routepb.RouteConfiguration))
-		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[ClusterType][c]) }) {
+		// A proxyless client is served the gRPC form of each cluster, under ClusterType.
+		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[GRPCClusterType][c]) }) {
 			add(ListenerType, name)
 			add(RouteType, rcName)
 			for _, c := range clusters {
 				add(ClusterType, c)
-				if svc := byName[ClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
+				if svc := byName[GRPCClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
 					add(EndpointType, svc)
 				}
 			}
@@ -714,7 +717,7 @@ func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
 	b.setConfig(echoService(bs["v1-a"]) + "---\n" + other)
 
 	narrowed := func(target string) testgrpc.TestServiceClient {
-		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e"}`)),
+		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e", "GENERATOR": "grpc"}`)),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)

@@ -227,7 +227,7 @@ func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 		Name: GatewayHTTPRouteName(class, p.number), VirtualHosts: vhosts,
 	})
 	name := GatewayListenerName(class, p.number)
-	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault)
+	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault, hcmGateway)
 	if err != nil {
 		b.invalid("Listener", name, err)
 		return

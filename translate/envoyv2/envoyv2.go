@@ -5,7 +5,9 @@ package envoyv2
 import (
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -40,8 +42,11 @@ import (
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
 //
-// and one, which v2 has no field for, is left out: Cluster.maglev_lb_config (the Maglev
-// table size; a v2 client uses its default, 65537). TestV3BodiesReadAsV2 proves, over every
+// and a few, which v2 has no field for, are left out: Cluster.maglev_lb_config (the Maglev
+// table size; a v2 client uses its default, 65537), Cluster.dns_jitter and
+// typed_dns_resolver_config (Envoy 1.16 resolves with c-ares, without jitter), and the
+// connection managers' path_with_escaped_slashes_action KEEP_UNCHANGED (what Envoy 1.16
+// does with escaped slashes anyway). TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to Envoy 1.16's API, inside Anys too. A body
 // that holds none of them is returned as it is, not marshalled again; only routes and clusters
 // are read at all.
@@ -52,6 +57,8 @@ func Value(typeURL string, value []byte) []byte {
 		m = &routepb.RouteConfiguration{}
 	case translate.EnvoyClusterType:
 		m = &clusterpb.Cluster{}
+	case translate.EnvoyListenerType:
+		return listenerToV2(value)
 	default:
 		return value
 	}
@@ -90,6 +97,12 @@ func toV2(m protoreflect.Message) bool {
 	case *clusterpb.Cluster:
 		if v.GetMaglevLbConfig() != nil {
 			v.LbConfig = nil
+			changed = true
+		}
+		// istiod's DNS settings that Envoy 1.16 has no field for: the jitter (none there) and
+		// the typed resolver (c-ares there anyway, with its own query limit).
+		if v.GetDnsJitter() != nil || v.GetTypedDnsResolverConfig() != nil {
+			v.DnsJitter, v.TypedDnsResolverConfig = nil, nil
 			changed = true
 		}
 		changed = protocolOptionsToV2(v) || changed
@@ -218,3 +231,46 @@ func headerMatcherToV2(h *routepb.HeaderMatcher) bool {
 	}
 	return true
 }
+
+// listenerToV2 leaves path_with_escaped_slashes_action KEEP_UNCHANGED (Envoy 1.18; what older
+// Envoys do) out of a listener's connection managers, in its API listener and filter chains.
+// A listener without one is returned as it is.
+func listenerToV2(value []byte) []byte {
+	var l listenerpb.Listener
+	if err := proto.Unmarshal(value, &l); err != nil {
+		return value
+	}
+	changed := hcmToV2(l.GetApiListener().GetApiListener())
+	for _, fc := range l.GetFilterChains() {
+		for _, f := range fc.GetFilters() {
+			changed = hcmToV2(f.GetTypedConfig()) || changed
+		}
+	}
+	if !changed {
+		return value
+	}
+	out, err := proto.MarshalOptions{Deterministic: true}.Marshal(&l)
+	if err != nil {
+		return value
+	}
+	return out
+}
+
+func hcmToV2(a *anypb.Any) bool {
+	if a.GetTypeUrl() != hcmTypeURL {
+		return false
+	}
+	var m hcmpb.HttpConnectionManager
+	if a.UnmarshalTo(&m) != nil || m.GetPathWithEscapedSlashesAction() != hcmpb.HttpConnectionManager_KEEP_UNCHANGED {
+		return false
+	}
+	m.PathWithEscapedSlashesAction = hcmpb.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
+	if err != nil {
+		return false
+	}
+	a.Value = b
+	return true
+}
+
+const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"

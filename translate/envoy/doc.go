@@ -42,17 +42,35 @@
 // grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
 // network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
 // Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO...) get clusters but no
-// routes and no listeners; an undeclared protocol is taken as HTTP.
+// routes and no listeners. A port's protocol is its protocol field alone, as istiod reads a
+// ServiceEntry's (not its name); unset or unknown is protocol sniffing, whose cluster uses the
+// downstream protocol and whose routes are those of HTTP.
+//
+// Clusters are built as istiod builds them (buildCluster, applyTrafficPolicy): alt_stat_name
+// "NAME;", an empty common_lb_config, EDS over ADS without an initial fetch timeout; DNS
+// clusters with V4_ONLY lookups, the c-ares resolver, 100ms jitter, a 60s refresh and the
+// records' TTLs; HTTP/2 for HTTP2 and GRPC ports, no protocol options for HTTP ones.
+// Proxyless gRPC clients (node metadata GENERATOR=grpc) are served each cluster in the form
+// istiod's gRPC generator builds (GRPCClusterType, under the same name): round robin unless a
+// rule asks for LEAST_REQUEST or a consistent hash, a circuit breaker for http2MaxRequests
+// only, and TLS only for ISTIO_MUTUAL, by certificate providers.
 //
 // DestinationRule: the rule for the host (exact before wildcard, oldest first), with the
-// traffic policy merged as Istio merges it: top level, then its port-level settings for the
-// cluster's port, then the subset's, then the subset's port-level settings, each field
-// (loadBalancer, connectionPool, outlierDetection, tls) replaced whole. Simple load balancers
-// map to their Envoy policies (unset is LEAST_REQUEST, Istio's default); consistentHash is a
-// RING_HASH (or MAGLEV) cluster plus a hash policy on the routes whose single destination it
-// is; the connection pool sets circuit-breaker thresholds (unset ones unlimited, as Istio sets
-// them), the connect timeout (10s by default), TCP keepalive, and HTTP protocol options;
-// outlier detection follows Istio (success-rate ejection off, panic threshold minHealthPercent).
+// traffic policy merged as istiod merges it: the top level, or the port-level entry for the
+// cluster's port alone (its unset settings are defaults, not the top level's); then the
+// subset's policy replaces each of loadBalancer, connectionPool, outlierDetection and tls it
+// sets, or all four when it has an entry for the port. Simple load balancers map to their
+// Envoy policies (unset is LEAST_REQUEST, Istio's default), warmup to a slow start;
+// consistentHash is a RING_HASH (or MAGLEV) cluster plus a hash policy on the routes whose
+// single destination it is; the connection pool sets circuit-breaker thresholds (unset ones
+// unlimited, as Istio sets them) and the retry budget, the connect timeout (10s by default),
+// TCP keepalive, and HTTP protocol options (on TCP clusters too, as istiod sets them); outlier
+// detection follows Istio (success-rate ejection off, panic threshold minHealthPercent). TLS
+// origination (SIMPLE, MUTUAL, ISTIO_MUTUAL) is istiod's upstream TLS context: the workload's
+// certificate ("default", "ROOTCA") and files ("file-cert:CERT~KEY", "file-root:CA", the
+// system CA by default) from the proxy's agent, credentialName as "kubernetes://NAME" over
+// ADS, Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
+// names none, auto SNI and SAN validation where istiod sets them.
 // Each subset is a cluster whose endpoints carry all its labels.
 //
 // VirtualService: each http route becomes one Envoy route per match block (uri exact, prefix,
@@ -111,13 +129,22 @@
 //
 // # Left out
 //
-// Not translated, and reported as faults where a resource asks for them: TLS origination
-// (DestinationRule tls), Gateway TCP servers, TLS servers that terminate (only PASSTHROUGH is
+// Not translated, and reported as faults where a resource asks for them: the secrets of
+// credentialName (the bridge serves none; istiod also leaves a sidecar's TLS out for a rule
+// without workloadSelector, which a shared configuration cannot), SIMPLE and MUTUAL TLS for
+// proxyless clients (as istiod's gRPC generator), proxyProtocol, tunnel, the deprecated
+// outlierDetection.consecutiveErrors (istiod ignores it), Gateway TCP servers, TLS servers that terminate (only PASSTHROUGH is
 // translated) and AUTO_PASSTHROUGH, TCP routes, TLS routes outside Gateways' passthrough
 // servers, sourceLabels and sourceNamespace matches (a
 // shared configuration has no client identity), delegate VirtualServices, corsPolicy,
-// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup, and
-// retryRemoteLocalities. Silently not modelled: a redirect's derivePort, exportTo (every
+// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings, and
+// retryRemoteLocalities. Silently not modelled, being per proxy or per mesh: auto mTLS
+// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication),
+// the DNS lookup family of dual-stack or IPv6 proxies, a gateway's clusters without
+// use_downstream_protocol for sniffed ports (the clusters are shared: they take a sidecar's),
+// WorkloadEntries' service accounts as subjectAltNames (they need the trust domain), cluster
+// metadata, and ISTIO_MUTUAL for xDS v2 gRPC clients (the certificate provider fields are
+// newer than v2). Silently not modelled: a redirect's derivePort, exportTo (every
 // resource is visible everywhere), Sidecar resources,
 // the namespace-dependent choice of DestinationRule, short-name and VIP domains on virtual
 // hosts, and Istio's per-proxy views (every client is served every resource). grpc-go itself

@@ -577,12 +577,17 @@ func (b *bridge) resolver() resolver.Builder {
 	return b.resolverWithMetadata(`{"GENERATOR": "grpc"}`)
 }
 
-// resolverWithMetadata is resolver with node metadata (JSON).
+// resolverWithMetadata is resolver with node metadata (JSON), and the "default" certificate
+// provider Istio's gRPC bootstrap names (its files are read only by xDS credentials, which the
+// tests do not use; grpc-go refuses an ISTIO_MUTUAL cluster whose provider it does not know).
 func (b *bridge) resolverWithMetadata(metadata string) resolver.Builder {
 	b.t.Helper()
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "e2e-%s", "metadata": %s}
+		"node": {"id": "e2e-%s", "metadata": %s},
+		"certificate_providers": {"default": {"plugin_name": "file_watcher", "config": {
+			"certificate_file": "/etc/certs/cert-chain.pem", "private_key_file": "/etc/certs/key.pem",
+			"ca_certificate_file": "/etc/certs/root-cert.pem", "refresh_interval": "900s"}}}
 	}`, b.addr, b.t.Name(), metadata)
 	r, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {

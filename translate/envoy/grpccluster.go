@@ -77,21 +77,21 @@ func (b *hostBuild) addGRPCCluster(c *clusterpb.Cluster, pol policy) {
 	b.u.set(output{GRPCClusterType, enc})
 }
 
-// grpcMutualTLS is grpcgen's buildCommonTLSContext: the workload certificate and root of the
-// client's "default" certificate provider, in the current fields and the deprecated ones older
-// clients read, and the service's identities as subject alt names.
+// grpcMutualTLS is grpcgen's buildCommonTLSContext as far as Envoy's validation allows: the
+// workload certificate of the client's "default" certificate provider (the current field and
+// the deprecated one older clients read), and the root of the same provider with the
+// service's identities as subject alt names. grpcgen puts the root in a
+// combined_validation_context without an SDS config, which fails Envoy's validation (its
+// validation_context_sds_secret_config is required); the plain validation_context carries the
+// same provider and names, as grpc-go reads it.
 func grpcMutualTLS(sans []string) *tlspb.CommonTlsContext {
 	return &tlspb.CommonTlsContext{
 		TlsCertificateProviderInstance: &tlspb.CertificateProviderPluginInstance{InstanceName: "default", CertificateName: "default"},
 		TlsCertificateCertificateProviderInstance: &tlspb.CommonTlsContext_CertificateProviderInstance{ //nolint:staticcheck // for older clients, as grpcgen
 			InstanceName: "default", CertificateName: "default"},
-		ValidationContextType: &tlspb.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlspb.CommonTlsContext_CombinedCertificateValidationContext{
-			ValidationContextCertificateProviderInstance: &tlspb.CommonTlsContext_CertificateProviderInstance{ //nolint:staticcheck // for older clients, as grpcgen
-				InstanceName: "default", CertificateName: "ROOTCA"},
-			DefaultValidationContext: &tlspb.CertificateValidationContext{
-				MatchSubjectAltNames:          exactMatchers(sans),
-				CaCertificateProviderInstance: &tlspb.CertificateProviderPluginInstance{InstanceName: "default", CertificateName: "ROOTCA"},
-			},
+		ValidationContextType: &tlspb.CommonTlsContext_ValidationContext{ValidationContext: &tlspb.CertificateValidationContext{
+			MatchSubjectAltNames:          exactMatchers(sans),
+			CaCertificateProviderInstance: &tlspb.CertificateProviderPluginInstance{InstanceName: "default", CertificateName: "ROOTCA"},
 		}},
 	}
 }

@@ -3,6 +3,7 @@ package envoy
 import (
 	"compress/gzip"
 	"fmt"
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"io"
 	"os"
 	"slices"
@@ -89,6 +90,12 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 			d, err := files.FindDescriptorByName(v2Message[r.TypeURL])
 			if err != nil {
 				t.Fatalf("%s: no v2 message for %s: %v", name, r.TypeURL, err)
+			}
+			if r.TypeURL == GRPCClusterType && hasTransportSocket(t, r) {
+				// ISTIO_MUTUAL for proxyless clients names certificate providers in fields
+				// newer than Envoy 1.16's API: a v2 gRPC client (grpc-go 1.35) cannot take it.
+				// A known gap (doc.go, "Left out"); the rest of the gRPC form is proved.
+				continue
 			}
 			typeURL := r.Body().GetTypeUrl()                    // the gRPC clusters' collection holds Clusters
 			body := envoyv2.Value(typeURL, r.Body().GetValue()) // what the v2 transport serves
@@ -220,4 +227,10 @@ func sameAny(files *protoregistry.Files, v3, v2 protoreflect.Message, at string,
 		inner3 = m.ProtoReflect()
 	}
 	return carryOver(files, inner3, inner2, fmt.Sprintf("%s<%s>", at, name), renames)
+}
+
+func hasTransportSocket(t *testing.T, r Resource) bool {
+	c := &clusterpb.Cluster{}
+	mustUnmarshal(t, r, c)
+	return c.GetTransportSocket() != nil
 }

@@ -62,7 +62,7 @@ func TestGRPC135XDSClientOverV2(t *testing.T) {
 	bootstrap := filepath.Join(dir, "bootstrap.json")
 	write(t, bootstrap, fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}]}],
-  "node": {"id": "grpc135~127.0.0.1~client.e2e~e2e.svc.cluster.local", "metadata": {}}
+  "node": {"id": "grpc135~127.0.0.1~client.e2e~e2e.svc.cluster.local", "metadata": {"GENERATOR": "grpc"}}
 }`, grpcAddr))
 	client := exec.Command(os.Args[0], "-test.run=^$")
 	client.Env = append(os.Environ(), clientEnv+"=xds:///"+fmt.Sprintf("%s:%d", host, port), "GRPC_XDS_BOOTSTRAP="+bootstrap, "GRPC_GO_LOG_SEVERITY_LEVEL=warning")
@@ -173,8 +173,9 @@ func startBackend(t *testing.T) int {
 	return lis.Addr().(*net.TCPAddr).Port
 }
 
-// mesh is the ServiceEntry of the backend, a VirtualService whose one route matches a
-// header, and a DestinationRule.
+// mesh is the ServiceEntry of the backend and a VirtualService whose one route matches a
+// header; no DestinationRule: grpc-go 1.35 balances round robin only, and the cluster a
+// proxyless client gets by default (GENERATOR=grpc) must be one it accepts.
 func mesh(backendPort int) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -199,14 +200,6 @@ spec:
     timeout: 20s
     route:
     - destination: {host: %[1]s, port: {number: %[2]d}}
----
-# grpc-go 1.35 balances round robin only; the bridge's default, as Istio's, is LEAST_REQUEST.
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo, namespace: e2e}
-spec:
-  host: %[1]s
-  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
 `, host, port, backendPort)
 }
 

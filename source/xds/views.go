@@ -53,3 +53,12 @@ func isOutboundListener(name string) bool {
 	_, err := netip.ParseAddr(name[:i])
 	return err == nil
 }
+
+// Proxyless tells whether a node is a proxyless gRPC client as istiod tells it: node metadata
+// GENERATOR "grpc", which Istio's agent writes into the gRPC bootstrap it generates. Such a
+// client is served the clusters translate/envoy builds for gRPC
+// (translate.EnvoyGRPCClusterCollection) in place of Envoy's, under the same names; the
+// other types are the same for every client.
+func Proxyless(node source.Node) bool {
+	return node.Generator == "grpc"
+}

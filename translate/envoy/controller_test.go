@@ -191,10 +191,10 @@ func TestControllerWritesEachChangeInOneApply(t *testing.T) {
 	if len(revs) != 1 {
 		t.Errorf("the derived resources were written at revisions %v; want one write", revs)
 	}
-	// A cluster, its load assignment, the API and outbound listeners, the host's and the
-	// port's route configurations.
-	if got := h.ctrl.Stats().LastWritten; got != 6 {
-		t.Errorf("the write changed %d entries; want 6", got)
+	// A cluster and its gRPC form, its load assignment, the API and outbound listeners, the
+	// host's and the port's route configurations.
+	if got := h.ctrl.Stats().LastWritten; got != 7 {
+		t.Errorf("the write changed %d entries; want 7", got)
 	}
 }
 

@@ -61,8 +61,10 @@
 // grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
 // network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
 // Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO, MYSQL, REDIS) get no routes
-// but outbound listeners (below); UDP and HBONE get neither; an undeclared protocol is taken
-// as HTTP (istiod sniffs it).
+// but outbound listeners (below); UDP and HBONE get neither. A port's protocol is its
+// protocol field alone, as istiod reads a ServiceEntry's (not its name); unset or unknown is
+// protocol sniffing, whose cluster uses the downstream protocol and whose routes and listener
+// are those of HTTP (istiod's sniffing listener also has a TCP path: not built).
 //
 // Non-HTTP ports, as istiod's buildSidecarOutboundListener and its TLS and TCP filter chain
 // options: a host's address is its ServiceEntry's first address (a /32 is an IP; istiod keeps
@@ -90,15 +92,31 @@
 // connection manager's chain matches application_protocols http/1.1 and h2c over raw_buffer,
 // first; a chain matching everything is the listener's default_filter_chain when it has others.
 //
+// Clusters are built as istiod builds them (buildCluster, applyTrafficPolicy): alt_stat_name
+// "NAME;", an empty common_lb_config, EDS over ADS without an initial fetch timeout; DNS
+// clusters with V4_ONLY lookups, the c-ares resolver, 100ms jitter, a 60s refresh and the
+// records' TTLs; HTTP/2 for HTTP2 and GRPC ports, no protocol options for HTTP ones.
+// Proxyless gRPC clients (node metadata GENERATOR=grpc) are served each cluster in the form
+// istiod's gRPC generator builds (GRPCClusterType, under the same name): round robin unless a
+// rule asks for LEAST_REQUEST or a consistent hash, a circuit breaker for http2MaxRequests
+// only, and TLS only for ISTIO_MUTUAL, by certificate providers.
+//
 // DestinationRule: the rule for the host (exact before wildcard, oldest first), with the
-// traffic policy merged as Istio merges it: top level, then its port-level settings for the
-// cluster's port, then the subset's, then the subset's port-level settings, each field
-// (loadBalancer, connectionPool, outlierDetection, tls) replaced whole. Simple load balancers
-// map to their Envoy policies (unset is LEAST_REQUEST, Istio's default); consistentHash is a
-// RING_HASH (or MAGLEV) cluster plus a hash policy on the routes whose single destination it
-// is; the connection pool sets circuit-breaker thresholds (unset ones unlimited, as Istio sets
-// them), the connect timeout (10s by default), TCP keepalive, and HTTP protocol options;
-// outlier detection follows Istio (success-rate ejection off, panic threshold minHealthPercent).
+// traffic policy merged as istiod merges it: the top level, or the port-level entry for the
+// cluster's port alone (its unset settings are defaults, not the top level's); then the
+// subset's policy replaces each of loadBalancer, connectionPool, outlierDetection and tls it
+// sets, or all four when it has an entry for the port. Simple load balancers map to their
+// Envoy policies (unset is LEAST_REQUEST, Istio's default), warmup to a slow start;
+// consistentHash is a RING_HASH (or MAGLEV) cluster plus a hash policy on the routes whose
+// single destination it is; the connection pool sets circuit-breaker thresholds (unset ones
+// unlimited, as Istio sets them) and the retry budget, the connect timeout (10s by default),
+// TCP keepalive, and HTTP protocol options (on TCP clusters too, as istiod sets them); outlier
+// detection follows Istio (success-rate ejection off, panic threshold minHealthPercent). TLS
+// origination (SIMPLE, MUTUAL, ISTIO_MUTUAL) is istiod's upstream TLS context: the workload's
+// certificate ("default", "ROOTCA") and files ("file-cert:CERT~KEY", "file-root:CA", the
+// system CA by default) from the proxy's agent, credentialName as "kubernetes://NAME" over
+// ADS, Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
+// names none, auto SNI and SAN validation where istiod sets them.
 // Each subset is a cluster whose endpoints carry all its labels.
 //
 // VirtualService: each http route becomes one Envoy route per match block, as istiod builds it
@@ -173,11 +191,15 @@
 //
 // # Left out
 //
-// Not translated, and reported as faults where a resource asks for them: TLS origination
-// (DestinationRule tls), Gateway TCP servers (and with them tcp routes bound to Gateways), TLS
-// servers that terminate (only PASSTHROUGH is translated) and AUTO_PASSTHROUGH,
-// sourceLabels and sourceNamespace matches (a shared configuration has no client identity),
-// PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing settings and warmup.
+// Not translated, and reported as faults where a resource asks for them: the secrets of
+// credentialName (the bridge serves none; istiod also leaves a sidecar's TLS out for a rule
+// without workloadSelector, which a shared configuration cannot), SIMPLE and MUTUAL TLS for
+// proxyless clients (as istiod's gRPC generator), proxyProtocol, tunnel, the deprecated
+// outlierDetection.consecutiveErrors (istiod ignores it), Gateway TCP servers (and with them
+// tcp routes bound to Gateways), TLS servers that terminate (only PASSTHROUGH is translated)
+// and AUTO_PASSTHROUGH, sourceLabels and sourceNamespace matches (a shared configuration has
+// no client identity), PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing
+// settings.
 //
 // Nothing is left out silently (untranslated.go): every field of an input that the
 // translation neither reads nor reports a fault of its own for is a fault of its resource,
@@ -185,20 +207,25 @@
 // "*" and DestinationRule workloadSelector (every client is served every resource: there are
 // no per-proxy views), a redirect's derivePort and prefixRewrite, a match's statPrefix,
 // Gateway servers' bind, subjectAltNames and certificate pins, the identities of workloads
-// (serviceAccount, subjectAltNames), and any field this bridge's Istio API does not know,
-// by number. Sidecar and EnvoyFilter resources are read only to report each as not applied.
-// Not reported, as it leaves the Envoy configuration as istiod builds it apart from
-// automatic mutual TLS and telemetry, which the bridge does not do: a ServiceEntry's
-// location. Still silent, as they follow from one configuration for every client: the
-// namespace-dependent choice of DestinationRule and the domains only a client of the host's
-// namespace gets (its bare name, "reviews"; domains.go builds them for a proxy's DNS domain,
-// ready for per-namespace scopes); and istiod's plumbing the bridge does not emit: the
-// catch-all virtual host of a sidecar's route configurations and the PassthroughFilterChain
-// default of outbound listeners (PassthroughCluster or BlackHoleCluster: a connection no
-// chain matches is closed, as with outboundTrafficPolicy REGISTRY_ONLY), telemetry and access
-// log filters, route metadata, protocol sniffing of undeclared ports (HTTP and TCP chains
-// both), the skipping of the proxy's own endpoint address, and addresses istiod allocates
-// for ServiceEntries without any (DNS capture). grpc-go itself
+// (WorkloadEntry serviceAccount: as subjectAltNames they need the trust domain), and any
+// field this bridge's Istio API does not know, by number. Sidecar and EnvoyFilter resources
+// are read only to report each as not applied. Not reported, as it leaves the Envoy
+// configuration as istiod builds it apart from automatic mutual TLS and telemetry, which the
+// bridge does not do: a ServiceEntry's location. Still silent, as they follow from one
+// configuration for every client or need what a standalone bridge has not: auto mTLS
+// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication),
+// the DNS lookup family of dual-stack or IPv6 proxies, a gateway's clusters without
+// use_downstream_protocol for sniffed ports (the clusters are shared: they take a
+// sidecar's), cluster and route metadata, ISTIO_MUTUAL for xDS v2 gRPC clients (the
+// certificate provider fields are newer than v2), the namespace-dependent choice of
+// DestinationRule and the domains only a client of the host's namespace gets (its bare name,
+// "reviews"; domains.go builds them for a proxy's DNS domain, ready for per-namespace
+// scopes); and istiod's plumbing the bridge does not emit: the catch-all virtual host of a
+// sidecar's route configurations and the PassthroughFilterChain default of outbound listeners
+// (PassthroughCluster or BlackHoleCluster: a connection no chain matches is closed, as with
+// outboundTrafficPolicy REGISTRY_ONLY), telemetry and access log filters, the skipping of
+// the proxy's own endpoint address, and addresses istiod allocates for ServiceEntries
+// without any (DNS capture). grpc-go itself
 // accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and
 // RING_HASH policies: a proxyless client cannot reach a DNS (STRICT_DNS) service, nor one
 // whose rule asks for RANDOM or Maglev.

@@ -570,17 +570,24 @@ func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
 	}
 }
 
-// resolver is an xDS resolver whose bootstrap points at the bridge.
+// resolver is an xDS resolver whose bootstrap points at the bridge, with the node metadata
+// Istio's gRPC bootstrap writes for a proxyless client (GENERATOR=grpc), which gets the
+// clusters built for gRPC.
 func (b *bridge) resolver() resolver.Builder {
-	return b.resolverWithMetadata("{}")
+	return b.resolverWithMetadata(`{"GENERATOR": "grpc"}`)
 }
 
-// resolverWithMetadata is resolver with node metadata (JSON).
+// resolverWithMetadata is resolver with node metadata (JSON), and the "default" certificate
+// provider Istio's gRPC bootstrap names (its files are read only by xDS credentials, which the
+// tests do not use; grpc-go refuses an ISTIO_MUTUAL cluster whose provider it does not know).
 func (b *bridge) resolverWithMetadata(metadata string) resolver.Builder {
 	b.t.Helper()
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "e2e-%s", "metadata": %s}
+		"node": {"id": "e2e-%s", "metadata": %s},
+		"certificate_providers": {"default": {"plugin_name": "file_watcher", "config": {
+			"certificate_file": "/etc/certs/cert-chain.pem", "private_key_file": "/etc/certs/key.pem",
+			"ca_certificate_file": "/etc/certs/root-cert.pem", "refresh_interval": "900s"}}}
 	}`, b.addr, b.t.Name(), metadata)
 	r, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
@@ -651,12 +658,13 @@ func grpcReachable(t *testing.T, outs []Resource) map[string]keySet {
 		}
 		rcName := hcm.GetRds().GetRouteConfigName()
 		clusters := routedClusters(byName[RouteType][rcName].(*routepb.RouteConfiguration))
-		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[ClusterType][c]) }) {
+		// A proxyless client is served the gRPC form of each cluster, under ClusterType.
+		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[GRPCClusterType][c]) }) {
 			add(ListenerType, name)
 			add(RouteType, rcName)
 			for _, c := range clusters {
 				add(ClusterType, c)
-				if svc := byName[ClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
+				if svc := byName[GRPCClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
 					add(EndpointType, svc)
 				}
 			}
@@ -714,7 +722,7 @@ func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
 	b.setConfig(echoService(bs["v1-a"]) + "---\n" + other)
 
 	narrowed := func(target string) testgrpc.TestServiceClient {
-		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e"}`)),
+		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e", "GENERATOR": "grpc"}`)),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)

@@ -225,7 +225,7 @@ func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 	vhosts, usesFault := t.serverVirtualHosts(b, p.number, p.servers)
 	b.put(RouteType, GatewayHTTPRouteName(class, p.number), envoyRouteConfiguration(GatewayHTTPRouteName(class, p.number), vhosts))
 	name := GatewayListenerName(class, p.number)
-	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault)
+	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault, hcmGateway)
 	if err != nil {
 		b.invalid("Listener", name, err)
 		return

@@ -180,7 +180,8 @@ func render(t testing.TB, outs []Resource, faults []Fault) []byte {
 	if len(faults) > 0 {
 		doc["faults"] = faults
 	}
-	section := map[string]string{ClusterType: "clusters", EndpointType: "endpoints", ListenerType: "listeners", RouteType: "routes"}
+	section := map[string]string{ClusterType: "clusters", EndpointType: "endpoints", ListenerType: "listeners", RouteType: "routes",
+		GRPCClusterType: "grpc_clusters"}
 	for _, r := range outs {
 		m, err := r.Body().UnmarshalNew()
 		if err != nil {

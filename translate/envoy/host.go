@@ -101,6 +101,8 @@ func typeName(typeURL string) string {
 		return "ClusterLoadAssignment"
 	case ListenerType:
 		return "Listener"
+	case GRPCClusterType:
+		return "Cluster"
 	}
 	return "RouteConfiguration"
 }

@@ -129,6 +129,7 @@ type serviceEntry struct {
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
+	sans       []string          // subjectAltNames
 }
 
 // sameShape reports whether o differs from se at most in its endpoints: what else the
@@ -136,7 +137,8 @@ type serviceEntry struct {
 // that orders competing ServiceEntries) is the same.
 func (se *serviceEntry) sameShape(o *serviceEntry) bool {
 	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution && se.vip == o.vip &&
-		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
+		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) &&
+		maps.Equal(se.selector, o.selector) && slices.Equal(se.sans, o.sans)
 }
 
 // eds reports whether a resolution gives EDS clusters, whose endpoints are load assignments
@@ -213,8 +215,8 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 		return nil, err
 	}
 	sc := scanServiceEntry(in.Value)
-	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, vip: serviceVIP(sc.addresses), ports: sc.ports, resolution: sc.resolution,
-		selector: sc.selector, inline: sc.endpoints}, nil
+	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, vip: serviceVIP(sc.addresses), ports: sc.ports,
+		resolution: sc.resolution, selector: sc.selector, inline: sc.endpoints, sans: sc.sans}, nil
 }
 
 func newVirtualService(in Input, suffix string) (*virtualService, error) {

@@ -8,6 +8,8 @@ import (
 	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // httpFilters is the HTTP filter chain: the fault filter when a route injects faults (its
@@ -48,28 +50,93 @@ var filterConfigs = func() (c struct {
 	return c
 }()
 
-// connectionManager is an HttpConnectionManager that takes its routes by RDS over ADS, for an
-// Envoy proxy or (envoy false) a proxyless gRPC client.
-func connectionManager(statPrefix, routeName string, usesFault, envoy bool) (*anypb.Any, error) {
-	filters, err := httpFilters(usesFault, envoy)
+// hcmClass is which of istiod's connection managers a listener gets: a sidecar's outbound
+// one, a gateway's, or a proxyless gRPC client's API listener.
+type hcmClass uint8
+
+const (
+	hcmSidecar hcmClass = iota
+	hcmGateway
+	hcmProxyless
+)
+
+// rdsSource is the config source of a connection manager's route configuration, as istiod
+// writes it for Envoy (ADS, v3, no initial fetch timeout). Shared, only read.
+var rdsSource = &corepb.ConfigSource{
+	ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}},
+	InitialFetchTimeout:   durationpb.New(0),
+	ResourceApiVersion:    corepb.ApiVersion_V3,
+}
+
+// connectionManager is an HttpConnectionManager that takes its routes by RDS over ADS, with
+// the settings istiod gives its class (listener_builder.go buildHTTPConnectionManager, and
+// buildSidecarOutboundHTTPListenerOpts or gateway.go buildGatewayConnectionManager), under
+// MeshConfig and ProxyConfig defaults:
+//
+//   - Envoy (sidecar and gateway): WebSocket upgrades allowed, no stream idle timeout (0s),
+//     paths normalized (pathNormalization DEFAULT: normalize_path, escaped slashes kept as
+//     they are, slashes not merged), 100-continue proxied (ENABLE_100_CONTINUE_HEADERS), the
+//     Server header overwritten; RDS without an initial fetch timeout.
+//   - Sidecar: use_remote_address false (PILOT_SIDECAR_USE_REMOTE_ADDRESS), Envoy's own server
+//     name ("envoy", istiod sets none).
+//   - Gateway: use_remote_address true, no trusted XFF hops, client certificate details
+//     SANITIZE_SET with subject, certificate, DNS and URI SANs set (XFCC), server name
+//     "istio-envoy", HTTP/1 options present.
+//   - Proxyless (grpcgen's API listener): the filters and RDS over ADS only, and a stat
+//     prefix (Envoy's validation requires one; grpc-go ignores it).
+//
+// Left out: access logs, tracing and the request ID extension, and the filters istiod adds for
+// telemetry (istio.metadata_exchange, istio.stats, grpc_stats), authentication and
+// authorization (RBAC, JWT) and istio.alpn and grpc_web: a standalone bridge has no
+// telemetry, policies or Istio proxy build to pair them with.
+func connectionManager(statPrefix, routeName string, usesFault bool, class hcmClass) (*anypb.Any, error) {
+	filters, err := httpFilters(usesFault, class != hcmProxyless)
 	if err != nil {
 		return nil, err
 	}
-	return pack(&hcmpb.HttpConnectionManager{
+	if class == hcmProxyless {
+		return pack(&hcmpb.HttpConnectionManager{
+			StatPrefix: statPrefix,
+			RouteSpecifier: &hcmpb.HttpConnectionManager_Rds{Rds: &hcmpb.Rds{
+				ConfigSource: grpcADSSource, RouteConfigName: routeName,
+			}},
+			HttpFilters: filters,
+		})
+	}
+	m := &hcmpb.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmpb.HttpConnectionManager_Rds{Rds: &hcmpb.Rds{
-			ConfigSource: adsSource(), RouteConfigName: routeName,
+			ConfigSource: rdsSource, RouteConfigName: routeName,
 		}},
-		HttpFilters: filters,
-	})
+		HttpFilters:                  filters,
+		PathWithEscapedSlashesAction: hcmpb.HttpConnectionManager_KEEP_UNCHANGED,
+		NormalizePath:                wrapperspb.Bool(true),
+		UseRemoteAddress:             wrapperspb.Bool(class == hcmGateway),
+		UpgradeConfigs:               websocketUpgrade,
+		StreamIdleTimeout:            durationpb.New(0),
+		ServerHeaderTransformation:   hcmpb.HttpConnectionManager_OVERWRITE,
+		Proxy_100Continue:            true,
+	}
+	if class == hcmGateway {
+		m.ForwardClientCertDetails = hcmpb.HttpConnectionManager_SANITIZE_SET
+		m.SetCurrentClientCertDetails = &hcmpb.HttpConnectionManager_SetCurrentClientCertDetails{
+			Subject: wrapperspb.Bool(true), Cert: true, Dns: true, Uri: true,
+		}
+		m.ServerName = "istio-envoy"
+		m.HttpProtocolOptions = &corepb.Http1ProtocolOptions{}
+	}
+	return pack(m)
 }
+
+// websocketUpgrade is istiod's upgrade_configs: WebSocket allowed. Shared, only read.
+var websocketUpgrade = []*hcmpb.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 
 // apiListener is the listener a proxyless gRPC client resolves xds:///HOST:PORT with: no
 // address, only an HttpConnectionManager in api_listener whose RDS names the host's route
 // configuration.
 func apiListener(host string, port uint32, usesFault bool) (*listenerpb.Listener, error) {
 	name := APIListenerName(host, port)
-	hcm, err := connectionManager(name, HostRouteName(host, port), usesFault, false)
+	hcm, err := connectionManager(name, HostRouteName(host, port), usesFault, hcmProxyless)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +147,11 @@ func apiListener(host string, port uint32, usesFault bool) (*listenerpb.Listener
 // told apart by the Host header in the route configuration named by the port.
 func outboundListener(port uint32, usesFault bool) (*listenerpb.Listener, error) {
 	name := OutboundListenerName(port)
-	return httpListener(name, "outbound_"+name, OutboundRouteName(port), port, corepb.TrafficDirection_OUTBOUND, usesFault)
+	return httpListener(name, "outbound_"+name, OutboundRouteName(port), port, corepb.TrafficDirection_OUTBOUND, usesFault, hcmSidecar)
 }
 
-func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool) (*listenerpb.Listener, error) {
-	hcm, err := connectionManager(statPrefix, routeName, usesFault, true)
+func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool, class hcmClass) (*listenerpb.Listener, error) {
+	hcm, err := connectionManager(statPrefix, routeName, usesFault, class)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +193,7 @@ func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain,
 	if err != nil {
 		return nil, err
 	}
-	hcm, err := connectionManager(ms.route, ms.route, usesFault, true)
+	hcm, err := connectionManager(ms.route, ms.route, usesFault, hcmGateway)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ var (
 	seResolution = fieldNum(&networking.ServiceEntry{}, "resolution")
 	seEndpoints  = fieldNum(&networking.ServiceEntry{}, "endpoints")
 	seSelector   = fieldNum(&networking.ServiceEntry{}, "workload_selector")
+	seSANs       = fieldNum(&networking.ServiceEntry{}, "subject_alt_names")
 	spNumber     = fieldNum(&networking.ServicePort{}, "number")
 	spProtocol   = fieldNum(&networking.ServicePort{}, "protocol")
 	spName       = fieldNum(&networking.ServicePort{}, "name")
@@ -57,6 +58,7 @@ type scanned struct {
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string
 	endpoints  int
+	sans       []string // subjectAltNames: the identities TLS origination verifies by default
 }
 
 // scanServiceEntry reads the indexed fields of a valid ServiceEntry encoding, as
@@ -76,6 +78,8 @@ func scanServiceEntry(b []byte) scanned {
 			s.resolution = networking.ServiceEntry_Resolution(int32(x))
 		case num == seEndpoints && typ == protowire.BytesType:
 			s.endpoints++
+		case num == seSANs && typ == protowire.BytesType:
+			s.sans = append(s.sans, string(v))
 		case num == seSelector && typ == protowire.BytesType:
 			eachField(v, func(num protowire.Number, typ protowire.Type, entry []byte, _ uint64) {
 				if num != wsLabels || typ != protowire.BytesType {

@@ -177,11 +177,12 @@ func trafficPolicyFields(at string) []string {
 		"connectionPool.http.http1MaxPendingRequests", "connectionPool.http.http2MaxRequests",
 		"connectionPool.http.maxRequestsPerConnection", "connectionPool.http.maxRetries", "connectionPool.http.idleTimeout",
 		"connectionPool.http.h2UpgradePolicy", "connectionPool.http.useClientProtocol", "connectionPool.http.maxConcurrentStreams",
+		"connectionPool.http.http2KeepAlive",
 		"outlierDetection.consecutiveErrors", "outlierDetection.splitExternalLocalOriginErrors",
 		"outlierDetection.consecutiveLocalOriginFailures", "outlierDetection.consecutiveGatewayErrors",
 		"outlierDetection.consecutive5xxErrors", "outlierDetection.interval", "outlierDetection.baseEjectionTime",
 		"outlierDetection.maxEjectionPercent", "outlierDetection.minHealthPercent",
-		"tls", // reported by the translation where a mode is not translated (policy.go)
+		"tls", // reported by the translation where a mode or field is not translated (clustertls.go)
 	}
 	out := make([]string, len(fields))
 	for i, f := range fields {
@@ -195,19 +196,18 @@ var fieldTables = map[string]*fieldTable{
 	kindServiceEntry: newFieldTable(&networking.ServiceEntry{}, []string{
 		"hosts", "addresses", "ports.number", "ports.protocol", "ports.name", "ports.targetPort", "resolution",
 		"endpoints.address", "endpoints.ports", "endpoints.labels", "endpoints.network", "endpoints.locality",
-		"endpoints.weight", "workloadSelector.labels", "exportTo",
+		"endpoints.weight", "workloadSelector.labels", "exportTo", "subjectAltNames",
 		// location: what istiod makes of it is automatic mutual TLS and telemetry, neither of
 		// which the bridge does; the Envoy configuration is otherwise the same.
 		"location",
 	}, map[string]func([]byte) bool{"exportTo": exportedEverywhere}, map[string]string{
 		"exportTo":                 perProxyWhy,
-		"subjectAltNames":          "clusters do not verify the workloads' identities",
-		"endpoints.serviceAccount": "clusters do not verify the workloads' identities",
+		"endpoints.serviceAccount": "as subjectAltNames, workloads' service accounts need the mesh's trust domain",
 	}),
 	kindWorkloadEntry: newFieldTable(&networking.WorkloadEntry{}, []string{
 		"address", "ports", "labels", "network", "locality", "weight",
 	}, nil, map[string]string{
-		"serviceAccount": "clusters do not verify the workloads' identities",
+		"serviceAccount": "as subjectAltNames, workloads' service accounts need the mesh's trust domain",
 	}),
 	kindVirtualService: newFieldTable(&networking.VirtualService{}, []string{
 		"hosts", "gateways", "exportTo",
@@ -233,6 +233,10 @@ var fieldTables = map[string]*fieldTable{
 		"host", "exportTo", "subsets.name", "subsets.labels", "trafficPolicy.portLevelSettings.port",
 		"subsets.trafficPolicy.portLevelSettings.port",
 	},
+		// A whole policy's own fields, beside those a port's may set too (tunnel and
+		// proxyProtocol are reported by the translation where it does not apply them).
+		[]string{"trafficPolicy.tunnel", "trafficPolicy.proxyProtocol", "trafficPolicy.retryBudget",
+			"subsets.trafficPolicy.tunnel", "subsets.trafficPolicy.proxyProtocol", "subsets.trafficPolicy.retryBudget"},
 		trafficPolicyFields("trafficPolicy"), trafficPolicyFields("trafficPolicy.portLevelSettings"),
 		trafficPolicyFields("subsets.trafficPolicy"), trafficPolicyFields("subsets.trafficPolicy.portLevelSettings"),
 	), map[string]func([]byte) bool{"exportTo": exportedEverywhere}, map[string]string{

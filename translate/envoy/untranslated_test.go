@@ -59,14 +59,14 @@ spec:
   host: reviews.bookinfo.svc.cluster.local
   trafficPolicy:
     connectionPool: {tcp: {maxConnections: 5}}
-    proxyProtocol: {version: V1}
+    outlierDetection: {consecutive5xxErrors: 3, outlierDetectionHttpErrorCodes: [500]}
   subsets:
   - name: v1
     labels: {version: v1}
     trafficPolicy:
       portLevelSettings:
       - port: {number: 9080}
-        connectionPool: {http: {http2KeepAlive: {interval: 1s}, maxRetries: 2}}
+        loadBalancer: {simple: ROUND_ROBIN, zoneAwareLbSetting: {enabled: true}}
 ---
 apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -83,7 +83,7 @@ spec:
 		{kindVirtualService, "bookinfo/reviews", "not translated, served without them: exportTo (every proxy is served the resource: " +
 			"the bridge builds one configuration for all (no per-proxy views)), http.match.statPrefix (routes have no per-match statistics)"},
 		{kindDestinationRule, "bookinfo/reviews", "not translated, served without them: " +
-			"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive, trafficPolicy.proxyProtocol"},
+			"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting, trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes"},
 		{kindGateway, "bookinfo/gw", "not translated, served without them: servers.bind (listeners bind 0.0.0.0), servers.tls.subjectAltNames"},
 	} {
 		if got := fieldFault(tr, c.kind, c.name); got != c.want {

@@ -3,6 +3,7 @@ package envoy
 import (
 	"compress/gzip"
 	"fmt"
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"io"
 	"os"
 	"slices"
@@ -32,10 +33,12 @@ import (
 
 // v2Message is the v2 message of each v3 resource type.
 var v2Message = map[string]protoreflect.FullName{
-	translate.EnvoyClusterType:  "envoy.api.v2.Cluster",
-	translate.EnvoyEndpointType: "envoy.api.v2.ClusterLoadAssignment",
-	translate.EnvoyListenerType: "envoy.api.v2.Listener",
-	translate.EnvoyRouteType:    "envoy.api.v2.RouteConfiguration",
+	translate.EnvoyClusterType: "envoy.api.v2.Cluster",
+	// The proxyless gRPC clients' clusters, served under the cluster type URL.
+	translate.EnvoyGRPCClusterCollection: "envoy.api.v2.Cluster",
+	translate.EnvoyEndpointType:          "envoy.api.v2.ClusterLoadAssignment",
+	translate.EnvoyListenerType:          "envoy.api.v2.Listener",
+	translate.EnvoyRouteType:             "envoy.api.v2.RouteConfiguration",
 }
 
 // v2Renames are the fields the translation sets whose v2 name differs from v3's, with the
@@ -88,12 +91,19 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: no v2 message for %s: %v", name, r.TypeURL, err)
 			}
-			body := envoyv2.Value(r.TypeURL, r.Body().GetValue()) // what the v2 transport serves
+			if r.TypeURL == GRPCClusterType && hasTransportSocket(t, r) {
+				// ISTIO_MUTUAL for proxyless clients names certificate providers in fields
+				// newer than Envoy 1.16's API: a v2 gRPC client (grpc-go 1.35) cannot take it.
+				// A known gap (doc.go, "Left out"); the rest of the gRPC form is proved.
+				continue
+			}
+			typeURL := r.Body().GetTypeUrl()                    // the gRPC clusters' collection holds Clusters
+			body := envoyv2.Value(typeURL, r.Body().GetValue()) // what the v2 transport serves
 			v2 := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
 			if err := proto.Unmarshal(body, v2); err != nil {
 				t.Fatalf("%s: %s %q does not parse as %s: %v", name, typeName(r.TypeURL), r.Name, d.FullName(), err)
 			}
-			v3, err := (&anypb.Any{TypeUrl: r.TypeURL, Value: body}).UnmarshalNew()
+			v3, err := (&anypb.Any{TypeUrl: typeURL, Value: body}).UnmarshalNew()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,4 +227,10 @@ func sameAny(files *protoregistry.Files, v3, v2 protoreflect.Message, at string,
 		inner3 = m.ProtoReflect()
 	}
 	return carryOver(files, inner3, inner2, fmt.Sprintf("%s<%s>", at, name), renames)
+}
+
+func hasTransportSocket(t *testing.T, r Resource) bool {
+	c := &clusterpb.Cluster{}
+	mustUnmarshal(t, r, c)
+	return c.GetTransportSocket() != nil
 }

@@ -10,6 +10,7 @@ import (
 	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -54,7 +55,10 @@ import (
 // request's Host); RouteConfiguration.max_direct_response_body_size_bytes (its default, 4 KiB,
 // holds); and RouteConfiguration.ignore_port_in_host_matching, for which each domain of the
 // route configuration without a port is also given as "DOMAIN:*", a prefix wildcard that
-// matches the domain with any port, as the v3 client matches the domain alone. TestV3BodiesReadAsV2 proves, over every
+// matches the domain with any port, as the v3 client matches the domain alone;
+// Cluster.dns_jitter and typed_dns_resolver_config (Envoy 1.16 resolves with c-ares, without
+// jitter); and the connection managers' path_with_escaped_slashes_action KEEP_UNCHANGED (what
+// Envoy 1.16 does with escaped slashes anyway). TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to Envoy 1.16's API, inside Anys too. A body
 // that holds none of them is returned as it is, not marshalled again; only routes, clusters
 // and listeners are read at all.
@@ -124,6 +128,12 @@ func toV2(m protoreflect.Message) bool {
 			v.LbConfig = nil
 			changed = true
 		}
+		// istiod's DNS settings that Envoy 1.16 has no field for: the jitter (none there) and
+		// the typed resolver (c-ares there anyway, with its own query limit).
+		if v.GetDnsJitter() != nil || v.GetTypedDnsResolverConfig() != nil {
+			v.DnsJitter, v.TypedDnsResolverConfig = nil, nil
+			changed = true
+		}
 		changed = protocolOptionsToV2(v) || changed
 	case *corepb.ConfigSource:
 		// The EDS and RDS config sources name the resource version their client asks in. A v2
@@ -148,6 +158,7 @@ func toV2(m protoreflect.Message) bool {
 		}
 	case *anypb.Any:
 		changed = tlsInspectorToV2(v) || changed
+		changed = hcmToV2(v) || changed
 		if to, ok := anyTypeV2[v.GetTypeUrl()]; ok {
 			v.TypeUrl = to
 			changed = true
@@ -303,3 +314,24 @@ func tlsInspectorToV2(a *anypb.Any) bool {
 	a.Value = out.GetValue()
 	return true
 }
+
+// hcmToV2 leaves path_with_escaped_slashes_action KEEP_UNCHANGED (Envoy 1.18; what older
+// Envoys do) out of a connection manager.
+func hcmToV2(a *anypb.Any) bool {
+	if a.GetTypeUrl() != hcmTypeURL {
+		return false
+	}
+	var m hcmpb.HttpConnectionManager
+	if a.UnmarshalTo(&m) != nil || m.GetPathWithEscapedSlashesAction() != hcmpb.HttpConnectionManager_KEEP_UNCHANGED {
+		return false
+	}
+	m.PathWithEscapedSlashesAction = hcmpb.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
+	if err != nil {
+		return false
+	}
+	a.Value = b
+	return true
+}
+
+const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"

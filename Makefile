@@ -23,7 +23,7 @@ run: build
 
 # deploy/ is a Go module of its own (the Helm chart's tests, with Helm and Kubernetes modules
 # the bridge does not need): ./... of the main module does not reach it. So is e2e/xdsv2, the
-# xDS v2 test with grpc-go 1.35's xDS client against a real bridge process (5s once built).
+# xDS v2 test with grpc-go 1.34's xDS client against a real bridge process (5s once built).
 test:
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...

@@ -298,6 +298,23 @@ func TestGRPCClientCallsAServiceWithoutVirtualService(t *testing.T) {
 	}
 }
 
+// A current grpc-go client, as Istio's bootstrap describes it (GENERATOR grpc), resolves and
+// calls a ServiceEntry host with the bridge's default configuration and nothing else: no
+// DestinationRule, no VirtualService (issue 23: the cluster it gets by default is one it takes).
+func TestGRPCClientCallsAServiceEntryHostWithoutDestinationRule(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v1-b")
+	serviceEntryOnly, _, _ := strings.Cut(echoService(bs["v1-a"], bs["v1-b"]), "---\n")
+	if strings.Contains(serviceEntryOnly, "DestinationRule") {
+		t.Fatalf("the config still holds a DestinationRule:\n%s", serviceEntryOnly)
+	}
+	b.setConfig(serviceEntryOnly)
+	c := b.client(e2eTarget)
+	seen := map[string]bool{}
+	eventually(t, c, "both endpoints answer", func(id string) bool { seen[id] = true; return seen["v1-a"] && seen["v1-b"] })
+	b.assertNoNACK()
+}
+
 func TestGRPCClientFollowsWeightedSplit(t *testing.T) {
 	b := startBridge(t)
 	bs := startBackends(t, "v1-a", "v2-a")

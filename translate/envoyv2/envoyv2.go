@@ -193,6 +193,9 @@ func toV2(m protoreflect.Message) bool {
 var anyTypeV2 = map[string]string{
 	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":            "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
 	"type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig": "type.googleapis.com/envoy.config.retry.previous_priorities.PreviousPrioritiesConfig",
+	// grpc-go 1.34 reads an API listener's connection manager by its v2 name only (1.35 takes
+	// both); Envoy 1.16 takes both. The fields the translation sets have the same numbers.
+	hcmTypeURL: "type.googleapis.com/envoy.config.filter.network.http_connection_manager.v2.HttpConnectionManager",
 }
 
 // withAnyPort adds to the domains without a port (not "*", not an IPv6 address' "[...]"

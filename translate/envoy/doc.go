@@ -58,8 +58,9 @@
 // as the endpoint when none is listed. An endpoint's port is its own port of the service port's
 // name, else the service port's targetPort, else its number. Endpoints are grouped by locality
 // ("region/zone/subzone"); a locality's weight is the sum of its endpoints' weights (at least 1:
-// grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
-// network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
+// grpc-go ignores a locality without one). Endpoints carry no metadata: istiod sends neither
+// their labels nor their network (its endpoint metadata is telemetry's and auto mTLS's, below).
+// An address:port listed twice is kept once (grpc-go rejects duplicates).
 // Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO, MYSQL, REDIS) get no routes
 // but outbound listeners (below); UDP and HBONE get neither. A port's protocol is its
 // protocol field alone, as istiod reads a ServiceEntry's (not its name); unset or unknown is
@@ -93,7 +94,8 @@
 // first; a chain matching everything is the listener's default_filter_chain when it has others.
 //
 // Clusters are built as istiod builds them (buildCluster, applyTrafficPolicy): alt_stat_name
-// "NAME;", an empty common_lb_config, EDS over ADS without an initial fetch timeout; DNS
+// "NAME;", a common_lb_config with healthy_panic_threshold 0% (panic mode off; outlier
+// detection's minHealthPercent sets it), EDS over ADS without an initial fetch timeout; DNS
 // clusters with V4_ONLY lookups, the c-ares resolver, 100ms jitter, a 60s refresh and the
 // records' TTLs; HTTP/2 for HTTP2 and GRPC ports, no protocol options for HTTP ones.
 // Proxyless gRPC clients (node metadata GENERATOR=grpc) are served each cluster in the form
@@ -117,7 +119,7 @@
 // system CA by default) from the proxy's agent, credentialName as "kubernetes://NAME" over
 // ADS, Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
 // names none, auto SNI and SAN validation where istiod sets them.
-// Each subset is a cluster whose endpoints carry all its labels.
+// Each subset is a cluster of the endpoints that carry all its labels.
 //
 // VirtualService: each http route becomes one Envoy route per match block, as istiod builds it
 // (route.TranslateRoute): uri exact, prefix, regex; headers and withoutHeaders (ordered by
@@ -213,7 +215,11 @@
 // configuration as istiod builds it apart from automatic mutual TLS and telemetry, which the
 // bridge does not do: a ServiceEntry's location. Still silent, as they follow from one
 // configuration for every client or need what a standalone bridge has not: auto mTLS
-// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication),
+// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication,
+// and the envoy.transport_socket_match metadata of endpoints labelled
+// security.istio.io/tlsMode=istio or with a serviceAccount, which they select by),
+// endpoints' telemetry metadata (istio "workload": name, namespace, canonical service and
+// revision, cluster ID),
 // the DNS lookup family of dual-stack or IPv6 proxies, a gateway's clusters without
 // use_downstream_protocol for sniffed ports (the clusters are shared: they take a
 // sidecar's), cluster and route metadata, ISTIO_MUTUAL for xDS v2 gRPC clients (the

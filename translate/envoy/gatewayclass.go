@@ -265,7 +265,7 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 			if vh == nil {
 				// istiod's gateway virtual hosts answer to the host alone: the route
 				// configuration ignores the port of the Host header.
-				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}}
+				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}, IncludeRequestAttemptCount: includeRequestAttemptCount}
 				if redirectsToHTTPS([]*networking.Server{bd.server.s}, d, bd.server.gw.Namespace, bd.vs.Namespace) {
 					vh.RequireTls = routepb.VirtualHost_ALL
 				}

@@ -17,8 +17,11 @@
 //     "HOST:PORT", as istiod builds it for a proxyless gRPC client (domains.go): its domains
 //     are HOST, "HOST.", for a NAME.NAMESPACE.svc.SUFFIX host NAME.NAMESPACE and
 //     NAME.NAMESPACE.svc, and the ServiceEntry's address, each also with ":PORT".
-//   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, an
-//     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST, router filter last.
+//   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, on the
+//     ServiceEntry's address (0.0.0.0 without one) and the port, as grpcgen sets it, with an
+//     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST and grpcgen's fault and
+//     router filters. Envoy's connection managers (sidecars' and gateways') have istiod's
+//     fault, CORS and router filters, whether or not a route uses them.
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
 //     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port, as istiod builds it for a sidecar: the

@@ -263,7 +263,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		return
 	}
 	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared, usesFault: rc.usesFault})
-	if l, err := apiListener(b.host, p.number, rc.usesFault); err != nil {
+	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {
 		b.put(ListenerType, l.GetName(), l)

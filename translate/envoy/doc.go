@@ -166,12 +166,18 @@
 // gateway (gateways: "name" in its namespace, or "namespace/name") gets a virtual host for
 // each of its hosts that a server host admits ("namespace/host" patterns), named by the
 // narrower of the two; VirtualServices with the same host on a port have their routes joined,
-// oldest first. tls.httpsRedirect requires TLS on the virtual host. An HTTPS server's
-// certificates are named for the proxy's own agent to serve by SDS (cluster sds-grpc), as
-// istiod names them: credentialName "kubernetes://NAME" (and "-cacert" for MUTUAL), files
-// "file-cert:CERT~KEY" and "file-root:CA", ISTIO_MUTUAL "default" and "ROOTCA"; the bridge
-// serves no secret. A PASSTHROUGH server routes each SNI host of its VirtualServices' tls
-// routes to a TCP proxy of the route's destinations.
+// oldest first. tls.httpsRedirect requires TLS on the virtual host. An HTTPS server (SIMPLE,
+// MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL) has istiod's TLS context (BuildListenerTLSContext,
+// gatewaytls.go): credentialName (or credentialNames) "kubernetes://NAME" and its CA
+// "NAME-cacert" (or caCertCredentialName) over ADS, as istiod serves them (the bridge serves
+// no secret: each is a fault of its Gateway); files "file-cert:CERT~KEY" (or tlsCertificates)
+// and "file-root:CA", and ISTIO_MUTUAL's "default" and "ROOTCA", from the proxy's own agent
+// (sds-grpc); subjectAltNames, certificate pins, caCrl and insecureSkipVerify where istiod
+// puts them; TLS parameters only for the versions and cipher suites a server sets. Gateway
+// listeners are istiod's: OUTBOUND, one connection accepted per socket event, chains without
+// names and with a 15s transport socket connect timeout, the TLS inspector (512 bytes) where
+// chains are chosen by SNI. A PASSTHROUGH server routes each SNI host of its VirtualServices'
+// tls routes to a TCP proxy of the route's destinations.
 //
 // # Faults
 //
@@ -211,7 +217,7 @@
 // "not translated, served without them: FIELD (why), ...": among them exportTo other than
 // "*" and DestinationRule workloadSelector (every client is served every resource: there are
 // no per-proxy views), a redirect's derivePort and prefixRewrite, a match's statPrefix,
-// Gateway servers' bind, subjectAltNames and certificate pins, the identities of workloads
+// Gateway servers' bind, the identities of workloads
 // (WorkloadEntry serviceAccount: as subjectAltNames they need the trust domain), and any
 // field this bridge's Istio API does not know, by number. Sidecar and EnvoyFilter resources
 // are read only to report each as not applied. Not reported, as it leaves the Envoy

@@ -71,7 +71,8 @@ var filterConfigs = func() (c struct {
 		c.fault, c.err = pack(&faultpb.HTTPFault{})
 	}
 	if c.err == nil {
-		c.tlsInspector, c.err = pack(&tlsinspectorpb.TlsInspector{})
+		// istiod's TLS inspector (xdsfilters.TLSInspector): 512 bytes read for the client hello.
+		c.tlsInspector, c.err = pack(&tlsinspectorpb.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})
 	}
 	return c
 }()
@@ -208,7 +209,7 @@ func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*l
 	return &listenerpb.Listener{
 		Name:             name,
 		Address:          socketAddress("0.0.0.0", port),
-		TrafficDirection: corepb.TrafficDirection_INBOUND,
+		TrafficDirection: corepb.TrafficDirection_OUTBOUND, // istiod's, for gateways too
 		ListenerFilters: []*listenerpb.ListenerFilter{{
 			Name: tlsInspectorName, ConfigType: &listenerpb.ListenerFilter_TypedConfig{TypedConfig: filterConfigs.tlsInspector},
 		}},
@@ -219,11 +220,7 @@ func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*l
 // httpsFilterChain terminates an HTTPS server's TLS and routes by its own route
 // configuration: matched by its hosts as SNI names (any name, when one is "*").
 func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain, error) {
-	certs, err := serverCertificates(ms.s.GetTls())
-	if err != nil {
-		return nil, err
-	}
-	tlsContext, err := pack(downstreamTLS(ms.s.GetTls(), certs, []string{"h2", "http/1.1"}))
+	tlsContext, err := pack(gatewayTLSContext(ms.s.GetTls()))
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +229,6 @@ func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain,
 		return nil, err
 	}
 	return &listenerpb.FilterChain{
-		Name:             ms.route,
 		FilterChainMatch: &listenerpb.FilterChainMatch{ServerNames: sniHosts(ms.s)},
 		TransportSocket: &corepb.TransportSocket{
 			Name: tlsTransportSocketName, ConfigType: &corepb.TransportSocket_TypedConfig{TypedConfig: tlsContext},

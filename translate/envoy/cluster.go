@@ -12,7 +12,6 @@ import (
 	caresdns "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -233,13 +232,18 @@ func loadAssignment(name string, eps []endpoint) *endpointpb.ClusterLoadAssignme
 	return cla
 }
 
+// lbEndpoint is an endpoint as istiod's EDS builds it (buildEnvoyLbEndpoint): its address and
+// weight, without metadata. istiod's endpoint metadata is its telemetry label (istio
+// "workload") and, for endpoints with Istio's mutual TLS (security.istio.io/tlsMode=istio),
+// the envoy.transport_socket_match its auto mTLS selects by: the bridge has neither telemetry
+// nor auto mTLS (doc.go, "Left out"). An endpoint's labels are not sent: subsets are clusters
+// of their own, and nothing selects endpoints by metadata.
 func lbEndpoint(ep endpoint, weight uint32) *endpointpb.LbEndpoint {
 	return &endpointpb.LbEndpoint{
 		HostIdentifier: &endpointpb.LbEndpoint_Endpoint{Endpoint: &endpointpb.Endpoint{
 			Address: socketAddress(ep.address, ep.port),
 		}},
 		LoadBalancingWeight: wrapperspb.UInt32(weight),
-		Metadata:            endpointMetadata(ep.workload),
 	}
 }
 
@@ -247,27 +251,6 @@ func socketAddress(addr string, port uint32) *corepb.Address {
 	return &corepb.Address{Address: &corepb.Address_SocketAddress{SocketAddress: &corepb.SocketAddress{
 		Address: addr, PortSpecifier: &corepb.SocketAddress_PortValue{PortValue: port},
 	}}}
-}
-
-// endpointMetadata carries an endpoint's labels under "envoy.lb" (where Envoy's subset load
-// balancer and grpc-go look for endpoint attributes) and its network under "istio".
-func endpointMetadata(w *workload) *corepb.Metadata {
-	if len(w.labels) == 0 && w.network == "" {
-		return nil
-	}
-	md := &corepb.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	if len(w.labels) > 0 {
-		fields := make(map[string]*structpb.Value, len(w.labels))
-		for _, l := range w.labels {
-			fields[l.k] = structpb.NewStringValue(l.v)
-		}
-		md.FilterMetadata["envoy.lb"] = &structpb.Struct{Fields: fields}
-	}
-	if w.network != "" {
-		md.FilterMetadata["istio"] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			"network": structpb.NewStringValue(w.network)}}
-	}
-	return md
 }
 
 // parseLocality reads Istio's "region/zone/subzone". An empty locality is still a locality:

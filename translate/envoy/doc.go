@@ -17,8 +17,11 @@
 //     "HOST:PORT", as istiod builds it for a proxyless gRPC client (domains.go): its domains
 //     are HOST, "HOST.", for a NAME.NAMESPACE.svc.SUFFIX host NAME.NAMESPACE and
 //     NAME.NAMESPACE.svc, and the ServiceEntry's address, each also with ":PORT".
-//   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, an
-//     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST, router filter last.
+//   - API listener, for proxyless gRPC clients dialling xds:///HOST:PORT: HOST:PORT, on the
+//     ServiceEntry's address (0.0.0.0 without one) and the port, as grpcgen sets it, with an
+//     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST and grpcgen's fault and
+//     router filters. Envoy's connection managers (sidecars' and gateways') have istiod's
+//     fault, CORS and router filters, whether or not a route uses them.
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
 //     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port, as istiod builds it for a sidecar: the
@@ -58,8 +61,9 @@
 // as the endpoint when none is listed. An endpoint's port is its own port of the service port's
 // name, else the service port's targetPort, else its number. Endpoints are grouped by locality
 // ("region/zone/subzone"); a locality's weight is the sum of its endpoints' weights (at least 1:
-// grpc-go ignores a locality without one). Labels go to the endpoint's "envoy.lb" metadata, the
-// network to "istio". An address:port listed twice is kept once (grpc-go rejects duplicates).
+// grpc-go ignores a locality without one). Endpoints carry no metadata: istiod sends neither
+// their labels nor their network (its endpoint metadata is telemetry's and auto mTLS's, below).
+// An address:port listed twice is kept once (grpc-go rejects duplicates).
 // Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO, MYSQL, REDIS) get no routes
 // but outbound listeners (below); UDP and HBONE get neither. A port's protocol is its
 // protocol field alone, as istiod reads a ServiceEntry's (not its name); unset or unknown is
@@ -93,7 +97,8 @@
 // first; a chain matching everything is the listener's default_filter_chain when it has others.
 //
 // Clusters are built as istiod builds them (buildCluster, applyTrafficPolicy): alt_stat_name
-// "NAME;", an empty common_lb_config, EDS over ADS without an initial fetch timeout; DNS
+// "NAME;", a common_lb_config with healthy_panic_threshold 0% (panic mode off; outlier
+// detection's minHealthPercent sets it), EDS over ADS without an initial fetch timeout; DNS
 // clusters with V4_ONLY lookups, the c-ares resolver, 100ms jitter, a 60s refresh and the
 // records' TTLs; HTTP/2 for HTTP2 and GRPC ports, no protocol options for HTTP ones.
 // Proxyless gRPC clients (node metadata GENERATOR=grpc) are served each cluster in the form
@@ -117,7 +122,7 @@
 // system CA by default) from the proxy's agent, credentialName as "kubernetes://NAME" over
 // ADS, Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
 // names none, auto SNI and SAN validation where istiod sets them.
-// Each subset is a cluster whose endpoints carry all its labels.
+// Each subset is a cluster of the endpoints that carry all its labels.
 //
 // VirtualService: each http route becomes one Envoy route per match block, as istiod builds it
 // (route.TranslateRoute): uri exact, prefix, regex; headers and withoutHeaders (ordered by
@@ -161,12 +166,18 @@
 // gateway (gateways: "name" in its namespace, or "namespace/name") gets a virtual host for
 // each of its hosts that a server host admits ("namespace/host" patterns), named by the
 // narrower of the two; VirtualServices with the same host on a port have their routes joined,
-// oldest first. tls.httpsRedirect requires TLS on the virtual host. An HTTPS server's
-// certificates are named for the proxy's own agent to serve by SDS (cluster sds-grpc), as
-// istiod names them: credentialName "kubernetes://NAME" (and "-cacert" for MUTUAL), files
-// "file-cert:CERT~KEY" and "file-root:CA", ISTIO_MUTUAL "default" and "ROOTCA"; the bridge
-// serves no secret. A PASSTHROUGH server routes each SNI host of its VirtualServices' tls
-// routes to a TCP proxy of the route's destinations.
+// oldest first. tls.httpsRedirect requires TLS on the virtual host. An HTTPS server (SIMPLE,
+// MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL) has istiod's TLS context (BuildListenerTLSContext,
+// gatewaytls.go): credentialName (or credentialNames) "kubernetes://NAME" and its CA
+// "NAME-cacert" (or caCertCredentialName) over ADS, as istiod serves them (the bridge serves
+// no secret: each is a fault of its Gateway); files "file-cert:CERT~KEY" (or tlsCertificates)
+// and "file-root:CA", and ISTIO_MUTUAL's "default" and "ROOTCA", from the proxy's own agent
+// (sds-grpc); subjectAltNames, certificate pins, caCrl and insecureSkipVerify where istiod
+// puts them; TLS parameters only for the versions and cipher suites a server sets. Gateway
+// listeners are istiod's: OUTBOUND, one connection accepted per socket event, chains without
+// names and with a 15s transport socket connect timeout, the TLS inspector (512 bytes) where
+// chains are chosen by SNI. A PASSTHROUGH server routes each SNI host of its VirtualServices'
+// tls routes to a TCP proxy of the route's destinations.
 //
 // # Faults
 //
@@ -206,14 +217,18 @@
 // "not translated, served without them: FIELD (why), ...": among them exportTo other than
 // "*" and DestinationRule workloadSelector (every client is served every resource: there are
 // no per-proxy views), a redirect's derivePort and prefixRewrite, a match's statPrefix,
-// Gateway servers' bind, subjectAltNames and certificate pins, the identities of workloads
+// Gateway servers' bind, the identities of workloads
 // (WorkloadEntry serviceAccount: as subjectAltNames they need the trust domain), and any
 // field this bridge's Istio API does not know, by number. Sidecar and EnvoyFilter resources
 // are read only to report each as not applied. Not reported, as it leaves the Envoy
 // configuration as istiod builds it apart from automatic mutual TLS and telemetry, which the
 // bridge does not do: a ServiceEntry's location. Still silent, as they follow from one
 // configuration for every client or need what a standalone bridge has not: auto mTLS
-// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication),
+// (istiod's transport socket matches for MESH_INTERNAL services, from PeerAuthentication,
+// and the envoy.transport_socket_match metadata of endpoints labelled
+// security.istio.io/tlsMode=istio or with a serviceAccount, which they select by),
+// endpoints' telemetry metadata (istio "workload": name, namespace, canonical service and
+// revision, cluster ID),
 // the DNS lookup family of dual-stack or IPv6 proxies, a gateway's clusters without
 // use_downstream_protocol for sniffed ports (the clusters are shared: they take a
 // sidecar's), cluster and route metadata, ISTIO_MUTUAL for xDS v2 gRPC clients (the

@@ -121,6 +121,9 @@ func (t *Translator) checkGateway(key string) *unitState {
 			b.fs.add(kindGateway, key, "servers[%d]: %s; the server is left out", i, why)
 		case serverPassthrough:
 			passthrough = append(passthrough, s)
+		case serverHTTPS:
+			reportCredentialSecrets(b.fs, key, i, s.GetTls())
+			http = append(http, s)
 		default:
 			http = append(http, s)
 		}

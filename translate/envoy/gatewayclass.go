@@ -43,13 +43,14 @@ func classify(s *networking.Server) (serverKind, string) {
 		return serverPassthrough, ""
 	case proto == "TLS":
 		return serverLeftOut, fmt.Sprintf("tls.mode: %s on a TLS server (terminated TCP) is not translated; PASSTHROUGH is", mode)
-	case mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
-		if _, err := serverCertificates(tls); err != nil {
+	case mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL ||
+		mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
+		if err := checkServerTLS(tls); err != nil {
 			return serverLeftOut, err.Error()
 		}
 		return serverHTTPS, ""
 	default:
-		return serverLeftOut, fmt.Sprintf("tls.mode: %s is not translated (SIMPLE, MUTUAL, ISTIO_MUTUAL and PASSTHROUGH are)", mode)
+		return serverLeftOut, fmt.Sprintf("tls.mode: %s is not translated (SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL and PASSTHROUGH are)", mode)
 	}
 }
 
@@ -225,12 +226,12 @@ func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 	vhosts, usesFault := t.serverVirtualHosts(b, p.number, p.servers)
 	b.put(RouteType, GatewayHTTPRouteName(class, p.number), envoyRouteConfiguration(GatewayHTTPRouteName(class, p.number), vhosts))
 	name := GatewayListenerName(class, p.number)
-	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault, hcmGateway)
+	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_OUTBOUND, usesFault, hcmGateway)
 	if err != nil {
 		b.invalid("Listener", name, err)
 		return
 	}
-	b.put(ListenerType, name, l)
+	b.put(ListenerType, name, finishGatewayListener(l))
 }
 
 // serverVirtualHosts are the virtual hosts of some HTTP servers: for each VirtualService bound
@@ -265,7 +266,7 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 			if vh == nil {
 				// istiod's gateway virtual hosts answer to the host alone: the route
 				// configuration ignores the port of the Host header.
-				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}}
+				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}, IncludeRequestAttemptCount: includeRequestAttemptCount}
 				if redirectsToHTTPS([]*networking.Server{bd.server.s}, d, bd.server.gw.Namespace, bd.vs.Namespace) {
 					vh.RequireTls = routepb.VirtualHost_ALL
 				}
@@ -316,7 +317,7 @@ func (t *Translator) buildTLSPort(b *build, class string, p mergedPort) {
 		b.invalid("Listener", name, err)
 		return
 	}
-	b.put(ListenerType, name, l)
+	b.put(ListenerType, name, finishGatewayListener(l))
 }
 
 // sniHosts are a server's hosts as SNI names: without their namespace part; none when one is

@@ -217,7 +217,8 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	vip := b.vipFor(p.number)
 	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
 	name := domainName(b.host, p.number)
-	vh := &routepb.VirtualHost{Name: name, Domains: virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known), Routes: grpc}
+	vh := &routepb.VirtualHost{Name: name, Domains: virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known), Routes: grpc,
+		IncludeRequestAttemptCount: includeRequestAttemptCount}
 	if err := vh.ValidateAll(); err != nil {
 		b.invalid("VirtualHost", vh.Name, err)
 		return
@@ -231,7 +232,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	var sidecar []byte
 	shared := 0
 	if vs == nil {
-		// The same routes: the sidecar's name and domains, then the gRPC virtual host's routes.
+		// The same routes: the sidecar's name and domains, then the gRPC virtual host's routes
+		// and what follows them (include_request_attempt_count): protobuf-go writes fields in
+		// their numbers' order, and routes (3) come right after the domains (2).
 		head, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: vh.Domains})
 		if err == nil {
 			sidecar, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
@@ -242,7 +245,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		}
 		shared = len(encoded) - len(head)
 	} else {
-		svh := &routepb.VirtualHost{Name: name, Domains: sidecarDomains, Routes: routes}
+		svh := &routepb.VirtualHost{Name: name, Domains: sidecarDomains, Routes: routes, IncludeRequestAttemptCount: includeRequestAttemptCount}
 		if err := svh.ValidateAll(); err != nil {
 			b.invalid("VirtualHost", vh.Name, err)
 			return
@@ -260,7 +263,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		return
 	}
 	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared, usesFault: rc.usesFault})
-	if l, err := apiListener(b.host, p.number, rc.usesFault); err != nil {
+	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {
 		b.put(ListenerType, l.GetName(), l)

@@ -12,6 +12,7 @@ import (
 	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlspb "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpbridge/mcpbridge/translate"
@@ -165,8 +166,8 @@ func TestPortLevelSettingsStandAloneAsIstiodMergesThem(t *testing.T) {
 
 // A plain EDS cluster of a ServiceEntry has what istiod's has (metadata aside): alt_stat_name,
 // EDS over ADS without an initial fetch timeout, a 10s connect timeout, unlimited thresholds
-// without remaining-capacity stats, an empty common_lb_config, LEAST_REQUEST, and no protocol
-// options for an HTTP port.
+// without remaining-capacity stats, a common_lb_config with the panic threshold off (0%),
+// LEAST_REQUEST, and no protocol options for an HTTP port.
 func TestPlainEDSClusterHasIstiodFields(t *testing.T) {
 	by, _ := built(t, serviceEntryYAML("one", "one.test.svc.cluster.local", 8080, "10.0.0.1"))
 	name := ClusterName(8080, "", "one.test.svc.cluster.local")
@@ -177,7 +178,7 @@ func TestPlainEDSClusterHasIstiodFields(t *testing.T) {
 		EdsClusterConfig:     &clusterpb.Cluster_EdsClusterConfig{ServiceName: name, EdsConfig: edsSource},
 		ConnectTimeout:       c.GetConnectTimeout(),
 		LbPolicy:             clusterpb.Cluster_LEAST_REQUEST,
-		CommonLbConfig:       &clusterpb.Cluster_CommonLbConfig{},
+		CommonLbConfig:       &clusterpb.Cluster_CommonLbConfig{HealthyPanicThreshold: &typepb.Percent{}},
 		CircuitBreakers: &clusterpb.CircuitBreakers{Thresholds: []*clusterpb.CircuitBreakers_Thresholds{{
 			MaxConnections: limit(0), MaxPendingRequests: limit(0), MaxRequests: limit(0), MaxRetries: limit(0)}}},
 		TypedExtensionProtocolOptions: c.GetTypedExtensionProtocolOptions(),

@@ -12,27 +12,53 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// httpFilters is the HTTP filter chain: the fault filter when a route injects faults (its
-// per-route configuration does the work; the filter's own is empty), for Envoy proxies the
-// CORS filter (CORSFilter), and the router, which must be last (Envoy and grpc-go both reject
-// a chain that does not end with it).
-func httpFilters(usesFault, envoy bool) ([]*hcmpb.HttpFilter, error) {
-	if filterConfigs.err != nil {
-		return nil, filterConfigs.err
-	}
-	router := &hcmpb.HttpFilter{Name: routerFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.router}}
-	var out []*hcmpb.HttpFilter
-	if usesFault {
-		out = append(out, &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.fault}})
-	}
+// httpFilters is the HTTP filter chain as istiod builds it, whether or not a route uses the
+// filters (their per-route configurations do the work; their own are empty): for Envoy proxies
+// (buildHTTPConnectionManager) the fault filter, the CORS filter (CORSFilter) and the router;
+// for proxyless gRPC clients (grpcgen's supportedFilters) the fault filter and the router. The
+// router must be last (Envoy and grpc-go both reject a chain that does not end with it). The
+// chain is the same for every connection manager of a class: built once (envoyFilters,
+// proxylessFilters), shared and only read.
+//
+// Left out, as istiod's are telemetry, policy or proxy specific (connectionManager): the
+// metadata exchange, stats, gRPC stats, ALPN, authn/authz and gRPC-Web filters.
+func httpFilters(envoy bool) ([]*hcmpb.HttpFilter, error) {
 	if envoy {
+		return envoyFilters.filters, envoyFilters.err
+	}
+	return proxylessFilters.filters, proxylessFilters.err
+}
+
+type filterChain struct {
+	filters []*hcmpb.HttpFilter
+	err     error
+}
+
+var (
+	envoyFilters = func() filterChain {
+		if filterConfigs.err != nil {
+			return filterChain{err: filterConfigs.err}
+		}
 		cors, err := CORSFilter()
 		if err != nil {
-			return nil, err
+			return filterChain{err: err}
 		}
-		out = append(out, cors)
-	}
-	return append(out, router), nil
+		return filterChain{filters: []*hcmpb.HttpFilter{faultFilter(), cors, routerFilter()}}
+	}()
+	proxylessFilters = func() filterChain {
+		if filterConfigs.err != nil {
+			return filterChain{err: filterConfigs.err}
+		}
+		return filterChain{filters: []*hcmpb.HttpFilter{faultFilter(), routerFilter()}}
+	}()
+)
+
+func faultFilter() *hcmpb.HttpFilter {
+	return &hcmpb.HttpFilter{Name: faultFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.fault}}
+}
+
+func routerFilter() *hcmpb.HttpFilter {
+	return &hcmpb.HttpFilter{Name: routerFilterName, ConfigType: &hcmpb.HttpFilter_TypedConfig{TypedConfig: filterConfigs.router}}
 }
 
 // filterConfigs are the filters' typed configurations, the same for every listener: encoded
@@ -45,7 +71,8 @@ var filterConfigs = func() (c struct {
 		c.fault, c.err = pack(&faultpb.HTTPFault{})
 	}
 	if c.err == nil {
-		c.tlsInspector, c.err = pack(&tlsinspectorpb.TlsInspector{})
+		// istiod's TLS inspector (xdsfilters.TLSInspector): 512 bytes read for the client hello.
+		c.tlsInspector, c.err = pack(&tlsinspectorpb.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})
 	}
 	return c
 }()
@@ -89,8 +116,11 @@ var rdsSource = &corepb.ConfigSource{
 // telemetry (istio.metadata_exchange, istio.stats, grpc_stats), authentication and
 // authorization (RBAC, JWT) and istio.alpn and grpc_web: a standalone bridge has no
 // telemetry, policies or Istio proxy build to pair them with.
-func connectionManager(statPrefix, routeName string, usesFault bool, class hcmClass) (*anypb.Any, error) {
-	filters, err := httpFilters(usesFault, class != hcmProxyless)
+//
+// The fault filter is on every connection manager, as istiod has it: whether a route injects
+// faults (usesFault, which callers still pass) no longer changes the listener.
+func connectionManager(statPrefix, routeName string, class hcmClass) (*anypb.Any, error) {
+	filters, err := httpFilters(class != hcmProxyless)
 	if err != nil {
 		return nil, err
 	}
@@ -131,16 +161,21 @@ func connectionManager(statPrefix, routeName string, usesFault bool, class hcmCl
 // websocketUpgrade is istiod's upgrade_configs: WebSocket allowed. Shared, only read.
 var websocketUpgrade = []*hcmpb.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 
-// apiListener is the listener a proxyless gRPC client resolves xds:///HOST:PORT with: no
-// address, only an HttpConnectionManager in api_listener whose RDS names the host's route
-// configuration.
-func apiListener(host string, port uint32, usesFault bool) (*listenerpb.Listener, error) {
+// apiListener is the listener a proxyless gRPC client resolves xds:///HOST:PORT with, as
+// grpcgen builds it (buildOutboundListeners): the service's address and the port (grpc-go
+// does not use it), 0.0.0.0 for a host without one (istiod's DefaultAddress; a proxyless
+// client's auto-allocated address is left out, as the bridge allocates none), and an
+// HttpConnectionManager in api_listener whose RDS names the host's route configuration.
+func apiListener(host, vip string, port uint32) (*listenerpb.Listener, error) {
 	name := APIListenerName(host, port)
-	hcm, err := connectionManager(name, HostRouteName(host, port), usesFault, hcmProxyless)
+	hcm, err := connectionManager(name, HostRouteName(host, port), hcmProxyless)
 	if err != nil {
 		return nil, err
 	}
-	return &listenerpb.Listener{Name: name, ApiListener: &listenerpb.ApiListener{ApiListener: hcm}}, nil
+	if vip == "" {
+		vip = "0.0.0.0"
+	}
+	return &listenerpb.Listener{Name: name, Address: socketAddress(vip, port), ApiListener: &listenerpb.ApiListener{ApiListener: hcm}}, nil
 }
 
 // outboundListener is an Envoy sidecar's listener for one port: every HTTP host on that port,
@@ -151,7 +186,7 @@ func outboundListener(port uint32, usesFault bool) (*listenerpb.Listener, error)
 }
 
 func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool, class hcmClass) (*listenerpb.Listener, error) {
-	hcm, err := connectionManager(statPrefix, routeName, usesFault, class)
+	hcm, err := connectionManager(statPrefix, routeName, class)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +209,7 @@ func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*l
 	return &listenerpb.Listener{
 		Name:             name,
 		Address:          socketAddress("0.0.0.0", port),
-		TrafficDirection: corepb.TrafficDirection_INBOUND,
+		TrafficDirection: corepb.TrafficDirection_OUTBOUND, // istiod's, for gateways too
 		ListenerFilters: []*listenerpb.ListenerFilter{{
 			Name: tlsInspectorName, ConfigType: &listenerpb.ListenerFilter_TypedConfig{TypedConfig: filterConfigs.tlsInspector},
 		}},
@@ -185,20 +220,15 @@ func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*l
 // httpsFilterChain terminates an HTTPS server's TLS and routes by its own route
 // configuration: matched by its hosts as SNI names (any name, when one is "*").
 func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain, error) {
-	certs, err := serverCertificates(ms.s.GetTls())
+	tlsContext, err := pack(gatewayTLSContext(ms.s.GetTls()))
 	if err != nil {
 		return nil, err
 	}
-	tlsContext, err := pack(downstreamTLS(ms.s.GetTls(), certs, []string{"h2", "http/1.1"}))
-	if err != nil {
-		return nil, err
-	}
-	hcm, err := connectionManager(ms.route, ms.route, usesFault, hcmGateway)
+	hcm, err := connectionManager(ms.route, ms.route, hcmGateway)
 	if err != nil {
 		return nil, err
 	}
 	return &listenerpb.FilterChain{
-		Name:             ms.route,
 		FilterChainMatch: &listenerpb.FilterChainMatch{ServerNames: sniHosts(ms.s)},
 		TransportSocket: &corepb.TransportSocket{
 			Name: tlsTransportSocketName, ConfigType: &corepb.TransportSocket_TypedConfig{TypedConfig: tlsContext},

@@ -111,9 +111,11 @@ func (p *policy) fault(fs *faults, format string, args ...any) {
 }
 
 // applyLoadBalancer sets the cluster's load balancing as istiod does (applyLoadBalancer):
-// LEAST_REQUEST by default and for LEAST_CONN, warmup as a slow start of ROUND_ROBIN and
-// LEAST_REQUEST, and a consistent hash over whatever simple policy is set.
+// the panic threshold off unless outlier detection set it, LEAST_REQUEST by default and for
+// LEAST_CONN, warmup as a slow start of ROUND_ROBIN and LEAST_REQUEST, and a consistent hash
+// over whatever simple policy is set.
 func (p *policy) applyLoadBalancer(c *clusterpb.Cluster, fs *faults) {
+	panicThresholdOff(c)
 	lb := p.lb
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_ROUND_ROBIN:
@@ -407,6 +409,20 @@ func (p *policy) applyOutlierDetection(c *clusterpb.Cluster, fs *faults) {
 	}
 	if n := od.GetMinHealthPercent(); n >= 0 {
 		c.CommonLbConfig.HealthyPanicThreshold = &typepb.Percent{Value: float64(min(n, 100))}
+	}
+}
+
+// panicThresholdOff sets a healthy_panic_threshold of 0% (Envoy's panic mode off) where
+// outlier detection has set none, as istiod does for every service that may send unhealthy
+// endpoints (Service.SupportsUnhealthyEndpoints: PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS, on by
+// default): Envoy's default of 50% would send traffic to unready endpoints when few are
+// healthy.
+func panicThresholdOff(c *clusterpb.Cluster) {
+	if c.CommonLbConfig == nil {
+		c.CommonLbConfig = &clusterpb.Cluster_CommonLbConfig{}
+	}
+	if c.CommonLbConfig.HealthyPanicThreshold == nil {
+		c.CommonLbConfig.HealthyPanicThreshold = &typepb.Percent{}
 	}
 }
 

@@ -215,7 +215,8 @@ func TestTimeoutIsMaxGrpcTimeoutForEnvoyAndMaxStreamDurationForGRPC(t *testing.T
 
 // TestCORSPolicyIsThePerRouteConfigOfTheCORSFilter: a corsPolicy is the route's per-filter
 // configuration of envoy.filters.http.cors, which Envoy connection managers have (after the
-// fault filter, before the router); proxyless gRPC clients get neither.
+// fault filter, before the router); proxyless gRPC clients get neither (their chain is fault
+// and router).
 func TestCORSPolicyIsThePerRouteConfigOfTheCORSFilter(t *testing.T) {
 	got := buildClasses(t, reviewsYAML(reviewsVS(`  - route: [{destination: {host: reviews}}]
     corsPolicy:
@@ -264,10 +265,10 @@ func TestCORSPolicyIsThePerRouteConfigOfTheCORSFilter(t *testing.T) {
 		}
 		return out
 	}
-	if f := filters("0.0.0.0_9080"); !slices.Equal(f, []string{corsFilterName, routerFilterName}) {
+	if f := filters("0.0.0.0_9080"); !slices.Equal(f, []string{faultFilterName, corsFilterName, routerFilterName}) {
 		t.Errorf("sidecar listener filters %v", f)
 	}
-	if f := filters("reviews.bookinfo.svc.cluster.local:9080"); !slices.Equal(f, []string{routerFilterName}) {
+	if f := filters("reviews.bookinfo.svc.cluster.local:9080"); !slices.Equal(f, []string{faultFilterName, routerFilterName}) {
 		t.Errorf("API listener filters %v", f)
 	}
 }

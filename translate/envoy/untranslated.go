@@ -247,7 +247,10 @@ var fieldTables = map[string]*fieldTable{
 		"selector", "servers.port.number", "servers.port.protocol", "servers.port.name", "servers.hosts", "servers.name",
 		"servers.tls.httpsRedirect", "servers.tls.mode", "servers.tls.serverCertificate", "servers.tls.privateKey",
 		"servers.tls.caCertificates", "servers.tls.credentialName", "servers.tls.minProtocolVersion",
-		"servers.tls.maxProtocolVersion", "servers.tls.cipherSuites",
+		"servers.tls.maxProtocolVersion", "servers.tls.cipherSuites", "servers.tls.subjectAltNames",
+		"servers.tls.verifyCertificateSpki", "servers.tls.verifyCertificateHash", "servers.tls.caCrl",
+		"servers.tls.insecureSkipVerify", "servers.tls.caCertCredentialName", "servers.tls.credentialNames",
+		"servers.tls.tlsCertificates",
 	}, nil, map[string]string{
 		"servers.bind": "listeners bind 0.0.0.0",
 	}),

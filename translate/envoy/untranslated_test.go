@@ -84,7 +84,7 @@ spec:
 			"the bridge builds one configuration for all (no per-proxy views)), http.match.statPrefix (routes have no per-match statistics)"},
 		{kindDestinationRule, "bookinfo/reviews", "not translated, served without them: " +
 			"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting, trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes"},
-		{kindGateway, "bookinfo/gw", "not translated, served without them: servers.bind (listeners bind 0.0.0.0), servers.tls.subjectAltNames"},
+		{kindGateway, "bookinfo/gw", "not translated, served without them: servers.bind (listeners bind 0.0.0.0)"},
 	} {
 		if got := fieldFault(tr, c.kind, c.name); got != c.want {
 			t.Errorf("%s %s:\n got  %q\n want %q", c.kind, c.name, got, c.want)

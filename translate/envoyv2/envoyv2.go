@@ -48,7 +48,8 @@ import (
 //
 // and those v2 has no field for are left out: Cluster.maglev_lb_config (the Maglev table
 // size; a v2 client uses its default, 65537); FilterChain.transport_socket_connect_timeout
-// (Envoy 1.16 has no such timeout); the TLS inspector's initial_read_buffer_size (Envoy
+// (Envoy 1.16 has no such timeout); Listener.max_connections_to_accept_per_socket_event
+// (Envoy 1.16 accepts every pending connection per socket event); the TLS inspector's initial_read_buffer_size (Envoy
 // 1.16's reads what it needs); HeaderMatcher.treat_missing_header_as_empty (a v2 client does
 // not match a withoutHeaders condition when the header is missing);
 // RequestMirrorPolicy.disable_shadow_host_suffix_append (it appends "-shadow" to a mirrored
@@ -149,6 +150,10 @@ func toV2(m protoreflect.Message) bool {
 		if v.GetBindToPort() != nil {
 			v.DeprecatedV1 = &listenerpb.Listener_DeprecatedV1{BindToPort: v.GetBindToPort()} //nolint:staticcheck // the v2 field, on purpose
 			v.BindToPort = nil
+			changed = true
+		}
+		if v.GetMaxConnectionsToAcceptPerSocketEvent() != nil {
+			v.MaxConnectionsToAcceptPerSocketEvent = nil
 			changed = true
 		}
 	case *listenerpb.FilterChain:

@@ -45,8 +45,14 @@ import (
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
 //   - Listener.bind_to_port becomes deprecated_v1.bind_to_port;
+//   - Listener.default_filter_chain (Envoy 1.17) becomes the listener's last filter chain,
+//     its match empty, as istiod wrote its PassthroughFilterChain before: Envoy 1.16 takes it
+//     for what no other chain matches at the first criterion where they differ (a connection
+//     that matches a chain's transport protocol but not its application protocols finds no
+//     chain there, where the default chain would take it);
 //
-// and those v2 has no field for are left out: Cluster.maglev_lb_config (the Maglev table
+// and those v2 has no field for are left out: Listener.max_connections_to_accept_per_socket_event
+// (Envoy 1.16 accepts every pending connection per socket event); Cluster.maglev_lb_config (the Maglev table
 // size; a v2 client uses its default, 65537); FilterChain.transport_socket_connect_timeout
 // (Envoy 1.16 has no such timeout); the TLS inspector's initial_read_buffer_size (Envoy
 // 1.16's reads what it needs); HeaderMatcher.treat_missing_header_as_empty (a v2 client does
@@ -149,6 +155,15 @@ func toV2(m protoreflect.Message) bool {
 		if v.GetBindToPort() != nil {
 			v.DeprecatedV1 = &listenerpb.Listener_DeprecatedV1{BindToPort: v.GetBindToPort()} //nolint:staticcheck // the v2 field, on purpose
 			v.BindToPort = nil
+			changed = true
+		}
+		if dc := v.GetDefaultFilterChain(); dc != nil {
+			v.FilterChains = append(v.FilterChains, dc)
+			v.DefaultFilterChain = nil
+			changed = true
+		}
+		if v.GetMaxConnectionsToAcceptPerSocketEvent() != nil {
+			v.MaxConnectionsToAcceptPerSocketEvent = nil
 			changed = true
 		}
 	case *listenerpb.FilterChain:

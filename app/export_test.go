@@ -147,7 +147,8 @@ func TestExportContentEqualsTheADSResponse(t *testing.T) {
 	}, "a", "b")
 	for _, f := range []struct{ path, typeURL string }{{clustersOut, clusterType}, {listenersOut, listenerType}} {
 		file := waitExport(t, f.path, func(r *discovery.DiscoveryResponse) bool {
-			return len(r.Resources) == map[string]int{clusterType: 2, listenerType: 1}[f.typeURL]
+			// With istiod's sidecar plumbing: 3 clusters, virtualOutbound and virtualInbound.
+			return len(r.Resources) == map[string]int{clusterType: 2 + 3, listenerType: 1 + 2}[f.typeURL]
 		})
 		st := ads(t, dialConn(t, b.grpcAddr))
 		st.Send(&discovery.DiscoveryRequest{TypeUrl: f.typeURL, Node: sidecar()})

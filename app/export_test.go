@@ -179,7 +179,7 @@ func TestExportWritesOnlyWhenContentChanges(t *testing.T) {
 	writes := value(t, b, "mcpbridge_export_writes_total", "path", out, "result", "success")
 	info, _ := os.Stat(out)
 	meshFile(t, mesh, "a", "b")
-	waitUntil(t, func() bool { return b.Store().View().Collection(clusterType).Count == 2 })
+	waitUntil(t, func() bool { return b.Store().View().Collection(clusterType).Count == 2+len(plumbingClusters) })
 	time.Sleep(100 * time.Millisecond)
 	if n := value(t, b, "mcpbridge_export_writes_total", "path", out, "result", "success"); n != writes {
 		t.Fatalf("%v writes, want %v: the file's clusters did not change", n, writes)

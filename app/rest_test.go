@@ -146,7 +146,9 @@ func clusterNames(t *testing.T, resp *discovery.DiscoveryResponse) []string {
 }
 
 func hasClusters(t *testing.T, want ...string) func(*discovery.DiscoveryResponse) bool {
-	return func(r *discovery.DiscoveryResponse) bool { return slices.Equal(withoutPlumbing(clusterNames(t, r)), want) }
+	return func(r *discovery.DiscoveryResponse) bool {
+		return slices.Equal(withoutPlumbing(clusterNames(t, r)), want)
+	}
 }
 
 // plumbingClusters are istiod's sidecar plumbing clusters (translate/envoy sidecar.go), which

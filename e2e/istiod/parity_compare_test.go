@@ -64,13 +64,12 @@ import (
 //  1. Gateway class prefixes: the bridge serves every gateway class in one collection and names
 //     a class's listeners and route configurations "gateway.CLASS/NAME"; NAME is istiod's name
 //     for them within one gateway proxy. The prefix is removed.
-//  2. istiod's infrastructure clusters BlackHoleCluster, PassthroughCluster,
-//     InboundPassthroughCluster and inbound|PORT||... clusters, its virtualInbound and
-//     virtualOutbound listeners, the PassthroughFilterChain (and any chain whose only filter is a
-//     tcp_proxy to PassthroughCluster or BlackHoleCluster), and the "allow_any" virtual host that
-//     sends unknown hosts to PassthroughCluster: they model iptables traffic capture
-//     (outboundTrafficPolicy ALLOW_ANY) and a pod's inbound side, which a standalone bridge does
-//     not have (its clients bind their ports; it knows no pods).
+//  2. istiod's inbound|PORT||... clusters, and the "allow_any" virtual host that sends unknown
+//     hosts to PassthroughCluster: they model a pod's inbound side, which a standalone bridge
+//     does not know (it knows no pods), and a virtual host the bridge does not build yet. The
+//     capture plumbing (virtualOutbound, virtualInbound and its passthrough chains,
+//     PassthroughCluster, BlackHoleCluster, InboundPassthroughCluster, PassthroughFilterChain)
+//     is compared.
 //  3. The Kubernetes Services istiod reads from the test's Kubernetes API server
 //     (kubernetes.default.svc.cluster.local): its clusters, load assignments, listeners and
 //     virtual hosts. They are not in the config the bridge serves.
@@ -85,7 +84,10 @@ import (
 //     used only for endpoints labelled security.istio.io/tlsMode=istio) is removed, and a
 //     remaining "tlsMode-disabled" match becomes the cluster's transport socket (none when it
 //     is raw_buffer, what Envoy does without one); the istio.alpn HTTP filter, which only sets
-//     the ALPN of that mTLS, is removed. Endpoints' envoy.transport_socket_match metadata stays
+//     the ALPN of that mTLS, is removed; so are virtualInbound's chains that terminate Istio
+//     mTLS (transport protocol tls with Istio's ALPNs), the server side of auto mTLS, and the
+//     istio.metadata_exchange network filter of listener chains (telemetry, normalization 4).
+//     Endpoints' envoy.transport_socket_match metadata stays
 //     compared, so an endpoint that would take the mTLS match still shows.
 //
 // Nothing else is removed: defaults one side spells out and the other leaves implicit (a
@@ -331,15 +333,31 @@ func dropIstioMetadata(m map[string]any) {
 	}
 }
 
-// Names of istiod's infrastructure (normalizations 2 and 3).
+// Names of istiod's infrastructure (normalizations 2 and 3). The capture plumbing
+// (virtualOutbound, virtualInbound, PassthroughCluster, BlackHoleCluster,
+// InboundPassthroughCluster, the PassthroughFilterChain) is compared: the bridge builds it.
 var (
 	infraClusters = map[string]bool{"BlackHoleCluster": true, "PassthroughCluster": true, "InboundPassthroughCluster": true}
-	infraListener = map[string]bool{"virtualInbound": true, "virtualOutbound": true}
 	kubeHosts     = []string{"kubernetes.default.svc.cluster.local"}
 )
 
+// istioMTLSChainJSON: a virtualInbound chain that terminates Istio mTLS, matched by transport
+// protocol tls and Istio's ALPNs (normalization 5).
+func istioMTLSChainJSON(fc map[string]any) bool {
+	fm := obj(fc["filterChainMatch"])
+	if fm["transportProtocol"] != "tls" {
+		return false
+	}
+	for _, a := range list(fm["applicationProtocols"]) {
+		if s, _ := a.(string); strings.HasPrefix(s, "istio") {
+			return true
+		}
+	}
+	return false
+}
+
 func isInfraCluster(name string) bool {
-	if infraClusters[name] || strings.HasPrefix(name, "inbound|") {
+	if strings.HasPrefix(name, "inbound|") {
 		return true
 	}
 	for _, h := range kubeHosts {
@@ -466,23 +484,26 @@ func project(d *xdsDump) projection {
 
 	for name, l := range d.Listeners {
 		name = classPrefix.ReplaceAllString(name, "")
-		if infraListener[name] {
-			continue
-		}
 		m := obj(protoJSON(l))
 		hcms := listenerHCMs(l)
 		parent := famListeners + "|" + name
-		if dc := obj(m["defaultFilterChain"]); dc != nil && (dc["name"] == "PassthroughFilterChain" || passthroughChain(dc)) {
-			delete(m, "defaultFilterChain") // normalization 2
-		}
 		var chains []any
 		for _, fc := range list(m["filterChains"]) {
-			if !passthroughChain(obj(fc)) {
-				chains = append(chains, fc)
+			if istioMTLSChainJSON(obj(fc)) {
+				continue // normalization 5
 			}
-		}
-		if len(chains) == 0 && len(list(m["filterChains"])) > 0 && m["defaultFilterChain"] == nil {
-			continue // only passthrough chains: virtualOutbound-like
+			var filters []any
+			for _, f := range list(obj(fc)["filters"]) {
+				if obj(f)["name"] != "istio.metadata_exchange" {
+					filters = append(filters, f) // normalization 4
+				}
+			}
+			if filters == nil {
+				delete(obj(fc), "filters")
+			} else {
+				obj(fc)["filters"] = filters
+			}
+			chains = append(chains, fc)
 		}
 		if isKubeListener(m) {
 			continue // normalization 3
@@ -588,18 +609,6 @@ func normAutoMTLS(m map[string]any) {
 	}
 }
 
-// passthroughChain: a filter chain whose only filter is a tcp_proxy to PassthroughCluster or
-// BlackHoleCluster (normalization 2).
-func passthroughChain(fc map[string]any) bool {
-	fs := list(fc["filters"])
-	if len(fs) != 1 {
-		return false
-	}
-	tc := obj(obj(fs[0])["typedConfig"])
-	c, _ := tc["cluster"].(string)
-	return strings.HasSuffix(fmt.Sprint(tc["@type"]), ".TcpProxy") && infraClusters[c]
-}
-
 // isKubeListener: a listener whose every chain sends to a Kubernetes Service's cluster
 // (normalization 3).
 func isKubeListener(m map[string]any) bool {
@@ -611,7 +620,7 @@ func isKubeListener(m map[string]any) bool {
 		ok := false
 		for _, f := range list(obj(fc)["filters"]) {
 			c, _ := obj(obj(f)["typedConfig"])["cluster"].(string)
-			ok = ok || (c != "" && isInfraCluster(c) && !infraClusters[c])
+			ok = ok || (c != "" && isInfraCluster(c))
 		}
 		if !ok {
 			return false

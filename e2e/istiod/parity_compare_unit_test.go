@@ -53,7 +53,7 @@ func emptyDump() *xdsDump {
 }
 
 // TestParityCompareNormalizesIstiodInfrastructure: istiod's telemetry, auto mTLS and
-// infrastructure clusters do not count; the same cluster otherwise matches.
+// Kubernetes clusters do not count; the same cluster otherwise matches.
 func TestParityCompareNormalizesIstiodInfrastructure(t *testing.T) {
 	const name = "outbound|80||a.example.com"
 	i, b := emptyDump(), emptyDump()
@@ -69,7 +69,6 @@ func TestParityCompareNormalizesIstiodInfrastructure(t *testing.T) {
 			TransportSocket: &core.TransportSocket{Name: "envoy.transport_sockets.raw_buffer", ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(t, &rawbuf.RawBuffer{})}}},
 	}
 	i.Clusters[name] = c
-	i.Clusters["PassthroughCluster"] = &cluster.Cluster{Name: "PassthroughCluster"}
 	i.Clusters["outbound|443||kubernetes.default.svc.cluster.local"] = testCluster("outbound|443||kubernetes.default.svc.cluster.local")
 	res := compareOne(i, b)
 	m, tot := res.totals()

@@ -342,8 +342,8 @@ func listenerHCMs(l *listener.Listener) map[string]*hcm.HttpConnectionManager {
 	out := map[string]*hcm.HttpConnectionManager{}
 	chains := append([]*listener.FilterChain{l.DefaultFilterChain}, l.FilterChains...)
 	for i, fc := range chains {
-		if fc == nil {
-			continue
+		if fc == nil || istioMTLSChain(fc) {
+			continue // normalization 5
 		}
 		for _, f := range fc.GetFilters() {
 			m := &hcm.HttpConnectionManager{}
@@ -600,4 +600,18 @@ func TestIstiodParity(t *testing.T) {
 	if pct < *parityMin {
 		t.Errorf("overall parity %.2f%% is below -parity.min %.2f%%", pct, *parityMin)
 	}
+}
+
+// istioMTLSChain: a virtualInbound chain that terminates Istio mTLS (normalization 5).
+func istioMTLSChain(fc *listener.FilterChain) bool {
+	m := fc.GetFilterChainMatch()
+	if m.GetTransportProtocol() != "tls" {
+		return false
+	}
+	for _, a := range m.GetApplicationProtocols() {
+		if strings.HasPrefix(a, "istio") {
+			return true
+		}
+	}
+	return false
 }

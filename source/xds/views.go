@@ -12,23 +12,37 @@ import (
 // ListenerView is the part of the listener collection a proxy is served when it subscribes to
 // listeners by wildcard, chosen by Istio's node ID convention (TYPE~IP~ID~DOMAIN): a sidecar
 // gets the outbound listeners (ADDRESS_PORT: 0.0.0.0_PORT, and the VIP_PORT ones of non-HTTP
-// ports); a gateway ("router") the listeners of its
+// ports) and istiod's capture listeners virtualOutbound and virtualInbound, which hand them
+// their connections; a gateway ("router") the listeners of its
 // gateway class (gateway.CLASS/0.0.0.0_PORT: the merge of the Gateways whose selector its
-// labels satisfy, see translate.GatewayClass); any other node all of them. Without it an
+// labels satisfy, see translate.GatewayClass); a proxyless gRPC client (Proxyless) under a
+// sidecar's node ID the outbound listeners alone; any other node all of them but the capture
+// listeners, which bind 15001 and 15006 for a sidecar's iptables capture alone. Without it an
 // Envoy sidecar would also receive the API listeners meant for proxyless gRPC and the
 // gateways' listeners, which bind the same ports. Proxyless gRPC clients ask for their API
 // listener by name and are not affected. view names the part, for sharing responses between
 // proxies of one kind.
 func ListenerView(node source.Node) (view string, include func(name string) bool) {
 	switch {
+	case strings.HasPrefix(node.ID, "sidecar~") && Proxyless(node):
+		return "sidecar-proxyless", isOutboundListener
 	case strings.HasPrefix(node.ID, "sidecar~"):
-		return "sidecar", isOutboundListener
+		return "sidecar", func(name string) bool { return isOutboundListener(name) || isCaptureListener(name) }
 	case isRouter(node.ID):
 		prefix := translate.GatewayClassPrefix(GatewayClassOf(node).ID())
 		return "router:" + prefix, func(name string) bool { return strings.HasPrefix(name, prefix) }
 	}
-	return "", nil
+	return "other", notCaptureListener
 }
+
+// isCaptureListener tells istiod's listeners of a sidecar's traffic capture, by the names
+// translate/envoy gives them (VirtualOutboundListenerName, VirtualInboundListenerName; a test
+// there holds the two together).
+func isCaptureListener(name string) bool {
+	return name == "virtualOutbound" || name == "virtualInbound"
+}
+
+func notCaptureListener(name string) bool { return !isCaptureListener(name) }
 
 func isRouter(nodeID string) bool { return strings.HasPrefix(nodeID, "router~") }
 

@@ -40,6 +40,9 @@ type Options struct {
 	// GatewayClassGrace is how long a gateway class's outputs outlive its last proxy
 	// (AcquireGatewayClass); zero means DefaultGatewayClassGrace.
 	GatewayClassGrace time.Duration
+	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar
+	// (AllowAny, istiod's default, when unset).
+	OutboundTrafficPolicy OutboundTrafficPolicy
 }
 
 // retryDelay is how long the controller waits before writing again after the store refused
@@ -95,7 +98,7 @@ func New(opts Options) *Controller {
 	return &Controller{
 		st:      opts.Store,
 		log:     log.With("component", "translate"),
-		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix}),
+		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy}),
 		ready:   make(chan struct{}),
 		revs:    map[string]uint64{},
 		classes: newClassRegistry(opts.GatewayClassGrace),

@@ -207,8 +207,14 @@ func TestControllerRemovesOutputsOfRemovedInputs(t *testing.T) {
 		t.Fatal("nothing served for the ServiceEntry")
 	}
 	h.apply(store.Update{Collection: collectionOf(kindServiceEntry), Removed: []string{"test/one"}})
-	if got := served(h.st); len(got) != 0 {
-		t.Errorf("still served after the ServiceEntry was removed: %v", names(got))
+	var left []Resource
+	for _, r := range served(h.st) {
+		if !isPlumbing(r.Name) { // istiod's sidecar plumbing is served whatever the inputs
+			left = append(left, r)
+		}
+	}
+	if len(left) != 0 {
+		t.Errorf("still served after the ServiceEntry was removed: %v", names(left))
 	}
 }
 

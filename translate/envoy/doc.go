@@ -22,8 +22,8 @@
 //     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST and grpcgen's fault and
 //     router filters. Envoy's connection managers (sidecars' and gateways') have istiod's
 //     fault, CORS and router filters, whether or not a route uses them.
-//   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, bound to 0.0.0.0:PORT (no
-//     traffic capture is assumed), with RDS of the route configuration PORT ("9080"), which
+//   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, istiod's (below: not
+//     bound, behind virtualOutbound), its HTTP chain with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port, as istiod builds it for a sidecar: the
 //     same domains without ports, with ignore_port_in_host_matching, validate_clusters false
 //     and max_direct_response_body_size_bytes 1 MiB (as on gateway route configurations). An
@@ -32,16 +32,24 @@
 //   - Outbound listeners of non-HTTP ports (tcplisteners.go), istiod's: VIP_PORT
 //     ("10.96.0.20_27017") for a host with an address, on VIP:PORT with bind_to_port false;
 //     ENDPOINT_PORT likewise for each endpoint of a NONE host without an address; the hosts
-//     without an address (or with a CIDR) share 0.0.0.0_PORT, bound as above, with the port's
-//     HTTP hosts if it has any. istiod's other sidecar plumbing is not emitted: the
-//     virtualOutbound listener (0.0.0.0:15001, use_original_dst) and the inbound one
-//     (15006) need iptables capture on the client's host and, for inbound, the proxy's own
-//     workload, which a configuration served to every client cannot know; nor the
-//     PassthroughCluster and BlackHoleCluster they and istiod's default filter chains route
-//     to. So a VIP_PORT listener takes connections only where a listener with
-//     use_original_dst hands them over (a sidecar's bootstrap may declare 15001 itself); a
-//     client without capture reaches 0.0.0.0_PORT, whose chains matched by destination
-//     prefix never match it.
+//     without an address (or with a CIDR) share 0.0.0.0_PORT with the port's HTTP hosts if it
+//     has any.
+//   - istiod's sidecar plumbing for iptables capture (sidecar.go), the same for every sidecar
+//     and served to sidecar nodes alone (source/xds ListenerView): virtualOutbound
+//     (0.0.0.0:15001, use_original_dst) hands each captured connection to the listener of its
+//     original destination, none of which binds (bind_to_port false); what no listener takes
+//     goes to PassthroughCluster (ORIGINAL_DST) under outboundTrafficPolicy ALLOW_ANY,
+//     istiod's default, or BlackHoleCluster (STATIC, no endpoints) under REGISTRY_ONLY
+//     (translate.outbound_traffic_policy), and so does what no chain of an outbound listener
+//     matches, by istiod's PassthroughFilterChain default. Every 0.0.0.0_PORT is istiod's
+//     shape, an HTTP-only one too: the HTTP inspector, the HTTP chain matched by raw_buffer and
+//     http/1.1 or h2c, a 15s transport_socket_connect_timeout. virtualInbound (0.0.0.0:15006,
+//     the original_dst listener filter) has only istiod's passthrough chains that no workload
+//     changes: 15006 itself to BlackHoleCluster, plaintext HTTP through a connection manager
+//     whose one route goes to InboundPassthroughCluster (the original destination from
+//     127.0.0.6), other plaintext and TLS through a tcp_proxy to it. A client without capture
+//     reaches none of the outbound listeners: the bridge's sidecar configuration assumes
+//     capture, as istiod's does.
 //   - Gateway listeners and routes, per gateway class (the gateway proxies of one set of
 //     labels, translate.GatewayClass): gateway.CLASS/0.0.0.0_PORT, with RDS of
 //     gateway.CLASS/http.PORT for the port's plaintext HTTP servers, or one filter chain per
@@ -236,9 +244,15 @@
 // DestinationRule and the domains only a client of the host's namespace gets (its bare name,
 // "reviews"; domains.go builds them for a proxy's DNS domain, ready for per-namespace
 // scopes); and istiod's plumbing the bridge does not emit: the catch-all virtual host of a
-// sidecar's route configurations and the PassthroughFilterChain default of outbound listeners
-// (PassthroughCluster or BlackHoleCluster: a connection no chain matches is closed, as with
-// outboundTrafficPolicy REGISTRY_ONLY), telemetry and access log filters, the skipping of
+// sidecar's route configurations ("allow_any", to PassthroughCluster), virtualInbound's chains
+// of the proxy's own inbound ports and the inbound|PORT|| clusters (they need the proxy's own
+// workload and the Services that select it, which a configuration every sidecar shares cannot
+// know) and its chains that terminate Istio mTLS (PeerAuthentication; the bridge's clients
+// originate none), the HTTP proxy listener, istiod's telemetry filters on the plumbing
+// (istio.metadata_exchange), ALLOW_ANY_DYNAMIC_DNS and an egress proxy for unknown
+// destinations, dual-stack and IPv6 wildcards and TPROXY interception (istiod's choices by the
+// proxy's IP mode and interception mode; the plumbing is IPv4 REDIRECT's), telemetry and
+// access log filters, the skipping of
 // the proxy's own endpoint address, and addresses istiod allocates for ServiceEntries
 // without any (DNS capture). grpc-go itself
 // accepts only EDS, LOGICAL_DNS and aggregate clusters and the ROUND_ROBIN, LEAST_REQUEST and

@@ -20,22 +20,11 @@ import (
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
 	vhosts, usesFault := t.gathered(p)
-	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 {
-		t.buildSharedPort(b, p, vhosts, usesFault, tcp) // with non-HTTP ports: tcplisteners.go
-		return b.u
-	}
-	if len(vhosts) == 0 {
-		return b.u
-	}
-	if sidecarRouteSettings.err != nil {
-		b.invalid("RouteConfiguration", OutboundRouteName(p), sidecarRouteSettings.err)
-		return b.u
-	}
-	b.putRouteConfiguration(OutboundRouteName(p), vhosts, sidecarRouteSettings.enc)
-	if l, err := outboundListener(p, usesFault); err != nil {
-		b.invalid("Listener", OutboundListenerName(p), err)
-	} else {
-		b.put(ListenerType, l.GetName(), l)
+	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
+	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
+	// behind virtualOutbound (tcplisteners.go, sidecar.go).
+	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || len(vhosts) > 0 {
+		t.buildSharedPort(b, p, vhosts, usesFault, tcp)
 	}
 	return b.u
 }

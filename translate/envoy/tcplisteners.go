@@ -721,11 +721,9 @@ func (t *Translator) putTCPListener(b *build, name, bind string, port uint32, ht
 		ContinueOnListenerFiltersTimeout: true,
 		ListenerFiltersTimeout:           durationpb.New(0),
 	}
-	if bind != wildcardBind {
-		// The address is not the proxy's: the listener takes the connections a listener with
-		// use_original_dst hands it (istiod's virtualOutbound, with traffic capture).
-		l.BindToPort = wrapperspb.Bool(false)
-	}
+	// No outbound listener binds: each takes the connections virtualOutbound (use_original_dst,
+	// with traffic capture) hands it by original destination, as istiod's (sidecar.go).
+	l.BindToPort = wrapperspb.Bool(false)
 	seen := map[string]string{}
 	// current is the listener's protocol: its HTTP hosts' (l4None), else its first host's.
 	var current l4Protocol
@@ -759,11 +757,21 @@ func (t *Translator) putTCPListener(b *build, name, bind string, port uint32, ht
 			}
 		}
 	}
-	if l.DefaultFilterChain != nil && len(l.FilterChains) == 0 {
-		l.FilterChains, l.DefaultFilterChain = []*listenerpb.FilterChain{l.DefaultFilterChain}, nil
-	}
-	if len(l.FilterChains) == 0 {
+	if len(l.FilterChains) == 0 && l.DefaultFilterChain == nil {
 		return
+	}
+	if l.DefaultFilterChain != nil && len(l.FilterChains) == 0 {
+		// One chain that matches everything: a chain of the listener, no default.
+		l.FilterChains, l.DefaultFilterChain = []*listenerpb.FilterChain{l.DefaultFilterChain}, nil
+	} else if l.DefaultFilterChain == nil {
+		// Nothing matches everything: istiod's PassthroughFilterChain takes the rest, to the
+		// egress cluster of the outbound traffic policy.
+		pt, err := t.passthroughChain()
+		if err != nil {
+			b.invalid("Listener", name, err)
+			return
+		}
+		l.DefaultFilterChain = pt
 	}
 	if needTLS {
 		l.ListenerFilters = append(l.ListenerFilters, &listenerpb.ListenerFilter{

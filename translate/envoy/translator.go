@@ -65,6 +65,9 @@ type Translator struct {
 	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
 	// hosts whose filter chains each gathers (tcplisteners.go).
 	tcpBinds map[string]*tcpBindState
+
+	// outboundPolicy is where sidecars send destinations the mesh does not know (sidecar.go).
+	outboundPolicy OutboundTrafficPolicy
 }
 
 type keySet = map[string]struct{}
@@ -95,13 +98,14 @@ func delKey(m map[string]keyList, k, v string) {
 type unitKind uint8
 
 const (
-	unitHost           unitKind = iota // one host of the mesh: its clusters, routes and listeners
-	unitEndpoints                      // one host's load assignments (EDS), apart: most changes are endpoints
-	unitPort                           // the outbound listener and route configuration of a port
-	unitGateway                        // the checks of one Gateway
-	unitGatewayClass                   // the merged Gateways of one gateway class: its listeners and routes
-	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
-	unitTCPListener                    // an outbound listener bound to an address of its own (VIP_PORT)
+	unitHost            unitKind = iota // one host of the mesh: its clusters, routes and listeners
+	unitEndpoints                       // one host's load assignments (EDS), apart: most changes are endpoints
+	unitPort                            // the outbound listener and route configuration of a port
+	unitGateway                         // the checks of one Gateway
+	unitGatewayClass                    // the merged Gateways of one gateway class: its listeners and routes
+	unitVirtualService                  // the checks of one VirtualService that no host or gateway makes
+	unitTCPListener                     // an outbound listener bound to an address of its own (VIP_PORT)
+	unitSidecarPlumbing                 // istiod's capture listeners and passthrough clusters (sidecar.go), once
 )
 
 type unitKey struct {
@@ -249,6 +253,9 @@ type TranslatorOptions struct {
 	DomainSuffix string
 	// GatewayClasses are built from the start (SetGatewayClass), for tools and tests.
 	GatewayClasses []translate.GatewayClass
+	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
+	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
+	OutboundTrafficPolicy OutboundTrafficPolicy
 }
 
 // NewTranslator returns a Translator with no inputs.
@@ -266,7 +273,9 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
+		outboundPolicy: opts.OutboundTrafficPolicy,
 	}
+	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {
 		t.SetGatewayClass(c)
 	}
@@ -365,7 +374,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 			t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
 		}
 	}
-	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitTCPListener} {
+	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitTCPListener, unitSidecarPlumbing} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
@@ -429,6 +438,8 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 		u = t.checkVirtualService(key.name)
 	case unitTCPListener:
 		u = t.buildTCPListener(key.name)
+	case unitSidecarPlumbing:
+		u = t.buildSidecarPlumbing()
 	}
 	t.record(key, u, delta)
 }

@@ -45,6 +45,11 @@ import (
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
 //   - Listener.bind_to_port becomes deprecated_v1.bind_to_port;
+//   - Listener.default_filter_chain (Envoy 1.17) becomes the listener's last filter chain,
+//     its match empty, as istiod wrote its PassthroughFilterChain before: Envoy 1.16 takes it
+//     for what no other chain matches at the first criterion where they differ (a connection
+//     that matches a chain's transport protocol but not its application protocols finds no
+//     chain there, where the default chain would take it);
 //
 // and those v2 has no field for are left out: Cluster.maglev_lb_config (the Maglev table
 // size; a v2 client uses its default, 65537); FilterChain.transport_socket_connect_timeout
@@ -147,9 +152,23 @@ func toV2(m protoreflect.Message) bool {
 			changed = true
 		}
 	case *listenerpb.Listener:
+		if a := v.GetApiListener().GetApiListener(); a.GetTypeUrl() == hcmTypeURL {
+			// grpc-go 1.34 reads an API listener's connection manager under its v2 name only
+			// (1.35 takes both); the fields a proxyless client's has are the same in v2. An
+			// Envoy's connection managers keep their v3 name, which Envoy 1.16 reads, with
+			// fields (in inline routes) that its v2 one lacks.
+			hcmToV2(a)
+			a.TypeUrl = hcmV2TypeURL
+			changed = true
+		}
 		if v.GetBindToPort() != nil {
 			v.DeprecatedV1 = &listenerpb.Listener_DeprecatedV1{BindToPort: v.GetBindToPort()} //nolint:staticcheck // the v2 field, on purpose
 			v.BindToPort = nil
+			changed = true
+		}
+		if dc := v.GetDefaultFilterChain(); dc != nil {
+			v.FilterChains = append(v.FilterChains, dc)
+			v.DefaultFilterChain = nil
 			changed = true
 		}
 		if v.GetMaxConnectionsToAcceptPerSocketEvent() != nil {
@@ -198,9 +217,6 @@ func toV2(m protoreflect.Message) bool {
 var anyTypeV2 = map[string]string{
 	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":            "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
 	"type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig": "type.googleapis.com/envoy.config.retry.previous_priorities.PreviousPrioritiesConfig",
-	// grpc-go 1.34 reads an API listener's connection manager by its v2 name only (1.35 takes
-	// both); Envoy 1.16 takes both. The fields the translation sets have the same numbers.
-	hcmTypeURL: "type.googleapis.com/envoy.config.filter.network.http_connection_manager.v2.HttpConnectionManager",
 }
 
 // withAnyPort adds to the domains without a port (not "*", not an IPv6 address' "[...]"
@@ -342,4 +358,7 @@ func hcmToV2(a *anypb.Any) bool {
 	return true
 }
 
-const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+const (
+	hcmTypeURL   = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	hcmV2TypeURL = "type.googleapis.com/envoy.config.filter.network.http_connection_manager.v2.HttpConnectionManager"
+)

@@ -35,6 +35,25 @@ func ListenerView(node source.Node) (view string, include func(name string) bool
 	return "other", notCaptureListener
 }
 
+// ClusterView is the part of the cluster collection a proxy is served when it subscribes to
+// clusters by wildcard: a gateway ("router") every cluster but istiod's passthrough clusters
+// of a sidecar's capture (PassthroughCluster, InboundPassthroughCluster: istiod sends a
+// gateway BlackHoleCluster alone of its plumbing); every other node all of them (no filter,
+// so that the common case reads the collection whole).
+func ClusterView(node source.Node) (view string, include func(name string) bool) {
+	if isRouter(node.ID) {
+		return "router", notCapturePassthrough
+	}
+	return "", nil
+}
+
+// notCapturePassthrough leaves out the clusters of a sidecar's capture that gateways do not
+// get, by the names translate/envoy gives them (PassthroughClusterName,
+// InboundPassthroughCluster; a test there holds the two together).
+func notCapturePassthrough(name string) bool {
+	return name != "PassthroughCluster" && name != "InboundPassthroughCluster"
+}
+
 // isCaptureListener tells istiod's listeners of a sidecar's traffic capture, by the names
 // translate/envoy gives them (VirtualOutboundListenerName, VirtualInboundListenerName; a test
 // there holds the two together).

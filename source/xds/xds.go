@@ -77,7 +77,8 @@ const (
 func resolve(typeURL string) typeInfo {
 	switch typeURL {
 	case ClusterType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: envoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster,
+			scope: ClusterView, order: envoyOrder(typeURL)}
 	case EndpointType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: envoyOrder(typeURL)}
 	case ListenerType:

@@ -40,3 +40,24 @@ func TestListenerViewFollowsTheNodeKind(t *testing.T) {
 		}
 	}
 }
+
+// The xDS server leaves istiod's capture passthrough clusters out of a gateway's clusters
+// (xds.ClusterView), by these names; sidecars and other nodes get every cluster.
+func TestClusterViewLeavesCapturePassthroughOutOfGateways(t *testing.T) {
+	names := []string{PassthroughClusterName, InboundPassthroughCluster, BlackHoleClusterName, "outbound|9080||reviews.bookinfo.svc.cluster.local"}
+	router := source.Node{ID: "router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local"}
+	view, include := xds.ClusterView(router)
+	if view == "" || include == nil {
+		t.Fatalf("a gateway's cluster view is the whole collection")
+	}
+	for i, want := range []bool{false, false, true, true} {
+		if got := include(names[i]); got != want {
+			t.Errorf("gateway: %s included = %v, want %v", names[i], got, want)
+		}
+	}
+	for _, n := range []source.Node{{ID: "sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local"}, {ID: "my-envoy"}} {
+		if view, include := xds.ClusterView(n); view != "" || include != nil {
+			t.Errorf("%s: cluster view %q narrowed; want every cluster", n.ID, view)
+		}
+	}
+}

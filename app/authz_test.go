@@ -112,7 +112,7 @@ func (s *secured) mesh(t *testing.T, names ...string) {
 	if _, err := s.Store().ReplaceOwner("test", map[string][]*mcpapi.Resource{seColl: rs}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool { return s.Store().View().Collection(clusterType).Count == len(names) })
+	waitUntil(t, func() bool { return s.Store().View().Collection(clusterType).Count == len(names)+len(plumbingClusters) })
 }
 
 func resourceNames(rs []*mcpapi.Resource) []string {

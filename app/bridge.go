@@ -144,7 +144,9 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	if err := b.wireSources(); err != nil {
 		return nil, err
 	}
-	b.wireTranslation()
+	if err := b.wireTranslation(); err != nil {
+		return nil, err
+	}
 	if err := b.wireREST(); err != nil {
 		return nil, err
 	}
@@ -160,17 +162,22 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 
 // wireTranslation runs the controller that derives Envoy clusters, endpoints, routes and
 // listeners from the Istio config and writes them back to the store.
-func (b *Bridge) wireTranslation() {
+func (b *Bridge) wireTranslation() error {
 	if !b.cfg.Translate.Enabled {
-		return
+		return nil
 	}
-	ctrl := envoy.New(envoy.Options{Store: b.store, Logger: b.log, DomainSuffix: b.cfg.Translate.DomainSuffix})
+	policy, err := envoy.ParseOutboundTrafficPolicy(b.cfg.Translate.OutboundTrafficPolicy)
+	if err != nil {
+		return fmt.Errorf("translate.outbound_traffic_policy: %w", err)
+	}
+	ctrl := envoy.New(envoy.Options{Store: b.store, Logger: b.log, DomainSuffix: b.cfg.Translate.DomainSuffix, OutboundTrafficPolicy: policy})
 	// Not a readiness condition of its own: readiness waits for the translation of the
 	// sources' first state (startRunners), not for a first build that may precede it.
 	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run})
 	b.translator = ctrl
 	b.xds.Gateways = ctrl // gateway proxies' classes are built while they are connected
 	b.translationFaults = metrics.FaultsFrom(ctrl)
+	return nil
 }
 
 func (b *Bridge) wireSink() error {

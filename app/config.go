@@ -191,6 +191,11 @@ type TranslateConfig struct {
 	// DomainSuffix completes short hosts in VirtualServices and DestinationRules
 	// ("reviews" in namespace "bookinfo" is reviews.bookinfo.svc.SUFFIX).
 	DomainSuffix string `mapstructure:"domain_suffix"`
+	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
+	// ALLOW_ANY (istiod's default) sends connections to destinations the mesh does not know
+	// to their original destination (PassthroughCluster), REGISTRY_ONLY nowhere
+	// (BlackHoleCluster).
+	OutboundTrafficPolicy string `mapstructure:"outbound_traffic_policy"`
 }
 
 type GRPCConfig struct {
@@ -327,7 +332,7 @@ func DefaultConfig() *Config {
 		}},
 		XDS: XDSConfig{SendTimeout: 10 * time.Second, MaxResponseSize: 4 << 20, PushInterval: 100 * time.Millisecond, ServeV2: true,
 			TTL: TTLConfig{Types: []TypeTTL{}}},
-		Translate: TranslateConfig{Enabled: true, DomainSuffix: "cluster.local"},
+		Translate: TranslateConfig{Enabled: true, DomainSuffix: "cluster.local", OutboundTrafficPolicy: "ALLOW_ANY"},
 		Linkerd:   LinkerdConfig{KeepaliveInterval: 30 * time.Second},
 		Memory:    MemoryConfig{Limit: "auto", GCPercent: 75},
 		Authz:     AuthzConfig{Rules: []authz.Rule{}},

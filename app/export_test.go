@@ -147,7 +147,8 @@ func TestExportContentEqualsTheADSResponse(t *testing.T) {
 	}, "a", "b")
 	for _, f := range []struct{ path, typeURL string }{{clustersOut, clusterType}, {listenersOut, listenerType}} {
 		file := waitExport(t, f.path, func(r *discovery.DiscoveryResponse) bool {
-			return len(r.Resources) == map[string]int{clusterType: 2, listenerType: 1}[f.typeURL]
+			// With istiod's sidecar plumbing: 3 clusters, virtualOutbound and virtualInbound.
+			return len(r.Resources) == map[string]int{clusterType: 2 + 3, listenerType: 1 + 2}[f.typeURL]
 		})
 		st := ads(t, dialConn(t, b.grpcAddr))
 		st.Send(&discovery.DiscoveryRequest{TypeUrl: f.typeURL, Node: sidecar()})
@@ -178,7 +179,7 @@ func TestExportWritesOnlyWhenContentChanges(t *testing.T) {
 	writes := value(t, b, "mcpbridge_export_writes_total", "path", out, "result", "success")
 	info, _ := os.Stat(out)
 	meshFile(t, mesh, "a", "b")
-	waitUntil(t, func() bool { return b.Store().View().Collection(clusterType).Count == 2 })
+	waitUntil(t, func() bool { return b.Store().View().Collection(clusterType).Count == 2+len(plumbingClusters) })
 	time.Sleep(100 * time.Millisecond)
 	if n := value(t, b, "mcpbridge_export_writes_total", "path", out, "result", "success"); n != writes {
 		t.Fatalf("%v writes, want %v: the file's clusters did not change", n, writes)

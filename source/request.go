@@ -72,6 +72,10 @@ type Node struct {
 	// Features are the client's announced features (xDS: client_features), which decide
 	// whether it takes TTLs (Adapter.Type).
 	Features []string
+	// Generator is the configuration generator the client asks for (xDS: metadata GENERATOR,
+	// "grpc" for a proxyless gRPC client as Istio's bootstrap writes it), which decides the
+	// form of what it is served (Adapter.Type); kept for the stream, unlike Metadata.
+	Generator string
 }
 
 // Type is how one type is served on one stream. The adapter resolves it (Adapter.Type) when

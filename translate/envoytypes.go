@@ -9,6 +9,12 @@ const (
 	EnvoyRouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
+// EnvoyGRPCClusterCollection is the store collection of the clusters of proxyless gRPC
+// clients (translate/envoy.GRPCClusterType): Clusters under the same names as those of
+// EnvoyClusterType, as istiod's gRPC generator builds them. source/xds serves it under
+// EnvoyClusterType to a client whose node metadata says GENERATOR=grpc.
+const EnvoyGRPCClusterCollection = "mcpbridge.io/grpc/" + EnvoyClusterType
+
 // Dependencies say how one derived type is ordered against the others on one aggregated
 // stream: its responses go after the types in After have been sent everything up to the same
 // store revision, and a deletion goes after the types in RemoveAfter have been sent everything

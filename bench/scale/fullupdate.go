@@ -6,7 +6,6 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -57,18 +56,13 @@ func FullUpdateServiceEntry(i, gen int) *networking.ServiceEntry {
 
 // FullUpdateAssignment is the ClusterLoadAssignment of ServiceEntry i, generation gen, as
 // mcpbridge's translation derives it: one LocalityLbEndpoints per locality (sorted), weighing
-// the sum of its endpoints' weights (1 each); each endpoint with its labels as "envoy.lb"
-// metadata.
+// the sum of its endpoints' weights (1 each); endpoints without metadata (istiod sends none
+// of their labels; the bridge neither).
 func FullUpdateAssignment(i, gen int) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: Cluster(i)}
 	for z := range 3 {
 		lle := &endpoint.LocalityLbEndpoints{Locality: &core.Locality{Region: "region", Zone: fullUpdateZone(z)}}
 		for e := z; e < fullUpdateEndpoints; e += 3 {
-			labels := fullUpdateLabels(i, e, gen)
-			fields := make(map[string]*structpb.Value, len(labels))
-			for k, v := range labels {
-				fields[k] = structpb.NewStringValue(v)
-			}
 			lle.LbEndpoints = append(lle.LbEndpoints, &endpoint.LbEndpoint{
 				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 					Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
@@ -76,7 +70,6 @@ func FullUpdateAssignment(i, gen int) *endpoint.ClusterLoadAssignment {
 					}}},
 				}},
 				LoadBalancingWeight: wrapperspb.UInt32(1),
-				Metadata:            &core.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.lb": {Fields: fields}}},
 			})
 		}
 		lle.LoadBalancingWeight = wrapperspb.UInt32(uint32(len(lle.LbEndpoints)))

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/tlsserver"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source/xds"
+	"github.com/mcpbridge/mcpbridge/translate/envoy"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
@@ -241,6 +242,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	// views of the Envoy resources use it.
 	if c.Translate.DomainSuffix == "" || strings.HasPrefix(c.Translate.DomainSuffix, ".") {
 		return configErrorf("translate.domain_suffix: %q is not a DNS suffix such as cluster.local", c.Translate.DomainSuffix)
+	}
+	if _, err := envoy.ParseOutboundTrafficPolicy(c.Translate.OutboundTrafficPolicy); err != nil {
+		return configErrorf("translate.outbound_traffic_policy: %v", err)
 	}
 	if _, err := parseMemoryLimit(c.Memory.Limit); err != nil {
 		return configErrorf("memory.limit: %v", err)

@@ -85,6 +85,8 @@ var defaultsBefore = map[string]any{
 	"limits.request_burst":             1_000,
 	"limits.resources_per_producer":    1_000_000,
 	"limits.first_request_timeout":     "10s",
+
+	"translate.outbound_traffic_policy": "ALLOW_ANY",
 }
 
 // decodeAs decodes a value as viper's Unmarshal would (durations from strings, lists of
@@ -172,6 +174,21 @@ func TestZeroThatMeantTheDefaultIsRefused(t *testing.T) {
 				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
 			}
 			assertOneLine(t, stderr, c.key)
+		})
+	}
+}
+
+// translate.outbound_traffic_policy takes MeshConfig's outboundTrafficPolicy modes the bridge
+// builds (ALLOW_ANY, REGISTRY_ONLY); anything else is refused, naming the key.
+func TestOutboundTrafficPolicyOtherThanIstiodsModesIsRefused(t *testing.T) {
+	for _, value := range []string{"allow_any", "ALLOW_ANY_DYNAMIC_DNS", "NONE"} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("MCPBRIDGE_TRANSLATE_OUTBOUND_TRAFFIC_POLICY", value)
+			code, _, stderr := runCLI(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+			if code != exitUsage {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			assertOneLine(t, stderr, "translate.outbound_traffic_policy")
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	csdspb "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
@@ -52,7 +53,14 @@ spec: {hosts: [b.example.com], ports: [{number: 80, name: http, protocol: HTTP}]
 			t.Fatal(err)
 		}
 		sidecar.Send(&discovery.DiscoveryRequest{TypeUrl: r.TypeUrl, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
-		if len(r.Resources) == 2 { // the translation of both ServiceEntries
+		outbound := 0 // the translation of both ServiceEntries, beside istiod's sidecar plumbing
+		for _, a := range r.Resources {
+			c := &clusterpb.Cluster{}
+			if a.UnmarshalTo(c) == nil && strings.HasPrefix(c.GetName(), "outbound|") {
+				outbound++
+			}
+		}
+		if outbound == 2 {
 			break
 		}
 	}

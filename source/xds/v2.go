@@ -63,12 +63,12 @@ var (
 // when a response is encoded, once per response and version for every stream that shares it;
 // the rewrite of an entry is kept while the entry lives (v2Bodies), so that a whole-type
 // response after a change reads only the resources that changed. Endpoints need nothing;
-// listeners are served as stored, their RDS config sources still naming V3 (docs/xds-v2.md,
-// "Not done yet").
+// listeners lose only what Envoy 1.16 has no field for, their RDS config sources still naming
+// V3 (docs/xds-v2.md, "Not done yet").
 func v2Value(key string, e *store.Entry) []byte {
 	_, stored := e.Body()
 	v3 := v3Of[key]
-	if v3 != ClusterType && v3 != RouteType {
+	if v3 != ClusterType && v3 != RouteType && v3 != ListenerType {
 		return stored
 	}
 	return v2Bodies.value(e, stored, func() []byte { return envoyv2.Value(v3, stored) })

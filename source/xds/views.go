@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbridge/mcpbridge/source"
@@ -9,23 +11,57 @@ import (
 
 // ListenerView is the part of the listener collection a proxy is served when it subscribes to
 // listeners by wildcard, chosen by Istio's node ID convention (TYPE~IP~ID~DOMAIN): a sidecar
-// gets the outbound listeners (0.0.0.0_PORT); a gateway ("router") the listeners of its
+// gets the outbound listeners (ADDRESS_PORT: 0.0.0.0_PORT, and the VIP_PORT ones of non-HTTP
+// ports) and istiod's capture listeners virtualOutbound and virtualInbound, which hand them
+// their connections; a gateway ("router") the listeners of its
 // gateway class (gateway.CLASS/0.0.0.0_PORT: the merge of the Gateways whose selector its
-// labels satisfy, see translate.GatewayClass); any other node all of them. Without it an
+// labels satisfy, see translate.GatewayClass); a proxyless gRPC client (Proxyless) under a
+// sidecar's node ID the outbound listeners alone; any other node all of them but the capture
+// listeners, which bind 15001 and 15006 for a sidecar's iptables capture alone. Without it an
 // Envoy sidecar would also receive the API listeners meant for proxyless gRPC and the
 // gateways' listeners, which bind the same ports. Proxyless gRPC clients ask for their API
 // listener by name and are not affected. view names the part, for sharing responses between
 // proxies of one kind.
 func ListenerView(node source.Node) (view string, include func(name string) bool) {
 	switch {
+	case strings.HasPrefix(node.ID, "sidecar~") && Proxyless(node):
+		return "sidecar-proxyless", isOutboundListener
 	case strings.HasPrefix(node.ID, "sidecar~"):
-		return "sidecar", isOutboundListener
+		return "sidecar", func(name string) bool { return isOutboundListener(name) || isCaptureListener(name) }
 	case isRouter(node.ID):
 		prefix := translate.GatewayClassPrefix(GatewayClassOf(node).ID())
 		return "router:" + prefix, func(name string) bool { return strings.HasPrefix(name, prefix) }
 	}
+	return "other", notCaptureListener
+}
+
+// ClusterView is the part of the cluster collection a proxy is served when it subscribes to
+// clusters by wildcard: a gateway ("router") every cluster but istiod's passthrough clusters
+// of a sidecar's capture (PassthroughCluster, InboundPassthroughCluster: istiod sends a
+// gateway BlackHoleCluster alone of its plumbing); every other node all of them (no filter,
+// so that the common case reads the collection whole).
+func ClusterView(node source.Node) (view string, include func(name string) bool) {
+	if isRouter(node.ID) {
+		return "router", notCapturePassthrough
+	}
 	return "", nil
 }
+
+// notCapturePassthrough leaves out the clusters of a sidecar's capture that gateways do not
+// get, by the names translate/envoy gives them (PassthroughClusterName,
+// InboundPassthroughCluster; a test there holds the two together).
+func notCapturePassthrough(name string) bool {
+	return name != "PassthroughCluster" && name != "InboundPassthroughCluster"
+}
+
+// isCaptureListener tells istiod's listeners of a sidecar's traffic capture, by the names
+// translate/envoy gives them (VirtualOutboundListenerName, VirtualInboundListenerName; a test
+// there holds the two together).
+func isCaptureListener(name string) bool {
+	return name == "virtualOutbound" || name == "virtualInbound"
+}
+
+func notCaptureListener(name string) bool { return !isCaptureListener(name) }
 
 func isRouter(nodeID string) bool { return strings.HasPrefix(nodeID, "router~") }
 
@@ -35,7 +71,27 @@ func GatewayClassOf(node source.Node) translate.GatewayClass {
 	return translate.GatewayClass{Labels: node.Labels, Namespaces: node.Namespaces}
 }
 
-func isOutboundListener(name string) bool { return strings.HasPrefix(name, outboundPrefix) }
+// isOutboundListener tells an outbound listener's name, ADDRESS_PORT with an IP address
+// (translate/envoy.OutboundListenerName and the VIP_PORT listeners of non-HTTP ports; a test
+// there holds the two together), from an API listener's (HOST:PORT) and a gateway class's
+// (gateway.CLASS/...).
+func isOutboundListener(name string) bool {
+	i := strings.LastIndexByte(name, '_')
+	if i <= 0 {
+		return false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 10, 16); err != nil {
+		return false
+	}
+	_, err := netip.ParseAddr(name[:i])
+	return err == nil
+}
 
-// outboundPrefix starts every outbound listener name (translate/envoy.OutboundListenerName; a test there holds the two together).
-const outboundPrefix = "0.0.0.0_"
+// Proxyless tells whether a node is a proxyless gRPC client as istiod tells it: node metadata
+// GENERATOR "grpc", which Istio's agent writes into the gRPC bootstrap it generates. Such a
+// client is served the clusters translate/envoy builds for gRPC
+// (translate.EnvoyGRPCClusterCollection) in place of Envoy's, under the same names; the
+// other types are the same for every client.
+func Proxyless(node source.Node) bool {
+	return node.Generator == "grpc"
+}

@@ -54,16 +54,17 @@ func TestWildcardListenersFollowTheNodesKind(t *testing.T) {
 	egressPrefix := translate.GatewayClassPrefix(translate.GatewayClass{Labels: egress}.ID())
 	outbound, api := "0.0.0.0_9080", "reviews.bookinfo.svc.cluster.local:9080"
 	gateway, otherGateway := ingressPrefix+"0.0.0.0_80", egressPrefix+"0.0.0.0_80"
+	vout, vin := "virtualOutbound", "virtualInbound"
 	s.putEnvoy(t, ListenerType, map[string]proto.Message{
 		outbound: &listener.Listener{Name: outbound}, gateway: &listener.Listener{Name: gateway}, api: &listener.Listener{Name: api},
-		otherGateway: &listener.Listener{Name: otherGateway},
+		otherGateway: &listener.Listener{Name: otherGateway}, vout: &listener.Listener{Name: vout}, vin: &listener.Listener{Name: vin},
 	})
 	cases := []struct {
 		node   string
 		labels map[string]string
 		want   []string
 	}{
-		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", nil, []string{outbound}},
+		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", nil, []string{outbound, vin, vout}},
 		{"router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", ingress, []string{gateway}},
 		{"router~10.0.0.3~egress.istio-system~istio-system.svc.cluster.local", egress, []string{otherGateway}},
 		{"plain-envoy", nil, []string{outbound, gateway, otherGateway, api}},
@@ -86,12 +87,12 @@ func TestWildcardListenersFollowTheNodesKind(t *testing.T) {
 	s.putEnvoy(t, ListenerType, map[string]proto.Message{api: &listener.Listener{Name: api, StatPrefix: "changed"}})
 	sidecar.quiet(300 * time.Millisecond)
 	s.putEnvoy(t, ListenerType, map[string]proto.Message{outbound: &listener.Listener{Name: outbound, StatPrefix: "changed"}})
-	assertNames(t, "sidecar after its listener changed", listenerNames(t, sidecar.recv()), outbound)
+	assertNames(t, "sidecar after its listener changed", listenerNames(t, sidecar.recv()), outbound, vin, vout)
 
 	// Delta: the same view.
 	d := newDelta(t, s.addr)
 	d.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ListenerType, Node: &core.Node{Id: cases[0].node}})
-	assertNames(t, "delta sidecar", deltaNames(d.recv()), outbound)
+	assertNames(t, "delta sidecar", deltaNames(d.recv()), outbound, vin, vout)
 
 	// Proxyless gRPC asks for its API listener by name, whatever its node ID says.
 	g := newSotW(t, s.addr)

@@ -77,7 +77,8 @@ const (
 func resolve(typeURL string) typeInfo {
 	switch typeURL {
 	case ClusterType:
-		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster, order: envoyOrder(typeURL)}
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityCluster,
+			scope: ClusterView, order: envoyOrder(typeURL)}
 	case EndpointType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityEndpoint, order: envoyOrder(typeURL)}
 	case ListenerType:
@@ -242,10 +243,14 @@ func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
 
-// Type resolves the type URL, with the TTL the client takes (ttl.go).
+// Type resolves the type URL, with the TTL the client takes (ttl.go). A proxyless gRPC
+// client's clusters (v3 or v2) come from the collection of their gRPC form (Proxyless).
 func (a *adapter[Req, Resp]) Type(req *source.Request, node *source.Node) source.Type {
 	typ := Type(req.Key, a.mode)
 	withTTL(&typ, a.ttls, node)
+	if typ.Collection == ClusterType && node != nil && Proxyless(*node) {
+		typ.Collection = translate.EnvoyGRPCClusterCollection
+	}
 	return typ
 }
 
@@ -341,5 +346,6 @@ func nodeFields[N nodeMessage](node N) *source.Node {
 	return &source.Node{
 		ID: node.GetId(), Namespaces: nodeNamespaces(node), Labels: nodeLabels(node),
 		Metadata: node.GetMetadata(), Features: node.GetClientFeatures(),
+		Generator: node.GetMetadata().GetFields()["GENERATOR"].GetStringValue(),
 	}
 }

@@ -17,6 +17,10 @@ import (
 // removed and reported as a fault.
 func (t *Translator) Update(collection string, upserts []Input, removed []string) {
 	kind, ok := kinds.ByCollection(collection)
+	if why, reported := reportedKinds[kind.Kind]; ok && reported {
+		t.report(kind.Kind, why, upserts, removed)
+		return
+	}
 	if !ok || !slices.Contains(inputKinds, kind.Kind) {
 		return
 	}
@@ -26,6 +30,17 @@ func (t *Translator) Update(collection string, upserts []Input, removed []string
 	}
 	for i, d := range t.decodeAll(kind.Kind, upserts) {
 		t.upsert(kind.Kind, upserts[i].Name, d)
+	}
+}
+
+// report records the resources of a kind the translation does not apply, each a fault.
+func (t *Translator) report(kind, why string, upserts []Input, removed []string) {
+	for _, name := range removed {
+		t.clearInputFault(kind + "/" + name)
+	}
+	for _, in := range upserts {
+		t.fieldFaults[kind+"/"+in.Name] = Fault{Kind: kind, Name: in.Name, Message: why}
+		t.faultsDirty = true
 	}
 }
 
@@ -49,9 +64,11 @@ func (t *Translator) Names(collection string) []string {
 	case kindWorkloadEntry:
 		out = slices.Collect(maps.Keys(t.wes))
 	}
-	for key := range t.inputFaults {
-		if k, name, _ := strings.Cut(key, "/"); k == kind.Kind {
-			out = append(out, name)
+	for _, held := range []map[string]Fault{t.inputFaults, t.fieldFaults} {
+		for key := range held {
+			if k, name, _ := strings.Cut(key, "/"); k == kind.Kind {
+				out = append(out, name)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -64,6 +81,8 @@ type decoded struct {
 	rec       any
 	err       error
 	unchanged bool
+	// fields: the fault naming the fields the translation does not honour, or nil.
+	fields *Fault
 }
 
 // decodeAll reads upserts on every CPU: decoding bodies is most of reading a large
@@ -88,6 +107,9 @@ func (t *Translator) decodeAll(kind string, upserts []Input) []decoded {
 		case kindWorkloadEntry:
 			out[i].rec, out[i].err = newWorkloadEntry(in)
 		}
+		if out[i].err == nil {
+			out[i].fields = untranslatedFault(kind, in.Name, in.Value)
+		}
 	})
 	return out
 }
@@ -105,6 +127,7 @@ func (t *Translator) upsert(kind, name string, d decoded) {
 		// The store validates bodies, so this is a resource written around it; what it said
 		// before is no longer believed either.
 		t.remove(kind, name)
+		delete(t.fieldFaults, key)
 		t.inputFaults[key] = Fault{Kind: kind, Name: name, Message: fmt.Sprintf("%v; the resource is ignored", d.err)}
 		t.faultsDirty = true
 		return
@@ -122,11 +145,21 @@ func (t *Translator) upsert(kind, name string, d decoded) {
 		t.setWorkloadEntry(name, rec)
 	}
 	t.clearInputFault(key)
+	if d.fields != nil {
+		t.fieldFaults[key] = *d.fields
+		t.faultsDirty = true
+	}
 }
 
+// clearInputFault forgets what was reported of an input as a whole: that it could not be
+// read, or the fields it sets that are not translated.
 func (t *Translator) clearInputFault(key string) {
 	if _, ok := t.inputFaults[key]; ok {
 		delete(t.inputFaults, key)
+		t.faultsDirty = true
+	}
+	if _, ok := t.fieldFaults[key]; ok {
+		delete(t.fieldFaults, key)
 		t.faultsDirty = true
 	}
 }
@@ -191,6 +224,10 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 			t.markHost(h, true)
 		}
 		delKey(t.selectorsByNS, old.Namespace, key)
+		if old.vip != "" {
+			delKey(t.seByVIP, old.vip, key)
+			t.markVIP(old.vip)
+		}
 		delete(t.ses, key)
 	}
 	if se == nil {
@@ -203,6 +240,20 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	}
 	if len(se.selector) > 0 {
 		addKey(t.selectorsByNS, se.Namespace, key)
+	}
+	if se.vip != "" {
+		addKey(t.seByVIP, se.vip, key)
+		t.markVIP(se.vip)
+	}
+}
+
+// markVIP marks the hosts that answer to an address: which of them gets it as a domain on a
+// port depends on all of them (vipOwner).
+func (t *Translator) markVIP(vip string) {
+	for _, k := range t.seByVIP[vip] {
+		for _, h := range t.ses[k].hosts {
+			t.markHost(h, false)
+		}
 	}
 }
 
@@ -219,6 +270,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 		delete(t.vss, key)
 	}
 	t.dirty[unitKey{unitVirtualService, key}] = struct{}{}
+	t.markDependents(depKey{depVirtualService, key}) // the roots that delegate to it
 	if vs == nil {
 		return
 	}
@@ -325,10 +377,11 @@ func (t *Translator) markHost(host string, withDependents bool) {
 }
 
 // markEndpoints marks a host whose endpoints changed: its load assignments, and the rest of
-// the host too when its clusters hold their endpoints (DNS resolution).
+// the host too when its clusters hold their endpoints (DNS resolution), or its listeners are
+// bound to them (listensOnEndpoints).
 func (t *Translator) markEndpoints(host string) {
 	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
-	if se, _ := t.serviceEntryFor(host); se != nil && !eds(se.resolution) {
+	if se, _ := t.serviceEntryFor(host); se != nil && (!eds(se.resolution) || listensOnEndpoints(se)) {
 		t.dirty[unitKey{unitHost, host}] = struct{}{}
 	}
 }

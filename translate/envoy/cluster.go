@@ -9,26 +9,18 @@ import (
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	caresdns "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
-
-// adsSource is the config source of every EDS cluster and RDS route configuration: the
-// same ADS stream, which is what grpc-go accepts (ADS or self).
-func adsSource() *corepb.ConfigSource {
-	return &corepb.ConfigSource{
-		ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}},
-		ResourceApiVersion:    corepb.ApiVersion_V3,
-	}
-}
 
 // buildClusters adds a host's clusters for one port: the service as a whole, then one per
 // subset of its DestinationRule. eps are the port's endpoints for DNS clusters, which hold
 // them; EDS clusters' are their load assignments (buildEndpoints).
 func (b *hostBuild) buildClusters(p port, eps []endpoint) {
-	b.addCluster(ClusterName(p.number, "", b.host), p, effectivePolicy(b.dr, nil, p.number), eps)
+	b.addCluster(ClusterName(p.number, "", b.host), p, "", effectivePolicy(b.dr, nil, p.number), eps)
 	for i, ss := range b.dr.subsets() {
 		if ss == nil {
 			continue
@@ -38,7 +30,7 @@ func (b *hostBuild) buildClusters(p port, eps []endpoint) {
 			b.fs.add(kindDestinationRule, b.dr.Key, "subsets[%d] (%s): labels %s select no endpoint of %s; its clusters are empty",
 				i, ss.GetName(), formatLabels(ss.GetLabels()), b.host)
 		}
-		b.addCluster(ClusterName(p.number, ss.GetName(), b.host), p, effectivePolicy(b.dr, ss, p.number), subsetEps)
+		b.addCluster(ClusterName(p.number, ss.GetName(), b.host), p, ss.GetName(), effectivePolicy(b.dr, ss, p.number), subsetEps)
 	}
 }
 
@@ -84,13 +76,30 @@ func (dr *destinationRule) checkSubsets(fs *faults) {
 	}
 }
 
-func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) {
-	c := &clusterpb.Cluster{Name: name}
-	pol.applyLoadBalancer(c, b.fs)
-	pol.applyConnectionPool(c)
+// addCluster adds one cluster as istiod builds it (buildCluster, applyTrafficPolicy), and its
+// form for proxyless gRPC clients (addGRPCCluster).
+func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, eps []endpoint) {
+	c := &clusterpb.Cluster{Name: name, AltStatName: name + statPrefixDelimiter, CommonLbConfig: &clusterpb.Cluster_CommonLbConfig{}}
+	switch b.se.resolution {
+	case networking.ServiceEntry_DNS:
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_STRICT_DNS}
+		setDNSDefaults(c)
+		c.LoadAssignment = b.dnsAssignment(name, p, eps, false)
+	case networking.ServiceEntry_DNS_ROUND_ROBIN:
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_LOGICAL_DNS}
+		setDNSDefaults(c)
+		c.LoadAssignment = b.dnsAssignment(name, p, eps, true)
+	default: // STATIC and NONE
+		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS}
+		c.EdsClusterConfig = &clusterpb.Cluster_EdsClusterConfig{EdsConfig: edsSource, ServiceName: name}
+	}
+	opts := portProtocolOptions(p.protocol)
+	opts = pol.applyConnectionPool(c, opts)
 	pol.applyOutlierDetection(c, b.fs)
-	pol.checkTLS(b.fs)
-	if opts := pol.httpOptions(p.protocol); opts != nil {
+	pol.applyLoadBalancer(c, b.fs)
+	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans}, opts, b.fs)
+	pol.checkUnsupported(b.fs)
+	if opts = finishProtocolOptions(opts); opts != nil {
 		body, err := pack(opts)
 		if err != nil {
 			b.invalid("Cluster", name, err)
@@ -98,18 +107,41 @@ func (b *hostBuild) addCluster(name string, p port, pol policy, eps []endpoint) 
 		}
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: body}
 	}
-	switch b.se.resolution {
-	case networking.ServiceEntry_DNS:
-		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_STRICT_DNS}
-		c.LoadAssignment = b.dnsAssignment(name, p, eps, false)
-	case networking.ServiceEntry_DNS_ROUND_ROBIN:
-		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_LOGICAL_DNS}
-		c.LoadAssignment = b.dnsAssignment(name, p, eps, true)
-	default: // STATIC and NONE
-		c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_EDS}
-		c.EdsClusterConfig = &clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: name}
-	}
 	b.put(ClusterType, name, c)
+	b.addGRPCCluster(c, pol)
+}
+
+// statPrefixDelimiter ends istiod's alt_stat_name of a cluster (util.DelimitedStatsPrefix).
+const statPrefixDelimiter = ";"
+
+// edsSource is an EDS cluster's config source as istiod writes it: ADS, v3, waiting for the
+// load assignment without a timeout. Shared and only read.
+var edsSource = &corepb.ConfigSource{
+	ConfigSourceSpecifier: &corepb.ConfigSource_Ads{Ads: &corepb.AggregatedConfigSource{}},
+	InitialFetchTimeout:   durationpb.New(0),
+	ResourceApiVersion:    corepb.ApiVersion_V3,
+}
+
+// dnsResolver is istiod's typed DNS resolver of DNS clusters: c-ares with at most 100 UDP
+// queries per resolver (PILOT_DNS_CARES_UDP_MAX_QUERIES). Encoded once, only read.
+var dnsResolver = func() *corepb.TypedExtensionConfig {
+	typed, err := pack(&caresdns.CaresDnsResolverConfig{UdpMaxQueries: wrapperspb.UInt32(defaultDNSUDPQueries)})
+	if err != nil {
+		panic(err) // a constant message: only a bug fails it
+	}
+	return &corepb.TypedExtensionConfig{Name: "envoy.network.dns_resolver.cares", TypedConfig: typed}
+}()
+
+// setDNSDefaults sets what istiod sets on STRICT_DNS and LOGICAL_DNS clusters: IPv4 lookups
+// (util.SelectDNSLookupFamily for a proxy of unknown or IPv4 addresses: the configuration is
+// shared, so the proxy's own addresses are unknown), the c-ares resolver, 100ms jitter, a
+// 60s refresh (MeshConfig dnsRefreshRate) and the records' TTLs respected.
+func setDNSDefaults(c *clusterpb.Cluster) {
+	c.DnsLookupFamily = clusterpb.Cluster_V4_ONLY
+	c.TypedDnsResolverConfig = dnsResolver
+	c.DnsJitter = durationpb.New(defaultDNSJitter)
+	c.DnsRefreshRate = durationpb.New(defaultDNSRefreshRate) //nolint:staticcheck // istiod sets it
+	c.RespectDnsTtl = true                                   //nolint:staticcheck // istiod sets it
 }
 
 // buildEndpoints builds a host's load assignments, for EDS clusters (STATIC and NONE
@@ -200,13 +232,18 @@ func loadAssignment(name string, eps []endpoint) *endpointpb.ClusterLoadAssignme
 	return cla
 }
 
+// lbEndpoint is an endpoint as istiod's EDS builds it (buildEnvoyLbEndpoint): its address and
+// weight, without metadata. istiod's endpoint metadata is its telemetry label (istio
+// "workload") and, for endpoints with Istio's mutual TLS (security.istio.io/tlsMode=istio),
+// the envoy.transport_socket_match its auto mTLS selects by: the bridge has neither telemetry
+// nor auto mTLS (doc.go, "Left out"). An endpoint's labels are not sent: subsets are clusters
+// of their own, and nothing selects endpoints by metadata.
 func lbEndpoint(ep endpoint, weight uint32) *endpointpb.LbEndpoint {
 	return &endpointpb.LbEndpoint{
 		HostIdentifier: &endpointpb.LbEndpoint_Endpoint{Endpoint: &endpointpb.Endpoint{
 			Address: socketAddress(ep.address, ep.port),
 		}},
 		LoadBalancingWeight: wrapperspb.UInt32(weight),
-		Metadata:            endpointMetadata(ep.workload),
 	}
 }
 
@@ -214,27 +251,6 @@ func socketAddress(addr string, port uint32) *corepb.Address {
 	return &corepb.Address{Address: &corepb.Address_SocketAddress{SocketAddress: &corepb.SocketAddress{
 		Address: addr, PortSpecifier: &corepb.SocketAddress_PortValue{PortValue: port},
 	}}}
-}
-
-// endpointMetadata carries an endpoint's labels under "envoy.lb" (where Envoy's subset load
-// balancer and grpc-go look for endpoint attributes) and its network under "istio".
-func endpointMetadata(w *workload) *corepb.Metadata {
-	if len(w.labels) == 0 && w.network == "" {
-		return nil
-	}
-	md := &corepb.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	if len(w.labels) > 0 {
-		fields := make(map[string]*structpb.Value, len(w.labels))
-		for _, l := range w.labels {
-			fields[l.k] = structpb.NewStringValue(l.v)
-		}
-		md.FilterMetadata["envoy.lb"] = &structpb.Struct{Fields: fields}
-	}
-	if w.network != "" {
-		md.FilterMetadata["istio"] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			"network": structpb.NewStringValue(w.network)}}
-	}
-	return md
 }
 
 // parseLocality reads Istio's "region/zone/subzone". An empty locality is still a locality:

@@ -40,6 +40,9 @@ type Options struct {
 	// GatewayClassGrace is how long a gateway class's outputs outlive its last proxy
 	// (AcquireGatewayClass); zero means DefaultGatewayClassGrace.
 	GatewayClassGrace time.Duration
+	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar
+	// (AllowAny, istiod's default, when unset).
+	OutboundTrafficPolicy OutboundTrafficPolicy
 }
 
 // retryDelay is how long the controller waits before writing again after the store refused
@@ -95,7 +98,7 @@ func New(opts Options) *Controller {
 	return &Controller{
 		st:      opts.Store,
 		log:     log.With("component", "translate"),
-		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix}),
+		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy}),
 		ready:   make(chan struct{}),
 		revs:    map[string]uint64{},
 		classes: newClassRegistry(opts.GatewayClassGrace),
@@ -123,7 +126,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("translate: no store")
 	}
 	// Watch before the first read, so that a change made during it is not missed.
-	w := c.st.Watch(InputCollections()...)
+	w := c.st.Watch(watchedCollections()...)
 	defer w.Close()
 	defer c.classes.stop()
 	retry := time.NewTimer(retryDelay)
@@ -149,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) sync() error {
 	v := c.st.View()
 	rev := v.Revision()
-	for _, coll := range InputCollections() {
+	for _, coll := range watchedCollections() {
 		c.read(v, coll)
 	}
 	c.classes.apply(c.t)
@@ -299,7 +302,7 @@ func (c *Controller) finish(rev uint64, stats Stats, written int) {
 // for an input change that never comes.
 func (c *Controller) coveredRevision(processed uint64) uint64 {
 	v := c.st.View()
-	for _, coll := range InputCollections() {
+	for _, coll := range watchedCollections() {
 		if v.Collection(coll).Revision > processed {
 			return processed
 		}

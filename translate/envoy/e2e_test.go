@@ -298,6 +298,23 @@ func TestGRPCClientCallsAServiceWithoutVirtualService(t *testing.T) {
 	}
 }
 
+// A current grpc-go client, as Istio's bootstrap describes it (GENERATOR grpc), resolves and
+// calls a ServiceEntry host with the bridge's default configuration and nothing else: no
+// DestinationRule, no VirtualService (issue 23: the cluster it gets by default is one it takes).
+func TestGRPCClientCallsAServiceEntryHostWithoutDestinationRule(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a", "v1-b")
+	serviceEntryOnly, _, _ := strings.Cut(echoService(bs["v1-a"], bs["v1-b"]), "---\n")
+	if strings.Contains(serviceEntryOnly, "DestinationRule") {
+		t.Fatalf("the config still holds a DestinationRule:\n%s", serviceEntryOnly)
+	}
+	b.setConfig(serviceEntryOnly)
+	c := b.client(e2eTarget)
+	seen := map[string]bool{}
+	eventually(t, c, "both endpoints answer", func(id string) bool { seen[id] = true; return seen["v1-a"] && seen["v1-b"] })
+	b.assertNoNACK()
+}
+
 func TestGRPCClientFollowsWeightedSplit(t *testing.T) {
 	b := startBridge(t)
 	bs := startBackends(t, "v1-a", "v2-a")
@@ -570,17 +587,24 @@ func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
 	}
 }
 
-// resolver is an xDS resolver whose bootstrap points at the bridge.
+// resolver is an xDS resolver whose bootstrap points at the bridge, with the node metadata
+// Istio's gRPC bootstrap writes for a proxyless client (GENERATOR=grpc), which gets the
+// clusters built for gRPC.
 func (b *bridge) resolver() resolver.Builder {
-	return b.resolverWithMetadata("{}")
+	return b.resolverWithMetadata(`{"GENERATOR": "grpc"}`)
 }
 
-// resolverWithMetadata is resolver with node metadata (JSON).
+// resolverWithMetadata is resolver with node metadata (JSON), and the "default" certificate
+// provider Istio's gRPC bootstrap names (its files are read only by xDS credentials, which the
+// tests do not use; grpc-go refuses an ISTIO_MUTUAL cluster whose provider it does not know).
 func (b *bridge) resolverWithMetadata(metadata string) resolver.Builder {
 	b.t.Helper()
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "e2e-%s", "metadata": %s}
+		"node": {"id": "e2e-%s", "metadata": %s},
+		"certificate_providers": {"default": {"plugin_name": "file_watcher", "config": {
+			"certificate_file": "/etc/certs/cert-chain.pem", "private_key_file": "/etc/certs/key.pem",
+			"ca_certificate_file": "/etc/certs/root-cert.pem", "refresh_interval": "900s"}}}
 	}`, b.addr, b.t.Name(), metadata)
 	r, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
@@ -651,12 +675,13 @@ func grpcReachable(t *testing.T, outs []Resource) map[string]keySet {
 		}
 		rcName := hcm.GetRds().GetRouteConfigName()
 		clusters := routedClusters(byName[RouteType][rcName].(*routepb.RouteConfiguration))
-		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[ClusterType][c]) }) {
+		// A proxyless client is served the gRPC form of each cluster, under ClusterType.
+		if !slices.ContainsFunc(clusters, func(c string) bool { return !grpcSupports(byName[GRPCClusterType][c]) }) {
 			add(ListenerType, name)
 			add(RouteType, rcName)
 			for _, c := range clusters {
 				add(ClusterType, c)
-				if svc := byName[ClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
+				if svc := byName[GRPCClusterType][c].(*clusterpb.Cluster).GetEdsClusterConfig().GetServiceName(); svc != "" {
 					add(EndpointType, svc)
 				}
 			}
@@ -714,7 +739,7 @@ func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
 	b.setConfig(echoService(bs["v1-a"]) + "---\n" + other)
 
 	narrowed := func(target string) testgrpc.TestServiceClient {
-		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e"}`)),
+		conn, err := grpc.NewClient(target, grpc.WithResolvers(b.resolverWithMetadata(`{"MCPBRIDGE_NAMESPACES": "e2e", "GENERATOR": "grpc"}`)),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)

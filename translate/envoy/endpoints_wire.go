@@ -30,18 +30,12 @@ const (
 	localityZone   = 2
 	localitySub    = 3
 	lbeEndpoint    = 1 // LbEndpoint
-	lbeMetadata    = 3
 	lbeWeight      = 4
 	endpointAddr   = 1 // Endpoint
 	addressSocket  = 1 // Address
 	socketAddr     = 2 // SocketAddress
 	socketPort     = 3
-	metadataFilter = 1 // Metadata.filter_metadata
-	structFields   = 1 // google.protobuf.Struct
-	valueString    = 3 // google.protobuf.Value.string_value
 	wrapperValue   = 1 // google.protobuf.UInt32Value
-	mapKey         = 1 // a map entry
-	mapValue       = 2
 )
 
 // encodeLoadAssignment encodes loadAssignment(name, eps). It reports false, encoding nothing,
@@ -77,46 +71,17 @@ func encodeLoadAssignment(name string, eps []endpoint) (store.Encoded, bool) {
 // encodable reports whether the direct encoding vouches for an endpoint (see
 // encodeLoadAssignment).
 func encodable(ep endpoint) bool {
-	if ep.address == "" || ep.port > 65535 || !utf8.ValidString(ep.address) ||
-		!utf8.ValidString(ep.locality) || !utf8.ValidString(ep.network) {
-		return false
-	}
-	for _, l := range ep.labels {
-		if !utf8.ValidString(l.k) || !utf8.ValidString(l.v) {
-			return false
-		}
-	}
-	return true
+	return ep.address != "" && ep.port <= 65535 && utf8.ValidString(ep.address) && utf8.ValidString(ep.locality)
 }
 
-// wireEndpoint is one endpoint with what its encoding needs computed once: its labels in key
-// order and the sizes of its parts.
+// wireEndpoint is one endpoint with the size of its encoding computed once.
 type wireEndpoint struct {
 	endpoint
-	labelsSize   int // of the envoy.lb Struct
-	metadataSize int // -1: no metadata
-	size         int
+	size int
 }
 
 func newWireEndpoint(ep endpoint) wireEndpoint {
-	l := wireEndpoint{endpoint: ep, metadataSize: -1}
-	if len(ep.labels) > 0 || ep.network != "" {
-		for _, lb := range ep.labels {
-			l.labelsSize += fieldEntrySize(lb.k, lb.v)
-		}
-		l.metadataSize = 0
-		if len(l.labels) > 0 {
-			l.metadataSize += messageField(metadataFilter, filterEntrySize("envoy.lb", l.labelsSize))
-		}
-		if ep.network != "" {
-			l.metadataSize += messageField(metadataFilter, filterEntrySize("istio", fieldEntrySize("network", ep.network)))
-		}
-	}
-	l.size = messageField(lbeEndpoint, endpointSize(ep)) + messageField(lbeWeight, uint32Size(max(ep.weight, 1)))
-	if l.metadataSize >= 0 {
-		l.size += messageField(lbeMetadata, l.metadataSize)
-	}
-	return l
+	return wireEndpoint{endpoint: ep, size: messageField(lbeEndpoint, endpointSize(ep)) + messageField(lbeWeight, uint32Size(max(ep.weight, 1)))}
 }
 
 // localityGroup is one LocalityLbEndpoints: loadAssignment groups endpoints by locality,
@@ -180,33 +145,9 @@ func appendLocality(b []byte, s string) []byte {
 // append writes the fields in the order protobuf-go marshals them: by number, but the
 // members of a oneof (the endpoint, in host_identifier) after the other fields.
 func (l *wireEndpoint) append(b []byte) []byte {
-	if l.metadataSize >= 0 {
-		b = l.appendMetadata(appendTagLen(b, lbeMetadata, l.metadataSize))
-	}
 	w := max(l.weight, 1)
 	b = appendUint32(appendTagLen(b, lbeWeight, uint32Size(w)), w)
 	return appendEndpoint(appendTagLen(b, lbeEndpoint, endpointSize(l.endpoint)), l.endpoint)
-}
-
-// appendMetadata writes endpointMetadata: its filter_metadata map has "envoy.lb" (the
-// labels) and "istio" (the network), in key order.
-func (l *wireEndpoint) appendMetadata(b []byte) []byte {
-	if len(l.labels) > 0 {
-		b = appendTagLen(b, metadataFilter, filterEntrySize("envoy.lb", l.labelsSize))
-		b = appendStringField(b, mapKey, "envoy.lb")
-		b = appendTagLen(b, mapValue, l.labelsSize)
-		for _, lb := range l.labels {
-			b = appendFieldEntry(b, lb.k, lb.v)
-		}
-	}
-	if l.network != "" {
-		s := fieldEntrySize("network", l.network)
-		b = appendTagLen(b, metadataFilter, filterEntrySize("istio", s))
-		b = appendStringField(b, mapKey, "istio")
-		b = appendTagLen(b, mapValue, s)
-		b = appendFieldEntry(b, "network", l.network)
-	}
-	return b
 }
 
 // socketSize is the size of the SocketAddress: the address and the port, which is in a oneof
@@ -226,26 +167,6 @@ func appendEndpoint(b []byte, ep endpoint) []byte {
 	b = appendStringField(b, socketAddr, ep.address)
 	b = protowire.AppendTag(b, socketPort, protowire.VarintType)
 	return protowire.AppendVarint(b, uint64(ep.port))
-}
-
-// filterEntrySize is the size of a filter_metadata entry: its key, and a Struct of
-// structSize bytes (map keys and values are written even when empty).
-func filterEntrySize(key string, structSize int) int {
-	return mapStringField(mapKey, key) + messageField(mapValue, structSize)
-}
-
-// fieldEntrySize is the size of one Struct.fields entry whose Value is a string (in a oneof,
-// so written even when empty).
-func fieldEntrySize(k, v string) int {
-	return messageField(structFields, mapStringField(mapKey, k)+messageField(mapValue, mapStringField(valueString, v)))
-}
-
-func appendFieldEntry(b []byte, k, v string) []byte {
-	value := mapStringField(valueString, v)
-	b = appendTagLen(b, structFields, mapStringField(mapKey, k)+messageField(mapValue, value))
-	b = protowire.AppendString(protowire.AppendTag(b, mapKey, protowire.BytesType), k)
-	b = appendTagLen(b, mapValue, value)
-	return protowire.AppendString(protowire.AppendTag(b, valueString, protowire.BytesType), v)
 }
 
 func uint32Size(v uint32) int {
@@ -270,7 +191,7 @@ func stringField(num protowire.Number, s string) int {
 	return mapStringField(num, s)
 }
 
-// mapStringField is the size of a string written even when empty (map keys, oneof members).
+// mapStringField is the size of a string written even when empty.
 func mapStringField(num protowire.Number, s string) int {
 	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
 }

@@ -4,28 +4,60 @@ import (
 	"slices"
 	"strings"
 
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// buildPort gathers the virtual hosts of every host with an HTTP port of this number into
-// the port's route configuration ("9080") and outbound listener ("0.0.0.0_9080"). The
+// buildPort gathers the sidecar virtual hosts of every host with an HTTP port of this number
+// into the port's route configuration ("9080") and outbound listener ("0.0.0.0_9080"). The
 // virtual hosts are those the hosts' own builds made, validated and encoded: a port rebuild
 // reads and concatenates, never translates, so that one host's change costs a copy of the
-// others' bytes, not their translation, validation and encoding again.
+// others' bytes, not their translation, validation and encoding again. The route configuration
+// ends with istiod's settings for a sidecar's outbound route configurations
+// (sidecarRouteSettings).
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
 	vhosts, usesFault := t.gathered(p)
-	if len(vhosts) == 0 {
-		return b.u
-	}
-	b.putRouteConfiguration(OutboundRouteName(p), vhosts)
-	if l, err := outboundListener(p, usesFault); err != nil {
-		b.invalid("Listener", OutboundListenerName(p), err)
-	} else {
-		b.put(ListenerType, l.GetName(), l)
+	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
+	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
+	// behind virtualOutbound (tcplisteners.go, sidecar.go).
+	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || len(vhosts) > 0 {
+		t.buildSharedPort(b, p, vhosts, usesFault, tcp)
 	}
 	return b.u
+}
+
+// sidecarRouteSettings are what istiod sets on an Envoy proxy's route configurations besides
+// their name and virtual hosts (buildSidecarOutboundHTTPRouteConfig, and gateways' alike):
+// clusters are not validated (a route to a cluster not yet received is not rejected), direct
+// response bodies up to 1 MiB (Istio's own limit on them), and the port of the Host header
+// ignored (virtual hosts have domains without ports). Encoded once, as the fields after the
+// virtual hosts; shared, never modified.
+var sidecarRouteSettings = func() (s struct {
+	msg *routepb.RouteConfiguration
+	enc []byte
+	err error
+}) {
+	s.msg = &routepb.RouteConfiguration{
+		ValidateClusters:               wrapperspb.Bool(false),
+		MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1024 * 1024),
+		IgnorePortInHostMatching:       true,
+	}
+	s.enc, s.err = deterministic.Marshal(s.msg)
+	return s
+}()
+
+// envoyRouteConfiguration is a route configuration for Envoy proxies (a gateway's), with
+// istiod's settings (sidecarRouteSettings).
+func envoyRouteConfiguration(name string, vhosts []*routepb.VirtualHost) *routepb.RouteConfiguration {
+	s := sidecarRouteSettings.msg
+	return &routepb.RouteConfiguration{
+		Name: name, VirtualHosts: vhosts,
+		ValidateClusters: s.ValidateClusters, MaxDirectResponseBodySizeBytes: s.MaxDirectResponseBodySizeBytes,
+		IgnorePortInHostMatching: s.IgnorePortInHostMatching,
+	}
 }
 
 // Field numbers of envoy.config.route.v3.RouteConfiguration.
@@ -35,27 +67,31 @@ const (
 )
 
 // routeConfigurationSize is the size of appendRouteConfiguration's encoding.
-func routeConfigurationSize(name string, vhosts [][]byte) int {
+func routeConfigurationSize(name string, vhosts []vhostParts, trailer []byte) int {
 	size := protowire.SizeTag(routeConfigNameField) + protowire.SizeBytes(len(name))
 	for _, vh := range vhosts {
-		size += protowire.SizeTag(routeConfigVirtualHostsField) + protowire.SizeBytes(len(vh))
+		size += protowire.SizeTag(routeConfigVirtualHostsField) + protowire.SizeBytes(vh.size())
 	}
-	return size
+	return size + len(trailer)
 }
 
-// appendRouteConfiguration encodes a RouteConfiguration of a name and encoded virtual hosts
-// exactly as a deterministic proto.Marshal of the message would (fields in number order,
-// each virtual host a length-delimited field 2); TestPortRouteEncodingIsTheMarshalledMessage
-// holds it to that. Validation needs nothing more: a route configuration's own rules apply
-// to each virtual host alone, and each was validated when its host was built.
-func appendRouteConfiguration(out []byte, name string, vhosts [][]byte) []byte {
+// appendRouteConfiguration encodes a RouteConfiguration of a name, encoded virtual hosts and
+// the encoding of its fields after them (trailer: fields numbered above the virtual hosts')
+// exactly as a deterministic proto.Marshal of the message would (fields in number order, each
+// virtual host a length-delimited field 2, its two parts one after the other);
+// TestPortRouteEncodingIsTheMarshalledMessage holds it to that. Validation needs nothing more:
+// a route configuration's own rules apply to each virtual host alone, and each was validated
+// when its host was built.
+func appendRouteConfiguration(out []byte, name string, vhosts []vhostParts, trailer []byte) []byte {
 	out = protowire.AppendTag(out, routeConfigNameField, protowire.BytesType)
 	out = protowire.AppendString(out, name)
 	for _, vh := range vhosts {
 		out = protowire.AppendTag(out, routeConfigVirtualHostsField, protowire.BytesType)
-		out = protowire.AppendBytes(out, vh)
+		out = protowire.AppendVarint(out, uint64(vh.size()))
+		out = append(out, vh.head...)
+		out = append(out, vh.tail...)
 	}
-	return out
+	return append(out, trailer...)
 }
 
 // checkGateway reports the faults of a Gateway on its own: servers the translation leaves out
@@ -74,6 +110,9 @@ func (t *Translator) checkGateway(key string) *unitState {
 			b.fs.add(kindGateway, key, "servers[%d]: %s; the server is left out", i, why)
 		case serverPassthrough:
 			passthrough = append(passthrough, s)
+		case serverHTTPS:
+			reportCredentialSecrets(b.fs, key, i, s.GetTls())
+			http = append(http, s)
 		default:
 			http = append(http, s)
 		}
@@ -166,9 +205,8 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 	if vs == nil {
 		return b.u
 	}
-	if len(vs.hosts) == 0 {
-		b.fs.add(kindVirtualService, key, "hosts is empty; the VirtualService routes nothing")
-	}
+	// A VirtualService without hosts is a delegate: it routes what the roots that delegate to
+	// it merge in (delegate.go), and is not translated on its own.
 	for i, h := range vs.hosts {
 		if !validHost(h) {
 			b.fs.add(kindVirtualService, key, "hosts[%d]: %q is not a valid host name; it is left out", i, h)
@@ -180,11 +218,8 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 			b.fs.add(kindVirtualService, key, "gateways: %s is not a known Gateway; nothing is served for it", g)
 		}
 	}
-	if len(vs.spec.GetTcp()) > 0 {
-		b.fs.add(kindVirtualService, key, "tcp routes are not translated; only http routes, and tls routes on Gateways' PASSTHROUGH servers, are")
-	}
-	if len(vs.spec.GetTls()) > 0 && vs.mesh {
-		b.fs.add(kindVirtualService, key, "tls routes are translated on Gateways' PASSTHROUGH servers only, not for the mesh")
+	if len(vs.spec.GetTcp()) > 0 && len(vs.gateways) > 0 {
+		b.fs.add(kindVirtualService, key, "tcp routes are translated for the mesh only; Gateway TCP servers are not translated")
 	}
 	return b.u
 }

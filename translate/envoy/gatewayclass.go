@@ -43,13 +43,14 @@ func classify(s *networking.Server) (serverKind, string) {
 		return serverPassthrough, ""
 	case proto == "TLS":
 		return serverLeftOut, fmt.Sprintf("tls.mode: %s on a TLS server (terminated TCP) is not translated; PASSTHROUGH is", mode)
-	case mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
-		if _, err := serverCertificates(tls); err != nil {
+	case mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL ||
+		mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
+		if err := checkServerTLS(tls); err != nil {
 			return serverLeftOut, err.Error()
 		}
 		return serverHTTPS, ""
 	default:
-		return serverLeftOut, fmt.Sprintf("tls.mode: %s is not translated (SIMPLE, MUTUAL, ISTIO_MUTUAL and PASSTHROUGH are)", mode)
+		return serverLeftOut, fmt.Sprintf("tls.mode: %s is not translated (SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL and PASSTHROUGH are)", mode)
 	}
 }
 
@@ -223,16 +224,14 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 // server on the port, whichever Gateway it is of.
 func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 	vhosts, usesFault := t.serverVirtualHosts(b, p.number, p.servers)
-	b.put(RouteType, GatewayHTTPRouteName(class, p.number), &routepb.RouteConfiguration{
-		Name: GatewayHTTPRouteName(class, p.number), VirtualHosts: vhosts,
-	})
+	b.put(RouteType, GatewayHTTPRouteName(class, p.number), envoyRouteConfiguration(GatewayHTTPRouteName(class, p.number), vhosts))
 	name := GatewayListenerName(class, p.number)
-	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_INBOUND, usesFault)
+	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_OUTBOUND, usesFault, hcmGateway)
 	if err != nil {
 		b.invalid("Listener", name, err)
 		return
 	}
-	b.put(ListenerType, name, l)
+	b.put(ListenerType, name, finishGatewayListener(l))
 }
 
 // serverVirtualHosts are the virtual hosts of some HTTP servers: for each VirtualService bound
@@ -265,7 +264,9 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 			joined[bd.vs.Key+"|"+d] = true
 			vh := vhosts[d]
 			if vh == nil {
-				vh = &routepb.VirtualHost{Name: APIListenerName(d, port), Domains: domains(d, port)}
+				// istiod's gateway virtual hosts answer to the host alone: the route
+				// configuration ignores the port of the Host header.
+				vh = &routepb.VirtualHost{Name: domainName(d, port), Domains: []string{d}, IncludeRequestAttemptCount: includeRequestAttemptCount}
 				if redirectsToHTTPS([]*networking.Server{bd.server.s}, d, bd.server.gw.Namespace, bd.vs.Namespace) {
 					vh.RequireTls = routepb.VirtualHost_ALL
 				}
@@ -277,6 +278,9 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 	}
 	out := make([]*routepb.VirtualHost, 0, len(vhosts))
 	for _, d := range sortedKeys(vhosts) {
+		// As istiod orders the joined routes (SortVHostRoutes): catch-all routes last, so
+		// that one VirtualService's catch-all does not hide another's narrower routes.
+		vhosts[d].Routes = catchAllLast(vhosts[d].Routes)
 		out = append(out, vhosts[d])
 	}
 	return out, usesFault
@@ -294,7 +298,7 @@ func (t *Translator) buildTLSPort(b *build, class string, p mergedPort) {
 		switch ms.kind {
 		case serverHTTPS:
 			vhosts, usesFault := t.serverVirtualHosts(b, p.number, []mergedServer{ms})
-			b.put(RouteType, ms.route, &routepb.RouteConfiguration{Name: ms.route, VirtualHosts: vhosts})
+			b.put(RouteType, ms.route, envoyRouteConfiguration(ms.route, vhosts))
 			chain, err := httpsFilterChain(ms, usesFault)
 			if err != nil {
 				b.invalid("Listener", name, err)
@@ -313,7 +317,7 @@ func (t *Translator) buildTLSPort(b *build, class string, p mergedPort) {
 		b.invalid("Listener", name, err)
 		return
 	}
-	b.put(ListenerType, name, l)
+	b.put(ListenerType, name, finishGatewayListener(l))
 }
 
 // sniHosts are a server's hosts as SNI names: without their namespace part; none when one is

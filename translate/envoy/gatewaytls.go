@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"errors"
 	"fmt"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -22,57 +21,157 @@ const (
 	sdsClusterName = "sds-grpc"
 )
 
-// certificates are the SDS names of a terminating server's certificate and, for mutual TLS,
-// of the CA its clients' certificates are verified against; as Istio's agent serves them.
-type certificates struct {
-	cert, ca string
-	mutual   bool
+// checkServerTLS reports what keeps an HTTPS server from being translated, as Istio's Gateway
+// validation would refuse it: SIMPLE, MUTUAL and OPTIONAL_MUTUAL need a credentialName (or
+// credentialNames), serverCertificate and privateKey, or tlsCertificates; MUTUAL and
+// OPTIONAL_MUTUAL with files need the clients' CA.
+func checkServerTLS(tls *networking.ServerTLSSettings) error {
+	mode := tls.GetMode()
+	switch {
+	case mode == networking.ServerTLSSettings_ISTIO_MUTUAL, tls.GetCredentialName() != "", len(tls.GetCredentialNames()) > 0:
+		return nil
+	case tls.GetServerCertificate() == "" || tls.GetPrivateKey() == "":
+		if len(tls.GetTlsCertificates()) == 0 {
+			return fmt.Errorf("tls: %s needs a credentialName, or serverCertificate and privateKey", mode)
+		}
+	}
+	if mode != networking.ServerTLSSettings_SIMPLE && tls.GetCaCertificates() == "" {
+		return fmt.Errorf("tls.caCertificates: %s needs the CA of the clients' certificates (or a credentialName)", mode)
+	}
+	return nil
 }
 
-// serverCertificates names a server's certificates as istiod does: credentialName is a
-// Kubernetes secret the agent reads ("kubernetes://NAME", its CA "kubernetes://NAME-cacert");
-// files are "file-cert:CERT~KEY" and "file-root:CA"; ISTIO_MUTUAL is the workload's own
-// certificate, "default", and the mesh's root, "ROOTCA".
-func serverCertificates(tls *networking.ServerTLSSettings) (certificates, error) {
-	c := certificates{mutual: tls.GetMode() != networking.ServerTLSSettings_SIMPLE}
-	switch {
-	case tls.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL:
-		return certificates{cert: "default", ca: "ROOTCA", mutual: true}, nil
-	case tls.GetCredentialName() != "":
-		c.cert = "kubernetes://" + tls.GetCredentialName()
-		if c.mutual {
-			c.ca = c.cert + "-cacert"
+// gatewayTLSContext is the TLS context of a terminating HTTPS server, as istiod's
+// BuildListenerTLSContext builds it for a gateway:
+//
+//   - ALPN h2 and http/1.1; client certificates required for MUTUAL and ISTIO_MUTUAL (and
+//     validated, not required, for OPTIONAL_MUTUAL).
+//   - ISTIO_MUTUAL: the workload's certificate ("default") and the mesh root ("ROOTCA") from
+//     the proxy's agent (sds-grpc), the clients' subjectAltNames, caCrl and
+//     insecureSkipVerify in the default validation context.
+//   - credentialName (or credentialNames): "kubernetes://NAME" over ADS from the proxy's
+//     xDS server (ApplyCredentialSDSToServerCommonTLSContext); for MUTUAL and OPTIONAL_MUTUAL
+//     the CA "NAME-cacert" (or caCertCredentialName) over ADS, with subjectAltNames,
+//     verifyCertificateSpki, verifyCertificateHash and insecureSkipVerify; for SIMPLE,
+//     subjectAltNames alone, when set.
+//   - Files: "file-cert:CERT~KEY" (each of tlsCertificates, or serverCertificate and
+//     privateKey) and, for MUTUAL and OPTIONAL_MUTUAL, "file-root:CA" from the proxy's agent,
+//     with subjectAltNames, caCrl and insecureSkipVerify.
+//   - SIMPLE, MUTUAL, OPTIONAL_MUTUAL: TLS parameters only for what the server sets (minimum
+//     and maximum versions, cipher suites); Envoy's defaults otherwise, as istiod (no mesh
+//     tlsDefaults: the bridge has no MeshConfig).
+//
+// The bridge serves no secrets: a credentialName's certificate waits for an ADS server of
+// secrets (its Gateway reports it).
+func gatewayTLSContext(tls *networking.ServerTLSSettings) *tlspb.DownstreamTlsContext {
+	mode := tls.GetMode()
+	common := &tlspb.CommonTlsContext{AlpnProtocols: gatewayALPN}
+	validate := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL ||
+		mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL
+	skip := tls.GetInsecureSkipVerify().GetValue()
+	clientValidation := func(crl bool) *tlspb.CertificateValidationContext {
+		vc := &tlspb.CertificateValidationContext{MatchSubjectAltNames: exactMatchers(tls.GetSubjectAltNames())}
+		if crl && tls.GetCaCrl() != "" {
+			vc.Crl = &corepb.DataSource{Specifier: &corepb.DataSource_Filename{Filename: tls.GetCaCrl()}}
 		}
-	case tls.GetServerCertificate() != "" && tls.GetPrivateKey() != "":
-		c.cert = "file-cert:" + tls.GetServerCertificate() + "~" + tls.GetPrivateKey()
-		if c.mutual {
-			if tls.GetCaCertificates() == "" {
-				return c, errors.New("tls.caCertificates: MUTUAL needs the CA of the clients' certificates (or a credentialName)")
+		if skip {
+			vc.TrustChainVerification = tlspb.CertificateValidationContext_ACCEPT_UNTRUSTED
+		}
+		return vc
+	}
+	combined := func(vc *tlspb.CertificateValidationContext, ca *tlspb.SdsSecretConfig) *tlspb.CommonTlsContext_CombinedValidationContext {
+		return &tlspb.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlspb.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext: vc, ValidationContextSdsSecretConfig: ca,
+		}}
+	}
+	switch names := tls.GetCredentialNames(); {
+	case mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
+		common.TlsCertificateSdsSecretConfigs = []*tlspb.SdsSecretConfig{agentSecret("default")}
+		common.ValidationContextType = combined(clientValidation(true), agentSecret("ROOTCA"))
+	case len(names) > 0 || tls.GetCredentialName() != "":
+		ca := tls.GetCredentialName() + "-cacert"
+		if len(names) > 0 {
+			for _, n := range names {
+				common.TlsCertificateSdsSecretConfigs = append(common.TlsCertificateSdsSecretConfigs, credentialSecret(n))
 			}
-			c.ca = "file-root:" + tls.GetCaCertificates()
+			ca = names[0] + "-cacert"
+		} else {
+			common.TlsCertificateSdsSecretConfigs = []*tlspb.SdsSecretConfig{credentialSecret(tls.GetCredentialName())}
+		}
+		if n := tls.GetCaCertCredentialName(); n != "" {
+			ca = n
+		}
+		if mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL {
+			vc := clientValidation(false)
+			vc.VerifyCertificateSpki = tls.GetVerifyCertificateSpki()
+			vc.VerifyCertificateHash = tls.GetVerifyCertificateHash()
+			common.ValidationContextType = combined(vc, credentialSecret(ca))
+		} else if len(tls.GetSubjectAltNames()) > 0 {
+			common.ValidationContextType = &tlspb.CommonTlsContext_ValidationContext{ValidationContext: &tlspb.CertificateValidationContext{
+				MatchSubjectAltNames: exactMatchers(tls.GetSubjectAltNames())}}
 		}
 	default:
-		return c, fmt.Errorf("tls: %s needs a credentialName, or serverCertificate and privateKey", tls.GetMode())
+		if certs := tls.GetTlsCertificates(); len(certs) > 0 {
+			for _, c := range certs {
+				common.TlsCertificateSdsSecretConfigs = append(common.TlsCertificateSdsSecretConfigs, agentSecret(fileCert(c.GetServerCertificate(), c.GetPrivateKey())))
+			}
+		} else {
+			common.TlsCertificateSdsSecretConfigs = []*tlspb.SdsSecretConfig{agentSecret(fileCert(tls.GetServerCertificate(), tls.GetPrivateKey()))}
+		}
+		if validate {
+			root := "ROOTCA"
+			if ca := tls.GetCaCertificates(); ca != "" {
+				root = "file-root:" + ca
+			}
+			common.ValidationContextType = combined(clientValidation(true), agentSecret(root))
+		}
 	}
-	return c, nil
+	if mode != networking.ServerTLSSettings_ISTIO_MUTUAL {
+		common.TlsParams = serverTLSParams(tls)
+	}
+	require := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL
+	return &tlspb.DownstreamTlsContext{CommonTlsContext: common, RequireClientCertificate: wrapperspb.Bool(require)}
 }
 
-// downstreamTLS is the TLS context of a terminating server: its certificates by SDS, the
-// protocol versions and ciphers it sets, and for mutual TLS the client certificates required.
-func downstreamTLS(tls *networking.ServerTLSSettings, c certificates, alpn []string) *tlspb.DownstreamTlsContext {
-	common := &tlspb.CommonTlsContext{
-		TlsCertificateSdsSecretConfigs: []*tlspb.SdsSecretConfig{sdsSecret(c.cert)},
-		AlpnProtocols:                  alpn,
-		TlsParams: &tlspb.TlsParameters{
-			TlsMinimumProtocolVersion: tlsVersion(tls.GetMinProtocolVersion(), tlspb.TlsParameters_TLSv1_2),
-			TlsMaximumProtocolVersion: tlsVersion(tls.GetMaxProtocolVersion(), tlspb.TlsParameters_TLS_AUTO),
-			CipherSuites:              tls.GetCipherSuites(),
-		},
+// reportCredentialSecrets reports a terminating server's credentialName secrets: the gateway
+// proxy fetches them over ADS, as istiod serves them, and the bridge serves none.
+func reportCredentialSecrets(fs *faults, key string, i int, tls *networking.ServerTLSSettings) {
+	names := tls.GetCredentialNames()
+	if len(names) == 0 && tls.GetCredentialName() != "" {
+		names = []string{tls.GetCredentialName()}
 	}
-	if c.mutual {
-		common.ValidationContextType = &tlspb.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: sdsSecret(c.ca)}
+	for _, n := range names {
+		if n == "builtin://" {
+			continue // the workload's own certificate, from the proxy's agent
+		}
+		fs.add(kindGateway, key, "servers[%d].tls: credential %q is fetched over ADS as istiod names it (%s), but the bridge serves no secrets: the gateway proxy's filter chain has no certificate until a server of secrets answers",
+			i, n, credentialResourceName(n))
 	}
-	return &tlspb.DownstreamTlsContext{CommonTlsContext: common, RequireClientCertificate: wrapperspb.Bool(c.mutual)}
+}
+
+// gatewayALPN is istiod's ALPN of an HTTPS server (util.ALPNHttp). Shared, only read.
+var gatewayALPN = []string{"h2", "http/1.1"}
+
+// fileCert is the agent's name of a certificate and key read from files
+// (SdsCertificateConfig.GetResourceName), or its own certificate, "default", without both.
+func fileCert(cert, key string) string {
+	if cert == "" || key == "" {
+		return "default"
+	}
+	return "file-cert:" + cert + "~" + key
+}
+
+// serverTLSParams is istiod's applyServerTLSSettings: only what the server sets; nil for none.
+func serverTLSParams(tls *networking.ServerTLSSettings) *tlspb.TlsParameters {
+	p := &tlspb.TlsParameters{
+		TlsMinimumProtocolVersion: tlsVersion(tls.GetMinProtocolVersion(), tlspb.TlsParameters_TLS_AUTO),
+		TlsMaximumProtocolVersion: tlsVersion(tls.GetMaxProtocolVersion(), tlspb.TlsParameters_TLS_AUTO),
+		CipherSuites:              tls.GetCipherSuites(),
+	}
+	if p.TlsMinimumProtocolVersion == tlspb.TlsParameters_TLS_AUTO && p.TlsMaximumProtocolVersion == tlspb.TlsParameters_TLS_AUTO && len(p.CipherSuites) == 0 {
+		return nil
+	}
+	return p
 }
 
 func tlsVersion(v networking.ServerTLSSettings_TLSProtocol, unset tlspb.TlsParameters_TlsProtocol) tlspb.TlsParameters_TlsProtocol {

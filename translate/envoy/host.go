@@ -75,12 +75,12 @@ func (b *build) put(typeURL, name string, m validatable) {
 	b.u.set(output{typeURL, enc})
 }
 
-// putRouteConfiguration adds a route configuration of a name and encoded virtual hosts (see
-// appendRouteConfiguration), and returns its index among the unit's outputs; -1 if it could
+// putRouteConfiguration adds a route configuration of a name, encoded virtual hosts and
+// encoded fields after them (see appendRouteConfiguration), and returns its index among the unit's outputs; -1 if it could
 // not be encoded.
-func (b *build) putRouteConfiguration(name string, vhosts [][]byte) int {
-	enc, err := store.EncodeBody(name, RouteType, routeConfigurationSize(name, vhosts), func(out []byte) ([]byte, error) {
-		return appendRouteConfiguration(out, name, vhosts), nil
+func (b *build) putRouteConfiguration(name string, vhosts []vhostParts, trailer []byte) int {
+	enc, err := store.EncodeBody(name, RouteType, routeConfigurationSize(name, vhosts, trailer), func(out []byte) ([]byte, error) {
+		return appendRouteConfiguration(out, name, vhosts, trailer), nil
 	})
 	if err != nil {
 		b.invalid("RouteConfiguration", name, err)
@@ -101,6 +101,8 @@ func typeName(typeURL string) string {
 		return "ClusterLoadAssignment"
 	case ListenerType:
 		return "Listener"
+	case GRPCClusterType:
+		return "Cluster"
 	}
 	return "RouteConfiguration"
 }
@@ -174,6 +176,7 @@ func (b *hostBuild) buildPorts() {
 	for _, o := range vsShadowed {
 		b.fs.add(kindVirtualService, o.Key, "host %s is also routed by VirtualService %s, which is older (or first by name); this VirtualService's routes for it are ignored", b.host, vs.Key)
 	}
+	var l4 []*virtualService // the VirtualServices' tcp and tls routes, read for the first non-HTTP port
 	for _, p := range ports {
 		var eps []endpoint
 		if !eds(res) {
@@ -182,25 +185,40 @@ func (b *hostBuild) buildPorts() {
 		b.buildClusters(p, eps)
 		if p.protocol.routed() {
 			b.buildRoutes(p, vs)
+		} else {
+			if l4 == nil {
+				l4 = b.t.meshL4VirtualServices(b.host)
+			}
+			b.buildTCPPort(p, rawProtocol(b.se, p.number), l4) // tcplisteners.go
 		}
 	}
 }
 
 // buildRoutes adds an HTTP port's virtual host (routed by the host's VirtualService, or to
 // the host's own cluster without one), its route configuration and its API listener.
+//
+// Proxyless gRPC clients and Envoy sidecars get the virtual host as istiod builds it for each:
+// the host's own route configuration (the API listener's) has the gRPC client's, with domains
+// with ports and max_stream_duration in its routes (grpcRoutes); the port's route
+// configuration gathers the sidecar's, with domains without ports. When the routes are the
+// host's default route, the two differ in their domains only, and the sidecar's is kept as
+// its name and domains, followed by the bytes of the gRPC virtual host's routes: one copy of
+// what 100,000 hosts share, and a second one only for hosts that a VirtualService routes.
 func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	rc := newRouteContext(b.build, p.number, "")
-	var routes []*routepb.Route
+	var routes, grpc []*routepb.Route
 	if vs != nil {
 		routes = rc.virtualServiceRoutes(vs)
+		grpc = grpcRoutes(routes)
 	} else {
 		routes = []*routepb.Route{rc.defaultRoute(b.host, p.number)}
+		grpc = routes
 	}
-	vh := &routepb.VirtualHost{
-		Name:    APIListenerName(b.host, p.number),
-		Domains: domains(b.host, p.number),
-		Routes:  routes,
-	}
+	vip := b.vipFor(p.number)
+	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
+	name := domainName(b.host, p.number)
+	vh := &routepb.VirtualHost{Name: name, Domains: virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known), Routes: grpc,
+		IncludeRequestAttemptCount: includeRequestAttemptCount}
 	if err := vh.ValidateAll(); err != nil {
 		b.invalid("VirtualHost", vh.Name, err)
 		return
@@ -210,25 +228,105 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		b.invalid("VirtualHost", vh.Name, err)
 		return
 	}
-	// The host's own route configuration holds just this virtual host, validated and encoded
-	// above: assembled from those bytes, not validated and encoded again. Its encoding ends
-	// with the virtual host, which is where the port's route configuration reads it.
-	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), [][]byte{encoded})
+	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
+	var sidecar []byte
+	shared := 0
+	if vs == nil {
+		// The same routes: the sidecar's name and domains, then the gRPC virtual host's routes
+		// and what follows them (include_request_attempt_count): protobuf-go writes fields in
+		// their numbers' order, and routes (3) come right after the domains (2).
+		head, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: vh.Domains})
+		if err == nil {
+			sidecar, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
+		}
+		if err != nil {
+			b.invalid("VirtualHost", vh.Name, err)
+			return
+		}
+		shared = len(encoded) - len(head)
+	} else {
+		svh := &routepb.VirtualHost{Name: name, Domains: sidecarDomains, Routes: routes, IncludeRequestAttemptCount: includeRequestAttemptCount}
+		if err := svh.ValidateAll(); err != nil {
+			b.invalid("VirtualHost", vh.Name, err)
+			return
+		}
+		if sidecar, err = deterministic.Marshal(svh); err != nil {
+			b.invalid("VirtualHost", vh.Name, err)
+			return
+		}
+	}
+	// The host's own route configuration holds just the gRPC virtual host, validated and
+	// encoded above: assembled from those bytes, not validated and encoded again. Its encoding
+	// ends with the virtual host, which is where the sidecar's shares its routes from.
+	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: encoded}}, nil)
 	if route < 0 {
 		return
 	}
-	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, size: len(encoded), usesFault: rc.usesFault})
-	if l, err := apiListener(b.host, p.number, rc.usesFault); err != nil {
+	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared, usesFault: rc.usesFault})
+	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {
 		b.put(ListenerType, l.GetName(), l)
 	}
 }
 
-// domains are what a virtual host answers to: the host, and the host with the port (how
-// grpc-go and HTTP/1.1 clients name a non-default port).
-func domains(host string, port uint32) []string {
-	return []string{host, host + ":" + strconv.FormatUint(uint64(port), 10)}
+// proxyDomain is the DNS domain the shared route configurations are built for: a proxy in no
+// namespace (see domains.go).
+func (b *hostBuild) proxyDomain() string { return sharedProxyDomain(b.t.suffix) }
+
+// vipFor is the host's address as a domain of its virtual host on a port: the ServiceEntry's
+// (serviceVIP), unless another host that answers to it on this port comes first by name.
+// istiod keeps a domain for the first virtual host of a route configuration that has it;
+// Envoy rejects a route configuration in which two virtual hosts share one, so the others must
+// go. Which host comes first is istiod's order of services, not one a user can rely on; the
+// bridge's is the host names' order, and the others are reported.
+func (b *hostBuild) vipFor(port uint32) string {
+	vip := b.se.vip
+	if vip == "" {
+		return ""
+	}
+	for _, k := range b.t.seByVIP[vip] {
+		other := b.t.ses[k]
+		for _, h := range other.hosts {
+			if h == b.host {
+				continue
+			}
+			b.dependOn(depHost, h)
+			if h > b.host || !b.hostRoutesPort(h, other, port) {
+				continue
+			}
+			b.fs.add(kindServiceEntry, b.se.Key, "host %s: address %s is also that of host %s on port %d, which answers to it there; %s does not",
+				b.host, vip, h, port, b.host)
+			return ""
+		}
+	}
+	return vip
+}
+
+// hostRoutesPort reports whether a host, as the ServiceEntry se defines it (se is the one
+// that does, of those that list it), has an HTTP port of a number.
+func (b *hostBuild) hostRoutesPort(h string, se *serviceEntry, port uint32) bool {
+	if !validHost(h) || isWildcard(h) {
+		return false
+	}
+	if def, _ := b.t.serviceEntryFor(h); def != se {
+		return false
+	}
+	var ignored faults // its own faults are its host's to report
+	for _, p := range servicePorts(se, &ignored) {
+		if p.number == port && p.protocol.routed() {
+			return true
+		}
+	}
+	return false
+}
+
+// otherHostOnPort reports whether a name is another host's, with an HTTP port of this number:
+// istiod does not give a host a shorter name that is another host's own (its dedupeDomains).
+func (b *hostBuild) otherHostOnPort(name string, port uint32) bool {
+	b.dependOn(depHost, name)
+	se, _ := b.t.serviceEntryFor(name)
+	return se != nil && b.hostRoutesPort(name, se, port)
 }
 
 // orphans reports the rules that name a host no ServiceEntry defines: they have no effect.

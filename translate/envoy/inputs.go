@@ -27,6 +27,24 @@ const (
 // inputKinds are the kinds the translation reads, in the order their changes are applied.
 var inputKinds = []string{kindServiceEntry, kindWorkloadEntry, kindDestinationRule, kindVirtualService, kindGateway}
 
+// reportedKinds change what istiod sends its proxies but the translation does not apply them:
+// each resource of theirs is a fault (nothing silent), with the reason.
+var reportedKinds = map[string]string{
+	"Sidecar": "not applied: every proxy is served every host and port (the bridge builds one " +
+		"configuration for all its clients; no per-proxy views)",
+	"EnvoyFilter": "not applied: the bridge does not patch the Envoy configuration it builds",
+}
+
+// watchedCollections are the collections the translation reads: its inputs, and the kinds it
+// only reports.
+func watchedCollections() []string {
+	out := InputCollections()
+	for _, k := range slices.Sorted(maps.Keys(reportedKinds)) {
+		out = append(out, collectionOf(k))
+	}
+	return out
+}
+
 // InputCollections returns the canonical store collections the translation reads.
 func InputCollections() []string {
 	out := make([]string, 0, len(inputKinds))
@@ -105,18 +123,22 @@ func (m *meta) before(o *meta) bool {
 type serviceEntry struct {
 	meta
 	hosts      []string // as written: a ServiceEntry's hosts are not completed (Istio takes them as FQDNs)
+	addresses  []string // as written: the VIPs (or CIDRs) of its TCP listeners
+	vip        string   // the address its hosts answer to (serviceVIP), "" for none
 	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
+	sans       []string          // subjectAltNames
 }
 
 // sameShape reports whether o differs from se at most in its endpoints: what else the
 // translation reads of it (hosts, ports, resolution, workload selector, and the creation time
 // that orders competing ServiceEntries) is the same.
 func (se *serviceEntry) sameShape(o *serviceEntry) bool {
-	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution &&
-		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.ports, o.ports) && maps.Equal(se.selector, o.selector)
+	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution && se.vip == o.vip &&
+		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) &&
+		maps.Equal(se.selector, o.selector) && slices.Equal(se.sans, o.sans)
 }
 
 // eds reports whether a resolution gives EDS clusters, whose endpoints are load assignments
@@ -193,8 +215,8 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 		return nil, err
 	}
 	sc := scanServiceEntry(in.Value)
-	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, ports: sc.ports, resolution: sc.resolution,
-		selector: sc.selector, inline: sc.endpoints}, nil
+	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, vip: serviceVIP(sc.addresses), ports: sc.ports,
+		resolution: sc.resolution, selector: sc.selector, inline: sc.endpoints, sans: sc.sans}, nil
 }
 
 func newVirtualService(in Input, suffix string) (*virtualService, error) {

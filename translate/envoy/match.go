@@ -52,24 +52,9 @@ func (rc *routeContext) routeMatch(vs *virtualService, field string, m *networki
 		rc.fs.add(kindVirtualService, vs.Key, "%s.uri: %v; the match is left out", field, err)
 		return nil, false
 	}
-	if m.GetIgnoreUriCase() {
-		rm.CaseSensitive = wrapperspb.Bool(false)
-	}
-	pseudo := []struct {
-		name string
-		sm   *networking.StringMatch
-	}{{":method", m.GetMethod()}, {":scheme", m.GetScheme()}, {":authority", m.GetAuthority()}}
-	for _, p := range pseudo {
-		if p.sm == nil {
-			continue
-		}
-		hm, err := headerMatcher(p.name, p.sm, false)
-		if err != nil {
-			rc.fs.add(kindVirtualService, vs.Key, "%s.%s: %v; the match is left out", field, strings.TrimPrefix(p.name, ":"), err)
-			return nil, false
-		}
-		rm.Headers = append(rm.Headers, hm)
-	}
+	rm.CaseSensitive = wrapperspb.Bool(!m.GetIgnoreUriCase())
+	// As istiod orders them (TranslateRouteMatch): headers and withoutHeaders by name, then
+	// :method, :authority and :scheme.
 	for _, group := range []struct {
 		field  string
 		m      map[string]*networking.StringMatch
@@ -83,6 +68,22 @@ func (rc *routeContext) routeMatch(vs *virtualService, field string, m *networki
 			}
 			rm.Headers = append(rm.Headers, hm)
 		}
+	}
+	slices.SortStableFunc(rm.Headers, func(a, b *routepb.HeaderMatcher) int { return strings.Compare(a.GetName(), b.GetName()) })
+	pseudo := []struct {
+		name string
+		sm   *networking.StringMatch
+	}{{":method", m.GetMethod()}, {":authority", m.GetAuthority()}, {":scheme", m.GetScheme()}}
+	for _, p := range pseudo {
+		if p.sm == nil {
+			continue
+		}
+		hm, err := headerMatcher(p.name, p.sm, false)
+		if err != nil {
+			rc.fs.add(kindVirtualService, vs.Key, "%s.%s: %v; the match is left out", field, strings.TrimPrefix(p.name, ":"), err)
+			return nil, false
+		}
+		rm.Headers = append(rm.Headers, hm)
 	}
 	for _, name := range sortedKeys(m.GetQueryParams()) {
 		qm, err := queryMatcher(name, m.GetQueryParams()[name])
@@ -118,7 +119,10 @@ func setPath(rm *routepb.RouteMatch, uri *networking.StringMatch) error {
 }
 
 // stringMatcher translates Istio's StringMatch. It returns nil for a match that only asks for
-// presence: an empty StringMatch, or an empty prefix (which Istio also takes as "present").
+// presence, as istiod takes it (canBeConvertedToPresentMatch): an empty StringMatch, or the
+// regex "*" (a glob, not RE2). An empty prefix is taken as presence too: istiod passes it on
+// as a prefix "", which Envoy rejects (a prefix has at least one character), and every value
+// has the empty prefix.
 func stringMatcher(sm *networking.StringMatch) (*matcherpb.StringMatcher, error) {
 	switch mt := sm.GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
@@ -129,6 +133,9 @@ func stringMatcher(sm *networking.StringMatch) (*matcherpb.StringMatcher, error)
 		}
 		return &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Prefix{Prefix: mt.Prefix}}, nil
 	case *networking.StringMatch_Regex:
+		if mt.Regex == "*" {
+			return nil, nil
+		}
 		re, err := regexMatcher(mt.Regex)
 		if err != nil {
 			return nil, err
@@ -138,6 +145,9 @@ func stringMatcher(sm *networking.StringMatch) (*matcherpb.StringMatcher, error)
 	return nil, nil
 }
 
+// headerMatcher translates a header match. An inverted one (withoutHeaders) treats a missing
+// header as empty, as istiod sets it, so that a request without the header matches it (a
+// value that "" does not match); not for a presence match, which Envoy does not combine with it.
 func headerMatcher(name string, sm *networking.StringMatch, invert bool) (*routepb.HeaderMatcher, error) {
 	if !headerNamePattern.MatchString(strings.TrimPrefix(name, ":")) {
 		return nil, fmt.Errorf("%q is not a header name", name)
@@ -151,6 +161,7 @@ func headerMatcher(name string, sm *networking.StringMatch, invert bool) (*route
 		hm.HeaderMatchSpecifier = &routepb.HeaderMatcher_PresentMatch{PresentMatch: true}
 	} else {
 		hm.HeaderMatchSpecifier = &routepb.HeaderMatcher_StringMatch{StringMatch: m}
+		hm.TreatMissingHeaderAsEmpty = invert
 	}
 	return hm, nil
 }

@@ -17,11 +17,12 @@ const (
 	RouteType    = translate.EnvoyRouteType
 )
 
-// outputTypes are the four derived collections, in the order the controller writes them.
-var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType}
+// outputTypes are the derived collections, in the order the controller writes them: the four
+// Envoy types, and the proxyless gRPC clients' clusters (GRPCClusterType).
+var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType, GRPCClusterType}
 
-// OutputTypes returns the type URLs of the derived collections, which are also their store
-// collections: clusters, load assignments, listeners, route configurations.
+// OutputTypes returns the derived collections: those named by their Envoy type URLs
+// (clusters, load assignments, listeners, route configurations), then GRPCClusterType.
 func OutputTypes() []string { return slices.Clone(outputTypes[:]) }
 
 // The order in which an aggregated stream delivers these types is translate.EnvoyOrder.

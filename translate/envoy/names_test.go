@@ -59,29 +59,41 @@ func TestWildcardHostsMatchTheirSuffix(t *testing.T) {
 	}
 }
 
-func TestPortProtocolComesFromTheFieldOrTheNamePrefix(t *testing.T) {
+// A ServiceEntry port's protocol is its protocol field alone, as istiod reads it
+// (protocol.Parse): the name does not count, and unset or unknown is sniffing (protoAuto).
+func TestServiceEntryPortProtocolIsTheFieldAlone(t *testing.T) {
 	for _, c := range []struct {
-		declared, name string
-		want           protocol
+		declared string
+		want     protocol
 	}{
-		{"GRPC", "", protoHTTP2},
-		{"", "grpc-web", protoHTTP2},
-		{"", "http-admin", protoHTTP},
-		{"http2", "tcp", protoHTTP2},
-		{"TCP", "http", protoOther},
-		{"", "web", protoAuto},
-		{"", "", protoAuto},
-		{"TLS", "", protoOther},
+		{"GRPC", protoHTTP2},
+		{"grpc-web", protoHTTP2},
+		{"http2", protoHTTP2},
+		{"Http", protoHTTP},
+		{"TCP", protoOther},
+		{"TLS", protoOther},
+		{"HTTPS", protoOther},
+		{"", protoAuto},
+		{"WEB", protoAuto},
 	} {
-		if got := parseProtocol(c.declared, c.name); got != c.want {
-			t.Errorf("parseProtocol(%q, %q) = %v, want %v", c.declared, c.name, got, c.want)
+		if got := parseProtocol(c.declared); got != c.want {
+			t.Errorf("parseProtocol(%q) = %v, want %v", c.declared, got, c.want)
+		}
+	}
+	// The name is not read: a port named "grpc" without a protocol is sniffed.
+	se := &serviceEntry{ports: []servicePort{{number: 80, name: "grpc"}, {number: 81, name: "tcp-db"}}}
+	for _, p := range servicePorts(se, &faults{}) {
+		if p.protocol != protoAuto {
+			t.Errorf("port %d named %q: protocol %v, want protoAuto (sniffed)", p.number, p.name, p.protocol)
 		}
 	}
 }
 
 func TestRetryOnSplitsStatusCodesFromConditions(t *testing.T) {
-	conds, codes := parseRetryOn("503, gateway-error,unavailable,429,gateway-error")
-	if conds != "gateway-error,unavailable,retriable-status-codes" || !slices.Equal(codes, []uint32{503, 429}) {
+	// As istiod splits them: conditions as written, in order, repeats kept; a number that is no
+	// HTTP status (599) is a condition. retriable-status-codes is retryPolicy's to add.
+	conds, codes := parseRetryOn("503, gateway-error,unavailable,429,gateway-error,599,")
+	if conds != "gateway-error,unavailable,gateway-error,599" || !slices.Equal(codes, []uint32{503, 429}) {
 		t.Errorf("got %q and %v", conds, codes)
 	}
 }

@@ -14,18 +14,31 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// defaultConnectTimeout is Istio's default (MeshConfig connectTimeout).
-const defaultConnectTimeout = 10 * time.Second
+// Istio's defaults for what a cluster sets without a rule: MeshConfig connectTimeout and
+// dnsRefreshRate, and the pilot settings PILOT_DNS_JITTER_DURATION and
+// PILOT_DNS_CARES_UDP_MAX_QUERIES.
+const (
+	defaultConnectTimeout = 10 * time.Second
+	defaultDNSRefreshRate = 60 * time.Second
+	defaultDNSJitter      = 100 * time.Millisecond
+	defaultDNSUDPQueries  = 100
+)
 
-// policy is a DestinationRule's traffic policy as it applies to one cluster: the rule's
-// top-level settings, overridden by its port-level settings for the cluster's port, then by
-// the subset's settings and the subset's port-level settings (Istio's merge order). Each
-// field is replaced whole, never merged field by field.
+// policy is a DestinationRule's traffic policy as it applies to one cluster, merged as istiod
+// merges it (util.GetPortLevelTrafficPolicy, MergeSubsetTrafficPolicy): the rule's top level,
+// or, when a portLevelSettings entry names the cluster's port (the first that does), that
+// entry alone, its unset fields falling back to the defaults and not to the top level. A
+// subset's policy (again its port's entry alone when it has one) then replaces each of
+// loadBalancer, connectionPool, outlierDetection and tls that it sets, and all four when it
+// came from a port entry; proxyProtocol, retryBudget and tunnel when set.
 type policy struct {
-	lb      *networking.LoadBalancerSettings
-	pool    *networking.ConnectionPoolSettings
-	outlier *networking.OutlierDetection
-	tls     *networking.ClientTLSSettings
+	lb            *networking.LoadBalancerSettings
+	pool          *networking.ConnectionPoolSettings
+	outlier       *networking.OutlierDetection
+	tls           *networking.ClientTLSSettings
+	retryBudget   *networking.TrafficPolicy_RetryBudget
+	proxyProtocol *networking.TrafficPolicy_ProxyProtocol
+	tunnel        *networking.TrafficPolicy_TunnelSettings
 	// rule is the DestinationRule the settings come from, for faults; nil without one.
 	rule *destinationRule
 }
@@ -35,37 +48,59 @@ func effectivePolicy(dr *destinationRule, subset *networking.Subset, port uint32
 	if dr == nil {
 		return p
 	}
-	p.overlay(dr.spec.GetTrafficPolicy(), port)
-	p.overlay(subset.GetTrafficPolicy(), port)
+	base, _ := portPolicy(dr.spec.GetTrafficPolicy(), port)
+	p.take(base)
+	sub := subset.GetTrafficPolicy()
+	if sub == nil {
+		return p
+	}
+	sub, portLevel := portPolicy(sub, port)
+	if base == nil {
+		p.take(sub)
+		return p
+	}
+	if sub.GetConnectionPool() != nil || portLevel {
+		p.pool = sub.GetConnectionPool()
+	}
+	if sub.GetOutlierDetection() != nil || portLevel {
+		p.outlier = sub.GetOutlierDetection()
+	}
+	if sub.GetLoadBalancer() != nil || portLevel {
+		p.lb = sub.GetLoadBalancer()
+	}
+	if sub.GetTls() != nil || portLevel {
+		p.tls = sub.GetTls()
+	}
+	if sub.GetTunnel() != nil {
+		p.tunnel = sub.GetTunnel()
+	}
+	if sub.GetProxyProtocol() != nil {
+		p.proxyProtocol = sub.GetProxyProtocol()
+	}
+	if sub.GetRetryBudget() != nil {
+		p.retryBudget = sub.GetRetryBudget()
+	}
 	return p
 }
 
-func (p *policy) overlay(tp *networking.TrafficPolicy, port uint32) {
+// portPolicy is a traffic policy as it applies to a port: the first portLevelSettings entry
+// for the port, alone (and true), else the policy itself.
+func portPolicy(tp *networking.TrafficPolicy, port uint32) (*networking.TrafficPolicy, bool) {
 	if tp == nil {
-		return
+		return nil, false
 	}
-	p.set(tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls())
 	for _, pl := range tp.GetPortLevelSettings() {
-		if pl.GetPort().GetNumber() == port {
-			p.set(pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls())
+		if pl.GetPort() != nil && pl.GetPort().GetNumber() == port {
+			return &networking.TrafficPolicy{LoadBalancer: pl.GetLoadBalancer(), ConnectionPool: pl.GetConnectionPool(),
+				OutlierDetection: pl.GetOutlierDetection(), Tls: pl.GetTls()}, true
 		}
 	}
+	return tp, false
 }
 
-func (p *policy) set(lb *networking.LoadBalancerSettings, pool *networking.ConnectionPoolSettings,
-	outlier *networking.OutlierDetection, tls *networking.ClientTLSSettings) {
-	if lb != nil {
-		p.lb = lb
-	}
-	if pool != nil {
-		p.pool = pool
-	}
-	if outlier != nil {
-		p.outlier = outlier
-	}
-	if tls != nil {
-		p.tls = tls
-	}
+func (p *policy) take(tp *networking.TrafficPolicy) {
+	p.lb, p.pool, p.outlier, p.tls = tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls()
+	p.retryBudget, p.proxyProtocol, p.tunnel = tp.GetRetryBudget(), tp.GetProxyProtocol(), tp.GetTunnel()
 }
 
 // fault reports a fault of the rule the policy comes from.
@@ -75,48 +110,88 @@ func (p *policy) fault(fs *faults, format string, args ...any) {
 	}
 }
 
-// applyLoadBalancer sets the cluster's load balancing. Istio's default is LEAST_REQUEST.
+// applyLoadBalancer sets the cluster's load balancing as istiod does (applyLoadBalancer):
+// the panic threshold off unless outlier detection set it, LEAST_REQUEST by default and for
+// LEAST_CONN, warmup as a slow start of ROUND_ROBIN and LEAST_REQUEST, and a consistent hash
+// over whatever simple policy is set.
 func (p *policy) applyLoadBalancer(c *clusterpb.Cluster, fs *faults) {
-	c.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
+	panicThresholdOff(c)
 	lb := p.lb
-	if ch := lb.GetConsistentHash(); ch != nil {
-		applyConsistentHash(c, ch)
-		return
-	}
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_ROUND_ROBIN:
 		c.LbPolicy = clusterpb.Cluster_ROUND_ROBIN
+		if ss := slowStart(lb); ss != nil {
+			c.LbConfig = &clusterpb.Cluster_RoundRobinLbConfig_{RoundRobinLbConfig: &clusterpb.Cluster_RoundRobinLbConfig{SlowStartConfig: ss}}
+		}
 	case networking.LoadBalancerSettings_RANDOM:
 		c.LbPolicy = clusterpb.Cluster_RANDOM
 	case networking.LoadBalancerSettings_PASSTHROUGH:
+		c.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
 		p.fault(fs, "loadBalancer.simple: PASSTHROUGH is not translated (it needs an original-destination cluster); LEAST_REQUEST is used")
+	default: // UNSPECIFIED, LEAST_CONN, LEAST_REQUEST
+		c.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
+		if ss := slowStart(lb); ss != nil {
+			c.LbConfig = &clusterpb.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &clusterpb.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
+		}
 	}
-	if lb.GetLocalityLbSetting() != nil || lb.GetWarmup() != nil || lb.GetWarmupDurationSecs() != nil {
-		p.fault(fs, "loadBalancer: localityLbSetting and warmup are not translated")
+	if ch := lb.GetConsistentHash(); ch != nil {
+		applyConsistentHash(c, ch)
+	}
+	if lb.GetLocalityLbSetting() != nil {
+		p.fault(fs, "loadBalancer.localityLbSetting is not translated (it depends on each proxy's own locality)")
 	}
 }
 
-// applyConsistentHash makes the cluster a ring hash (or Maglev) cluster; the hash key itself
-// is a route setting (hashPolicy).
-func applyConsistentHash(c *clusterpb.Cluster, ch *networking.LoadBalancerSettings_ConsistentHashLB) {
-	if mg := ch.GetMaglev(); mg != nil {
-		c.LbPolicy = clusterpb.Cluster_MAGLEV
-		if mg.GetTableSize() > 0 {
-			c.LbConfig = &clusterpb.Cluster_MaglevLbConfig_{MaglevLbConfig: &clusterpb.Cluster_MaglevLbConfig{
-				TableSize: wrapperspb.UInt64(mg.GetTableSize())}}
+// slowStart is warmup (or the deprecated warmupDurationSecs) as istiod sets it (setWarmup):
+// aggression 1 and a minimum weight of 10% unless set; nil without warmup.
+func slowStart(lb *networking.LoadBalancerSettings) *clusterpb.Cluster_SlowStartConfig {
+	if w := lb.GetWarmup(); w != nil {
+		aggression, minWeight := 1.0, 10.0
+		if a := w.GetAggression(); a != nil {
+			aggression = a.GetValue()
 		}
-		return
+		if m := w.GetMinimumPercent(); m != nil {
+			minWeight = m.GetValue()
+		}
+		return &clusterpb.Cluster_SlowStartConfig{
+			SlowStartWindow:  w.GetDuration(),
+			Aggression:       &corepb.RuntimeDouble{DefaultValue: aggression, RuntimeKey: "("}, // istiod's key, exposing none
+			MinWeightPercent: &typepb.Percent{Value: minWeight},
+		}
 	}
-	c.LbPolicy = clusterpb.Cluster_RING_HASH
-	size := ch.GetRingHash().GetMinimumRingSize()
-	if size == 0 {
-		size = ch.GetMinimumRingSize() // the deprecated field
+	if d := lb.GetWarmupDurationSecs(); d != nil {
+		return &clusterpb.Cluster_SlowStartConfig{SlowStartWindow: d}
 	}
-	cfg := &clusterpb.Cluster_RingHashLbConfig{}
-	if size > 0 {
-		cfg.MinimumRingSize = wrapperspb.UInt64(size)
+	return nil
+}
+
+// applyConsistentHash makes the cluster a ring hash (or Maglev) cluster as istiod does
+// (ApplyRingHashLoadBalancer); the hash key itself is a route setting (hashPolicy). The
+// deprecated form (neither ringHash nor maglev) gets Envoy's default ring of 1024 written out.
+func applyConsistentHash(c *clusterpb.Cluster, ch *networking.LoadBalancerSettings_ConsistentHashLB) {
+	c.LbConfig = nil
+	switch {
+	case ch.GetMaglev() != nil:
+		c.LbPolicy = clusterpb.Cluster_MAGLEV
+		if n := ch.GetMaglev().GetTableSize(); n != 0 {
+			c.LbConfig = &clusterpb.Cluster_MaglevLbConfig_{MaglevLbConfig: &clusterpb.Cluster_MaglevLbConfig{
+				TableSize: wrapperspb.UInt64(n)}}
+		}
+	case ch.GetRingHash() != nil:
+		c.LbPolicy = clusterpb.Cluster_RING_HASH
+		if n := ch.GetRingHash().GetMinimumRingSize(); n != 0 {
+			c.LbConfig = &clusterpb.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterpb.Cluster_RingHashLbConfig{
+				MinimumRingSize: wrapperspb.UInt64(n)}}
+		}
+	default:
+		size := ch.GetMinimumRingSize() // the deprecated field
+		if size == 0 {
+			size = 1024
+		}
+		c.LbPolicy = clusterpb.Cluster_RING_HASH
+		c.LbConfig = &clusterpb.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterpb.Cluster_RingHashLbConfig{
+			MinimumRingSize: wrapperspb.UInt64(size)}}
 	}
-	c.LbConfig = &clusterpb.Cluster_RingHashLbConfig_{RingHashLbConfig: cfg}
 }
 
 // hashPolicy is the route's side of consistent hashing: what to hash. nil without one.
@@ -146,13 +221,25 @@ func (p *policy) hashPolicy() []*routepb.RouteAction_HashPolicy {
 	return []*routepb.RouteAction_HashPolicy{&hp}
 }
 
-// applyConnectionPool sets limits and timeouts. Thresholds the rule leaves unset are
-// unlimited, as Istio sets them: Envoy's own defaults (1024 connections, 3 retries) would
-// reject requests a user never asked to limit.
-func (p *policy) applyConnectionPool(c *clusterpb.Cluster) {
+// applyConnectionPool sets limits and timeouts as istiod does (applyConnectionPool, which
+// runs for every cluster, with or without a rule): the connect timeout (the rule's, else
+// 10s), circuit-breaker thresholds (those the rule leaves unset unlimited: Envoy's own
+// defaults, 1024 connections and 3 retries, would reject requests a user never asked to
+// limit; remaining-capacity stats off, istiod's default), the retry budget, TCP keepalive,
+// and the upstream HTTP options it returns: the h2 upgrade, idle timeout (HTTP's, else
+// TCP's), max requests per connection and max connection duration (set on any cluster, TCP
+// ones included), HTTP/2 stream limit and keepalive (on an explicit HTTP/2 cluster only),
+// and useClientProtocol. opts are the port's own upstream protocol options (nil for none).
+func (p *policy) applyConnectionPool(c *clusterpb.Cluster, opts *upstreamhttp.HttpProtocolOptions) *upstreamhttp.HttpProtocolOptions {
 	tcp, http := p.pool.GetTcp(), p.pool.GetHttp()
+	// istiod's shouldH2Upgrade under the mesh default (h2UpgradePolicy DO_NOT_UPGRADE): only a
+	// rule's UPGRADE, never with useClientProtocol, and never over a protocol already chosen.
+	if !http.GetUseClientProtocol() && http.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE &&
+		opts.GetUpstreamProtocolOptions() == nil {
+		opts = withH2(opts)
+	}
 	c.ConnectTimeout = durationpb.New(defaultConnectTimeout)
-	if d := tcp.GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
+	if d := tcp.GetConnectTimeout(); d != nil {
 		c.ConnectTimeout = d
 	}
 	th := &clusterpb.CircuitBreakers_Thresholds{
@@ -160,7 +247,17 @@ func (p *policy) applyConnectionPool(c *clusterpb.Cluster) {
 		MaxPendingRequests: limit(http.GetHttp1MaxPendingRequests()),
 		MaxRequests:        limit(http.GetHttp2MaxRequests()),
 		MaxRetries:         limit(http.GetMaxRetries()),
-		TrackRemaining:     true,
+	}
+	if rb := p.retryBudget; rb != nil {
+		budget := &clusterpb.CircuitBreakers_Thresholds_RetryBudget{
+			BudgetPercent: &typepb.Percent{Value: 20}, MinRetryConcurrency: wrapperspb.UInt32(3), BudgetInterval: rb.GetBudgetInterval()}
+		if v := rb.GetPercent(); v != nil {
+			budget.BudgetPercent = &typepb.Percent{Value: v.GetValue()}
+		}
+		if n := rb.GetMinRetryConcurrency(); n > 0 {
+			budget.MinRetryConcurrency = wrapperspb.UInt32(n)
+		}
+		th.RetryBudget = budget
 	}
 	c.CircuitBreakers = &clusterpb.CircuitBreakers{Thresholds: []*clusterpb.CircuitBreakers_Thresholds{th}}
 	if ka := tcp.GetTcpKeepalive(); ka != nil {
@@ -169,13 +266,49 @@ func (p *policy) applyConnectionPool(c *clusterpb.Cluster) {
 			keep.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
 		}
 		if t := ka.GetTime(); t != nil {
-			keep.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+			keep.KeepaliveTime = wrapperspb.UInt32(uint32(t.GetSeconds()))
 		}
 		if t := ka.GetInterval(); t != nil {
-			keep.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+			keep.KeepaliveInterval = wrapperspb.UInt32(uint32(t.GetSeconds()))
 		}
 		c.UpstreamConnectionOptions = &clusterpb.UpstreamConnectionOptions{TcpKeepalive: keep}
 	}
+	idle := http.GetIdleTimeout()
+	if idle == nil {
+		idle = tcp.GetIdleTimeout()
+	}
+	keepalive := http.GetHttp2KeepAlive()
+	if idle != nil || tcp.GetMaxConnectionDuration() != nil || http.GetMaxRequestsPerConnection() > 0 ||
+		http.GetMaxConcurrentStreams() > 0 || keepalive != nil {
+		if opts == nil {
+			opts = &upstreamhttp.HttpProtocolOptions{}
+		}
+		if opts.CommonHttpProtocolOptions == nil {
+			opts.CommonHttpProtocolOptions = &corepb.HttpProtocolOptions{}
+		}
+		common := opts.CommonHttpProtocolOptions
+		if idle != nil {
+			common.IdleTimeout = idle
+		}
+		if n := http.GetMaxRequestsPerConnection(); n > 0 {
+			common.MaxRequestsPerConnection = wrapperspb.UInt32(uint32(n))
+		}
+		if d := tcp.GetMaxConnectionDuration(); d != nil {
+			common.MaxConnectionDuration = d
+		}
+		if h2 := opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h2 != nil {
+			if n := http.GetMaxConcurrentStreams(); n > 0 {
+				h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
+			}
+			if keepalive != nil {
+				h2.ConnectionKeepalive = &corepb.KeepaliveSettings{Interval: keepalive.GetInterval(), Timeout: keepalive.GetTimeout()}
+			}
+		}
+	}
+	if http.GetUseClientProtocol() {
+		opts = withDownstreamProtocol(opts)
+	}
+	return opts
 }
 
 // limit is a threshold: the rule's value if positive, else unlimited.
@@ -186,38 +319,48 @@ func limit(v int32) *wrapperspb.UInt32Value {
 	return wrapperspb.UInt32(math.MaxUint32)
 }
 
-// httpOptions are the cluster's upstream HTTP settings: the protocol (HTTP/2 for HTTP2 and
-// gRPC ports or when the rule upgrades, the client's own for undeclared ports) and the
-// connection pool's per-connection limits. nil for a port without HTTP.
-func (p *policy) httpOptions(proto protocol) *upstreamhttp.HttpProtocolOptions {
-	if !proto.routed() {
-		return nil
+// portProtocolOptions are a port's upstream HTTP options before any rule, as istiod sets them
+// (setUpstreamProtocol): HTTP/2 for HTTP2, GRPC and GRPC-Web ports; the downstream protocol
+// for a sniffed port (a sidecar's choice; istiod leaves a gateway's unset, see doc.go);
+// none for HTTP and non-HTTP ports.
+func portProtocolOptions(proto protocol) *upstreamhttp.HttpProtocolOptions {
+	switch proto {
+	case protoHTTP2:
+		return withH2(nil)
+	case protoAuto:
+		return withDownstreamProtocol(nil)
 	}
-	tcp, http := p.pool.GetTcp(), p.pool.GetHttp()
-	opts := &upstreamhttp.HttpProtocolOptions{}
-	common := &corepb.HttpProtocolOptions{
-		IdleTimeout:           http.GetIdleTimeout(),
-		MaxConnectionDuration: tcp.GetMaxConnectionDuration(),
+	return nil
+}
+
+func withH2(opts *upstreamhttp.HttpProtocolOptions) *upstreamhttp.HttpProtocolOptions {
+	if opts == nil {
+		opts = &upstreamhttp.HttpProtocolOptions{}
 	}
-	if n := http.GetMaxRequestsPerConnection(); n > 0 {
-		common.MaxRequestsPerConnection = wrapperspb.UInt32(uint32(n))
+	opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+		ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corepb.Http2ProtocolOptions{}}}}
+	return opts
+}
+
+// withDownstreamProtocol uses the client's protocol upstream, keeping HTTP/1 options that
+// were set explicitly (setUseDownstreamProtocol).
+func withDownstreamProtocol(opts *upstreamhttp.HttpProtocolOptions) *upstreamhttp.HttpProtocolOptions {
+	if opts == nil {
+		opts = &upstreamhttp.HttpProtocolOptions{}
 	}
-	if common.IdleTimeout != nil || common.MaxConnectionDuration != nil || common.MaxRequestsPerConnection != nil {
-		opts.CommonHttpProtocolOptions = common
+	h1 := opts.GetExplicitHttpConfig().GetHttpProtocolOptions()
+	if h1 == nil {
+		h1 = &corepb.Http1ProtocolOptions{}
 	}
-	h2 := &corepb.Http2ProtocolOptions{}
-	if n := http.GetMaxConcurrentStreams(); n > 0 {
-		h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
-	}
-	upgrade := http.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE
-	switch {
-	case proto == protoHTTP2 || upgrade:
-		opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
-			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2}}}
-	case proto == protoAuto || http.GetUseClientProtocol():
-		opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{
-			HttpProtocolOptions: &corepb.Http1ProtocolOptions{}, Http2ProtocolOptions: h2}}
-	default:
+	opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{
+		HttpProtocolOptions: h1, Http2ProtocolOptions: &corepb.Http2ProtocolOptions{}}}
+	return opts
+}
+
+// finishProtocolOptions completes options that were set: Envoy requires an upstream
+// protocol, and istiod writes explicit HTTP/1 where nothing chose one (clusterWrapper.build).
+func finishProtocolOptions(opts *upstreamhttp.HttpProtocolOptions) *upstreamhttp.HttpProtocolOptions {
+	if opts != nil && opts.UpstreamProtocolOptions == nil {
 		opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corepb.Http1ProtocolOptions{}}}}
 	}
@@ -233,11 +376,8 @@ func (p *policy) applyOutlierDetection(c *clusterpb.Cluster, fs *faults) {
 		return
 	}
 	out := &clusterpb.OutlierDetection{EnforcingSuccessRate: wrapperspb.UInt32(0)}
-	if n := od.GetConsecutiveErrors(); n > 0 {
-		// The deprecated field counts gateway errors (502, 503, 504) only.
-		out.ConsecutiveGatewayFailure = wrapperspb.UInt32(uint32(n))
-		out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(100)
-		out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(0)
+	if od.GetConsecutiveErrors() > 0 { //nolint:staticcheck // reported: istiod ignores it
+		p.fault(fs, "outlierDetection.consecutiveErrors is deprecated and ignored, as istiod ignores it; use consecutive5xxErrors or consecutiveGatewayErrors")
 	}
 	if v := od.GetConsecutive_5XxErrors(); v != nil {
 		out.Consecutive_5Xx = wrapperspb.UInt32(v.GetValue())
@@ -264,8 +404,26 @@ func (p *policy) applyOutlierDetection(c *clusterpb.Cluster, fs *faults) {
 		out.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
 	}
 	c.OutlierDetection = out
-	minHealth := max(od.GetMinHealthPercent(), 0)
-	c.CommonLbConfig = &clusterpb.Cluster_CommonLbConfig{HealthyPanicThreshold: &typepb.Percent{Value: float64(min(minHealth, 100))}}
+	if c.CommonLbConfig == nil {
+		c.CommonLbConfig = &clusterpb.Cluster_CommonLbConfig{}
+	}
+	if n := od.GetMinHealthPercent(); n >= 0 {
+		c.CommonLbConfig.HealthyPanicThreshold = &typepb.Percent{Value: float64(min(n, 100))}
+	}
+}
+
+// panicThresholdOff sets a healthy_panic_threshold of 0% (Envoy's panic mode off) where
+// outlier detection has set none, as istiod does for every service that may send unhealthy
+// endpoints (Service.SupportsUnhealthyEndpoints: PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS, on by
+// default): Envoy's default of 50% would send traffic to unready endpoints when few are
+// healthy.
+func panicThresholdOff(c *clusterpb.Cluster) {
+	if c.CommonLbConfig == nil {
+		c.CommonLbConfig = &clusterpb.Cluster_CommonLbConfig{}
+	}
+	if c.CommonLbConfig.HealthyPanicThreshold == nil {
+		c.CommonLbConfig.HealthyPanicThreshold = &typepb.Percent{}
+	}
 }
 
 // enforcing is 100% when a threshold is set, 0% when it is 0 (which turns the check off).
@@ -276,10 +434,12 @@ func enforcing(threshold uint32) *wrapperspb.UInt32Value {
 	return wrapperspb.UInt32(100)
 }
 
-// checkTLS reports client TLS settings, which are not translated: origination needs
-// certificates the bridge does not serve (SDS), so the cluster connects in plaintext.
-func (p *policy) checkTLS(fs *faults) {
-	if mode := p.tls.GetMode(); mode != networking.ClientTLSSettings_DISABLE {
-		p.fault(fs, "tls: mode %s is not translated (it needs certificates the bridge does not serve); clusters connect in plaintext", mode)
+// checkUnsupported reports the settings the translation leaves out.
+func (p *policy) checkUnsupported(fs *faults) {
+	if p.proxyProtocol != nil {
+		p.fault(fs, "proxyProtocol is not translated; clusters send no PROXY header")
+	}
+	if p.tunnel != nil {
+		p.fault(fs, "tunnel is not translated; clusters connect directly")
 	}
 }

@@ -23,10 +23,12 @@ import (
 // descriptors.
 var (
 	seHosts      = fieldNum(&networking.ServiceEntry{}, "hosts")
+	seAddresses  = fieldNum(&networking.ServiceEntry{}, "addresses")
 	sePorts      = fieldNum(&networking.ServiceEntry{}, "ports")
 	seResolution = fieldNum(&networking.ServiceEntry{}, "resolution")
 	seEndpoints  = fieldNum(&networking.ServiceEntry{}, "endpoints")
 	seSelector   = fieldNum(&networking.ServiceEntry{}, "workload_selector")
+	seSANs       = fieldNum(&networking.ServiceEntry{}, "subject_alt_names")
 	spNumber     = fieldNum(&networking.ServicePort{}, "number")
 	spProtocol   = fieldNum(&networking.ServicePort{}, "protocol")
 	spName       = fieldNum(&networking.ServicePort{}, "name")
@@ -51,10 +53,12 @@ type servicePort struct {
 // scanned is what scanServiceEntry reads.
 type scanned struct {
 	hosts      []string
+	addresses  []string
 	ports      []servicePort
 	resolution networking.ServiceEntry_Resolution
 	selector   map[string]string
 	endpoints  int
+	sans       []string // subjectAltNames: the identities TLS origination verifies by default
 }
 
 // scanServiceEntry reads the indexed fields of a valid ServiceEntry encoding, as
@@ -66,12 +70,16 @@ func scanServiceEntry(b []byte) scanned {
 		switch {
 		case num == seHosts && typ == protowire.BytesType:
 			s.hosts = append(s.hosts, string(v))
+		case num == seAddresses && typ == protowire.BytesType:
+			s.addresses = append(s.addresses, string(v))
 		case num == sePorts && typ == protowire.BytesType:
 			s.ports = append(s.ports, scanPort(v))
 		case num == seResolution && typ == protowire.VarintType:
 			s.resolution = networking.ServiceEntry_Resolution(int32(x))
 		case num == seEndpoints && typ == protowire.BytesType:
 			s.endpoints++
+		case num == seSANs && typ == protowire.BytesType:
+			s.sans = append(s.sans, string(v))
 		case num == seSelector && typ == protowire.BytesType:
 			eachField(v, func(num protowire.Number, typ protowire.Type, entry []byte, _ uint64) {
 				if num != wsLabels || typ != protowire.BytesType {

@@ -12,16 +12,17 @@ import (
 
 // TestScanServiceEntryReadsWhatUnmarshalReads: for random ServiceEntries, and for two encodings
 // one after the other (which proto merges: repeated fields appended, the last scalar winning,
-// messages merged), the scan reads the hosts, ports, resolution, workload selector and number
+// messages merged), the scan reads the hosts, addresses, ports, resolution, workload selector and number
 // of endpoints that proto.Unmarshal reads.
 func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 	text := rapid.StringMatching(`[a-z0-9.*-]{0,8}`)
 	gen := rapid.Custom(func(rt *rapid.T) *networking.ServiceEntry {
 		se := &networking.ServiceEntry{
-			Hosts:      rapid.SliceOfN(text, 0, 3).Draw(rt, "hosts"),
-			Resolution: networking.ServiceEntry_Resolution(rapid.IntRange(0, 4).Draw(rt, "resolution")),
-			Addresses:  rapid.SliceOfN(text, 0, 2).Draw(rt, "addresses"),
-			ExportTo:   rapid.SliceOfN(text, 0, 2).Draw(rt, "exportTo"),
+			Hosts:           rapid.SliceOfN(text, 0, 3).Draw(rt, "hosts"),
+			Resolution:      networking.ServiceEntry_Resolution(rapid.IntRange(0, 4).Draw(rt, "resolution")),
+			Addresses:       rapid.SliceOfN(text, 0, 2).Draw(rt, "addresses"),
+			ExportTo:        rapid.SliceOfN(text, 0, 2).Draw(rt, "exportTo"),
+			SubjectAltNames: rapid.SliceOfN(text, 0, 2).Draw(rt, "subjectAltNames"),
 		}
 		for range rapid.IntRange(0, 3).Draw(rt, "ports") {
 			se.Ports = append(se.Ports, &networking.ServicePort{
@@ -61,6 +62,8 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 		switch {
 		case !slices.Equal(got.hosts, want.GetHosts()):
 			rt.Fatalf("hosts %q, want %q", got.hosts, want.GetHosts())
+		case !slices.Equal(got.addresses, want.GetAddresses()):
+			rt.Fatalf("addresses %q, want %q", got.addresses, want.GetAddresses())
 		case !slices.Equal(got.ports, ports):
 			rt.Fatalf("ports %+v, want %+v", got.ports, ports)
 		case got.resolution != want.GetResolution():
@@ -69,6 +72,8 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 			rt.Fatalf("%d endpoints, want %d", got.endpoints, len(want.GetEndpoints()))
 		case !maps.Equal(got.selector, want.GetWorkloadSelector().GetLabels()):
 			rt.Fatalf("selector %v, want %v", got.selector, want.GetWorkloadSelector().GetLabels())
+		case !slices.Equal(got.sans, want.GetSubjectAltNames()):
+			rt.Fatalf("subjectAltNames %q, want %q", got.sans, want.GetSubjectAltNames())
 		}
 	})
 }

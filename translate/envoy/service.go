@@ -17,27 +17,22 @@ import (
 type protocol uint8
 
 const (
-	protoAuto  protocol = iota // not declared: Istio sniffs it; served as HTTP here
+	protoAuto  protocol = iota // not declared (or not one Istio knows): Istio sniffs it
 	protoHTTP                  // HTTP/1.1
 	protoHTTP2                 // HTTP2, GRPC, GRPC-Web: HTTP/2 to the upstream
 	protoOther                 // TCP, TLS, HTTPS, MONGO, ...: no HTTP routes
 )
 
-// parseProtocol reads a port's protocol as Istio does: the protocol field, or else the port
-// name's prefix ("http-web", "grpc"), case-insensitive.
-func parseProtocol(declared, portName string) protocol {
-	p := declared
-	if p == "" {
-		p, _, _ = strings.Cut(portName, "-")
-	}
-	switch strings.ToUpper(p) {
+// parseProtocol reads a ServiceEntry port's protocol as istiod does (protocol.Parse): the
+// protocol field alone, case-insensitive. The port's name does not count (istiod reads the
+// name only for Kubernetes Services); an unset or unknown protocol is protocol sniffing.
+func parseProtocol(declared string) protocol {
+	switch strings.ToUpper(declared) {
 	case "HTTP":
 		return protoHTTP
 	case "HTTP2", "GRPC", "GRPC-WEB":
 		return protoHTTP2
-	case "":
-		return protoAuto
-	case "TCP", "TLS", "HTTPS", "MONGO", "MYSQL", "REDIS", "UDP", "HBONE":
+	case "TCP", "TLS", "HTTPS", "MONGO", "MYSQL", "REDIS", "UDP":
 		return protoOther
 	}
 	return protoAuto
@@ -79,7 +74,7 @@ func servicePorts(se *serviceEntry, fs *faults) []port {
 			continue
 		}
 		seen[p.number] = true
-		out = append(out, port{number: p.number, target: p.target, name: p.name, protocol: parseProtocol(p.protocol, p.name)})
+		out = append(out, port{number: p.number, target: p.target, name: p.name, protocol: parseProtocol(p.protocol)})
 	}
 	return out
 }

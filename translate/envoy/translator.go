@@ -35,6 +35,7 @@ type Translator struct {
 	wes map[string]*workloadEntry
 
 	seByHost      map[string]keyList // host as written → ServiceEntries that list it
+	seByVIP       map[string]keyList // address (serviceEntry.vip) → ServiceEntries whose hosts answer to it
 	vsByHost      map[string]keyList // completed host → VirtualServices that list it
 	vsWildcard    keySet             // VirtualServices with a wildcard host
 	drByHost      map[string]keyList // completed host → DestinationRules for it
@@ -52,11 +53,21 @@ type Translator struct {
 	dirty      map[unitKey]struct{}
 	// inputFaults are faults of resources that could not be read at all, by "Kind/namespace/name".
 	inputFaults map[string]Fault
+	// fieldFaults name the fields of an input the translation does not honour, by
+	// "Kind/namespace/name" (untranslated.go).
+	fieldFaults map[string]Fault
 
 	// faults is the sorted list of every unit's faults, recomputed only after a build
 	// changed some (faultsDirty).
 	faults      []Fault
 	faultsDirty bool
+
+	// tcpBinds are the outbound listeners that non-HTTP ports bind, by listener name, with the
+	// hosts whose filter chains each gathers (tcplisteners.go).
+	tcpBinds map[string]*tcpBindState
+
+	// outboundPolicy is where sidecars send destinations the mesh does not know (sidecar.go).
+	outboundPolicy OutboundTrafficPolicy
 }
 
 type keySet = map[string]struct{}
@@ -87,12 +98,14 @@ func delKey(m map[string]keyList, k, v string) {
 type unitKind uint8
 
 const (
-	unitHost           unitKind = iota // one host of the mesh: its clusters, routes and listeners
-	unitEndpoints                      // one host's load assignments (EDS), apart: most changes are endpoints
-	unitPort                           // the outbound listener and route configuration of a port
-	unitGateway                        // the checks of one Gateway
-	unitGatewayClass                   // the merged Gateways of one gateway class: its listeners and routes
-	unitVirtualService                 // the checks of one VirtualService that no host or gateway makes
+	unitHost            unitKind = iota // one host of the mesh: its clusters, routes and listeners
+	unitEndpoints                       // one host's load assignments (EDS), apart: most changes are endpoints
+	unitPort                            // the outbound listener and route configuration of a port
+	unitGateway                         // the checks of one Gateway
+	unitGatewayClass                    // the merged Gateways of one gateway class: its listeners and routes
+	unitVirtualService                  // the checks of one VirtualService that no host or gateway makes
+	unitTCPListener                     // an outbound listener bound to an address of its own (VIP_PORT)
+	unitSidecarPlumbing                 // istiod's capture listeners and passthrough clusters (sidecar.go), once
 )
 
 type unitKey struct {
@@ -104,8 +117,9 @@ type unitKey struct {
 type depKind uint8
 
 const (
-	depHost    depKind = iota // the ServiceEntry and DestinationRule of a host
-	depGateway                // a Gateway's existence
+	depHost           depKind = iota // the ServiceEntry and DestinationRule of a host
+	depGateway                       // a Gateway's existence
+	depVirtualService                // a VirtualService, read as a delegate of another
 )
 
 type depKey struct {
@@ -123,6 +137,8 @@ type unitState struct {
 	// Host units only: per HTTP port, the virtual host that the port's route configuration
 	// gathers as it is (see buildPort), and whether its routes inject faults.
 	vhosts []portVhost
+	// Host units only: the filter chains of its non-HTTP ports, per listener they join.
+	tcp []tcpContribution
 }
 
 type outKey struct{ typeURL, name string }
@@ -143,15 +159,23 @@ func (o output) value() []byte {
 	return v
 }
 
-// portVhost locates a host's virtual host for one port: the last bytes of the encoding of the
-// host's route configuration for that port (outputs[route].value()), which holds that one
-// virtual host.
+// portVhost locates a host's virtual host for one port. The host's route configuration for
+// that port (outputs[route]) ends with the proxyless gRPC client's virtual host, of size bytes;
+// the sidecar's, which the port's route configuration gathers, is sidecar followed by the last
+// shared bytes of that encoding (its routes, when they are the same; see buildRoutes).
 type portVhost struct {
 	port      uint32
 	route     int
-	size      int
+	sidecar   []byte
+	shared    int
 	usesFault bool
 }
+
+// vhostParts is an encoded virtual host in two parts, head then tail, written one after the
+// other (see appendRouteConfiguration).
+type vhostParts struct{ head, tail []byte }
+
+func (v vhostParts) size() int { return len(v.head) + len(v.tail) }
 
 // set adds an output, or replaces the one of the same key.
 func (u *unitState) set(o output) int {
@@ -192,18 +216,19 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded virtual host for a port and whether it injects faults.
-func (u *unitState) vhost(p uint32) (vh []byte, usesFault, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port and whether it injects
+// faults.
+func (u *unitState) vhost(p uint32) (vh vhostParts, usesFault, ok bool) {
 	if u == nil {
-		return nil, false, false
+		return vhostParts{}, false, false
 	}
 	for _, v := range u.vhosts {
 		if v.port == p {
 			value := u.outputs[v.route].value()
-			return value[len(value)-v.size:], v.usesFault, true
+			return vhostParts{head: v.sidecar, tail: value[len(value)-v.shared:]}, v.usesFault, true
 		}
 	}
-	return nil, false, false
+	return vhostParts{}, false, false
 }
 
 // SetGatewayClass builds, from the next Translate, the outputs of a gateway class. The xDS
@@ -228,6 +253,9 @@ type TranslatorOptions struct {
 	DomainSuffix string
 	// GatewayClasses are built from the start (SetGatewayClass), for tools and tests.
 	GatewayClasses []translate.GatewayClass
+	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
+	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
+	OutboundTrafficPolicy OutboundTrafficPolicy
 }
 
 // NewTranslator returns a Translator with no inputs.
@@ -239,13 +267,15 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		suffix: opts.DomainSuffix,
 		ses:    map[string]*serviceEntry{}, vss: map[string]*virtualService{},
 		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
-		seByHost: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
+		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		dependents: map[depKey]map[unitKey]struct{}{},
-		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{},
-		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{},
+		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
+		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
+		outboundPolicy: opts.OutboundTrafficPolicy,
 	}
+	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {
 		t.SetGatewayClass(c)
 	}
@@ -344,12 +374,12 @@ func (t *Translator) Translate() (Delta, Stats) {
 			t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
 		}
 	}
-	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort} {
+	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitTCPListener, unitSidecarPlumbing} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
 			switch kind {
-			case unitPort:
+			case unitPort, unitTCPListener:
 				st.Ports++
 			case unitGateway, unitGatewayClass:
 				st.Gateways++
@@ -406,6 +436,10 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 		u = t.buildGatewayClass(key.name)
 	case unitVirtualService:
 		u = t.checkVirtualService(key.name)
+	case unitTCPListener:
+		u = t.buildTCPListener(key.name)
+	case unitSidecarPlumbing:
+		u = t.buildSidecarPlumbing()
 	}
 	t.record(key, u, delta)
 }
@@ -415,13 +449,14 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 	old := t.units[key]
 	if key.kind == unitHost {
 		t.updatePorts(key.name, old, u)
+		t.updateTCPBinds(key.name, old, u)
 	}
 	t.diff(old, u, delta)
 	t.setDeps(key, old, u)
 	if old == nil && len(u.faults) > 0 || old != nil && !slices.Equal(old.faults, u.faults) {
 		t.faultsDirty = true
 	}
-	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps) == 0 && len(u.vhosts) == 0 {
+	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps) == 0 && len(u.vhosts) == 0 && len(u.tcp) == 0 {
 		delete(t.units, key)
 		return
 	}
@@ -435,9 +470,9 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 // the order, which the next build of the port makes again.
 type portState struct {
 	hosts  keySet
-	order  []string // hosts, sorted; nil until the port is built after the set changed
-	vhosts [][]byte // of order's hosts
-	faults int      // hosts whose virtual host injects faults
+	order  []string     // hosts, sorted; nil until the port is built after the set changed
+	vhosts []vhostParts // of order's hosts
+	faults int          // hosts whose virtual host injects faults
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -477,14 +512,14 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 
 // gathered returns a port's hosts' virtual hosts, in host order, and whether any injects
 // faults.
-func (t *Translator) gathered(p uint32) (vhosts [][]byte, usesFault bool) {
+func (t *Translator) gathered(p uint32) (vhosts []vhostParts, usesFault bool) {
 	ps := t.ports[p]
 	if ps == nil {
 		return nil, false
 	}
 	if ps.order == nil {
 		ps.order = sortedKeys(ps.hosts)
-		ps.vhosts = make([][]byte, len(ps.order))
+		ps.vhosts = make([]vhostParts, len(ps.order))
 		for i, h := range ps.order {
 			ps.vhosts[i], _, _ = t.units[unitKey{unitHost, h}].vhost(p)
 		}
@@ -590,6 +625,9 @@ func (t *Translator) Faults() []Fault {
 			all = append(all, u.faults...)
 		}
 		for _, f := range t.inputFaults {
+			all = append(all, f)
+		}
+		for _, f := range t.fieldFaults {
 			all = append(all, f)
 		}
 		t.faults, t.faultsDirty = sortFaults(all), false

@@ -322,8 +322,9 @@ func TestDestinationRuleChangeRebuildsWhatRoutesToItsHost(t *testing.T) {
 		t.Errorf("rebuilt %d hosts and %d gateways; want 1 and 1", st.Hosts, st.Gateways)
 	}
 	wantRemoved := map[string][]string{
-		ClusterType:  {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
-		EndpointType: {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
+		ClusterType:     {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
+		EndpointType:    {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
+		GRPCClusterType: {"outbound|9080|v1|productpage.bookinfo.svc.cluster.local"},
 	}
 	if !mapsEqual(delta.Removed, wantRemoved) || len(delta.Resources()) != 0 {
 		t.Errorf("upserts %v, removed %v; want none and %v", upsertNames(delta), delta.Removed, wantRemoved)

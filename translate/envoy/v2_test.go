@@ -3,6 +3,7 @@ package envoy
 import (
 	"compress/gzip"
 	"fmt"
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"io"
 	"os"
 	"slices"
@@ -32,10 +33,12 @@ import (
 
 // v2Message is the v2 message of each v3 resource type.
 var v2Message = map[string]protoreflect.FullName{
-	translate.EnvoyClusterType:  "envoy.api.v2.Cluster",
-	translate.EnvoyEndpointType: "envoy.api.v2.ClusterLoadAssignment",
-	translate.EnvoyListenerType: "envoy.api.v2.Listener",
-	translate.EnvoyRouteType:    "envoy.api.v2.RouteConfiguration",
+	translate.EnvoyClusterType: "envoy.api.v2.Cluster",
+	// The proxyless gRPC clients' clusters, served under the cluster type URL.
+	translate.EnvoyGRPCClusterCollection: "envoy.api.v2.Cluster",
+	translate.EnvoyEndpointType:          "envoy.api.v2.ClusterLoadAssignment",
+	translate.EnvoyListenerType:          "envoy.api.v2.Listener",
+	translate.EnvoyRouteType:             "envoy.api.v2.RouteConfiguration",
 }
 
 // v2Renames are the fields the translation sets whose v2 name differs from v3's, with the
@@ -88,12 +91,19 @@ func TestV3BodiesReadAsV2(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: no v2 message for %s: %v", name, r.TypeURL, err)
 			}
-			body := envoyv2.Value(r.TypeURL, r.Body().GetValue()) // what the v2 transport serves
+			if r.TypeURL == GRPCClusterType && hasTransportSocket(t, r) {
+				// ISTIO_MUTUAL for proxyless clients names certificate providers in fields
+				// newer than Envoy 1.16's API: a v2 gRPC client (grpc-go 1.34) cannot take it.
+				// A known gap (doc.go, "Left out"); the rest of the gRPC form is proved.
+				continue
+			}
+			typeURL := r.Body().GetTypeUrl()                    // the gRPC clusters' collection holds Clusters
+			body := envoyv2.Value(typeURL, r.Body().GetValue()) // what the v2 transport serves
 			v2 := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
 			if err := proto.Unmarshal(body, v2); err != nil {
 				t.Fatalf("%s: %s %q does not parse as %s: %v", name, typeName(r.TypeURL), r.Name, d.FullName(), err)
 			}
-			v3, err := (&anypb.Any{TypeUrl: r.TypeURL, Value: body}).UnmarshalNew()
+			v3, err := (&anypb.Any{TypeUrl: typeURL, Value: body}).UnmarshalNew()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,23 +208,42 @@ func sameSingle(files *protoregistry.Files, f3, f2 protoreflect.FieldDescriptor,
 // sameAny checks the message inside an Any: its type must be one Envoy 1.16 knew, and its
 // fields must carry over to that type as the resource's do.
 func sameAny(files *protoregistry.Files, v3, v2 protoreflect.Message, at string, renames map[string]bool) []string {
-	a := v3.Interface().(*anypb.Any)
-	fields := v2.Descriptor().Fields()
-	if v2.Get(fields.ByName("type_url")).String() != a.GetTypeUrl() || !slices.Equal(v2.Get(fields.ByName("value")).Bytes(), a.GetValue()) {
+	// v3 is an Any, or (inside a message only v2 names, read as itself) a dynamic one.
+	f3, f2 := v3.Descriptor().Fields(), v2.Descriptor().Fields()
+	typeURL, value := v3.Get(f3.ByName("type_url")).String(), v3.Get(f3.ByName("value")).Bytes()
+	if v2.Get(f2.ByName("type_url")).String() != typeURL || !slices.Equal(v2.Get(f2.ByName("value")).Bytes(), value) {
 		return []string{at + ": the Any differs"}
 	}
-	name := protoreflect.FullName(a.GetTypeUrl()[strings.LastIndexByte(a.GetTypeUrl(), '/')+1:])
+	name := protoreflect.FullName(typeURL[strings.LastIndexByte(typeURL, '/')+1:])
 	d, err := files.FindDescriptorByName(name)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: %s is not a type of Envoy 1.16's API", at, name)}
 	}
 	inner2 := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
-	if err := proto.Unmarshal(a.GetValue(), inner2); err != nil {
+	if err := proto.Unmarshal(value, inner2); err != nil {
 		return []string{fmt.Sprintf("%s: does not parse as Envoy 1.16's %s: %v", at, name, err)}
 	}
 	var inner3 protoreflect.Message = inner2 // a type only the old API has (a v2 rename): itself
-	if m, err := a.UnmarshalNew(); err == nil {
-		inner3 = m.ProtoReflect()
+	if v3name, ok := v3OfV2Type[name]; ok {
+		name = v3name // read as the v3 message the translation wrote
+	}
+	if mt, err := protoregistry.GlobalTypes.FindMessageByName(name); err == nil {
+		m := mt.New()
+		if err := proto.Unmarshal(value, m.Interface()); err == nil {
+			inner3 = m
+		}
 	}
 	return carryOver(files, inner3, inner2, fmt.Sprintf("%s<%s>", at, name), renames)
+}
+
+// v3OfV2Type: the Any types translate/envoyv2 renames to their v2 names, back to the v3 ones
+// the translation wrote, so that their fields are compared.
+var v3OfV2Type = map[protoreflect.FullName]protoreflect.FullName{
+	"envoy.config.filter.network.http_connection_manager.v2.HttpConnectionManager": "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+}
+
+func hasTransportSocket(t *testing.T, r Resource) bool {
+	c := &clusterpb.Cluster{}
+	mustUnmarshal(t, r, c)
+	return c.GetTransportSocket() != nil
 }

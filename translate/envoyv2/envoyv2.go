@@ -3,9 +3,14 @@
 package envoyv2
 
 import (
+	"strings"
+
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -39,12 +44,30 @@ import (
 //   - the retry host predicate envoy.extensions.retry.host.previous_hosts.v3
 //     .PreviousHostsPredicate is typed as Envoy 1.16's envoy.config.retry.previous_hosts.v2
 //     .PreviousHostsPredicate (both empty);
+//   - Listener.bind_to_port becomes deprecated_v1.bind_to_port;
+//   - Listener.default_filter_chain (Envoy 1.17) becomes the listener's last filter chain,
+//     its match empty, as istiod wrote its PassthroughFilterChain before: Envoy 1.16 takes it
+//     for what no other chain matches at the first criterion where they differ (a connection
+//     that matches a chain's transport protocol but not its application protocols finds no
+//     chain there, where the default chain would take it);
 //
-// and one, which v2 has no field for, is left out: Cluster.maglev_lb_config (the Maglev
-// table size; a v2 client uses its default, 65537). TestV3BodiesReadAsV2 proves, over every
+// and those v2 has no field for are left out: Cluster.maglev_lb_config (the Maglev table
+// size; a v2 client uses its default, 65537); FilterChain.transport_socket_connect_timeout
+// (Envoy 1.16 has no such timeout); Listener.max_connections_to_accept_per_socket_event
+// (Envoy 1.16 accepts every pending connection per socket event); the TLS inspector's initial_read_buffer_size (Envoy
+// 1.16's reads what it needs); HeaderMatcher.treat_missing_header_as_empty (a v2 client does
+// not match a withoutHeaders condition when the header is missing);
+// RequestMirrorPolicy.disable_shadow_host_suffix_append (it appends "-shadow" to a mirrored
+// request's Host); RouteConfiguration.max_direct_response_body_size_bytes (its default, 4 KiB,
+// holds); and RouteConfiguration.ignore_port_in_host_matching, for which each domain of the
+// route configuration without a port is also given as "DOMAIN:*", a prefix wildcard that
+// matches the domain with any port, as the v3 client matches the domain alone;
+// Cluster.dns_jitter and typed_dns_resolver_config (Envoy 1.16 resolves with c-ares, without
+// jitter); and the connection managers' path_with_escaped_slashes_action KEEP_UNCHANGED (what
+// Envoy 1.16 does with escaped slashes anyway). TestV3BodiesReadAsV2 proves, over every
 // golden input, that nothing else is unknown to Envoy 1.16's API, inside Anys too. A body
-// that holds none of them is returned as it is, not marshalled again; only routes and clusters
-// are read at all.
+// that holds none of them is returned as it is, not marshalled again; only routes, clusters
+// and listeners are read at all.
 func Value(typeURL string, value []byte) []byte {
 	var m proto.Message
 	switch typeURL {
@@ -52,6 +75,8 @@ func Value(typeURL string, value []byte) []byte {
 		m = &routepb.RouteConfiguration{}
 	case translate.EnvoyClusterType:
 		m = &clusterpb.Cluster{}
+	case translate.EnvoyListenerType:
+		m = &listenerpb.Listener{}
 	default:
 		return value
 	}
@@ -81,6 +106,23 @@ func toV2(m protoreflect.Message) bool {
 			v.Append = wrapperspb.Bool(false) //nolint:staticcheck // the v2 field, on purpose
 			changed = true
 		}
+	case *routepb.RouteConfiguration:
+		if v.GetIgnorePortInHostMatching() {
+			v.IgnorePortInHostMatching = false
+			for _, vh := range v.GetVirtualHosts() {
+				vh.Domains = withAnyPort(vh.GetDomains())
+			}
+			changed = true
+		}
+		if v.GetMaxDirectResponseBodySizeBytes() != nil {
+			v.MaxDirectResponseBodySizeBytes = nil
+			changed = true
+		}
+	case *routepb.RouteAction_RequestMirrorPolicy:
+		if v.GetDisableShadowHostSuffixAppend() {
+			v.DisableShadowHostSuffixAppend = false
+			changed = true
+		}
 	case *routepb.RouteAction:
 		if d := v.GetMaxStreamDuration(); d != nil {
 			v.MaxGrpcTimeout = d.GetGrpcTimeoutHeaderMax() //nolint:staticcheck // the v2 field, on purpose
@@ -90,6 +132,12 @@ func toV2(m protoreflect.Message) bool {
 	case *clusterpb.Cluster:
 		if v.GetMaglevLbConfig() != nil {
 			v.LbConfig = nil
+			changed = true
+		}
+		// istiod's DNS settings that Envoy 1.16 has no field for: the jitter (none there) and
+		// the typed resolver (c-ares there anyway, with its own query limit).
+		if v.GetDnsJitter() != nil || v.GetTypedDnsResolverConfig() != nil {
+			v.DnsJitter, v.TypedDnsResolverConfig = nil, nil
 			changed = true
 		}
 		changed = protocolOptionsToV2(v) || changed
@@ -103,7 +151,38 @@ func toV2(m protoreflect.Message) bool {
 			v.ResourceApiVersion = corepb.ApiVersion_V2 //nolint:staticcheck // the v2 value, on purpose
 			changed = true
 		}
+	case *listenerpb.Listener:
+		if a := v.GetApiListener().GetApiListener(); a.GetTypeUrl() == hcmTypeURL {
+			// grpc-go 1.34 reads an API listener's connection manager under its v2 name only
+			// (1.35 takes both); the fields a proxyless client's has are the same in v2. An
+			// Envoy's connection managers keep their v3 name, which Envoy 1.16 reads, with
+			// fields (in inline routes) that its v2 one lacks.
+			hcmToV2(a)
+			a.TypeUrl = hcmV2TypeURL
+			changed = true
+		}
+		if v.GetBindToPort() != nil {
+			v.DeprecatedV1 = &listenerpb.Listener_DeprecatedV1{BindToPort: v.GetBindToPort()} //nolint:staticcheck // the v2 field, on purpose
+			v.BindToPort = nil
+			changed = true
+		}
+		if dc := v.GetDefaultFilterChain(); dc != nil {
+			v.FilterChains = append(v.FilterChains, dc)
+			v.DefaultFilterChain = nil
+			changed = true
+		}
+		if v.GetMaxConnectionsToAcceptPerSocketEvent() != nil {
+			v.MaxConnectionsToAcceptPerSocketEvent = nil
+			changed = true
+		}
+	case *listenerpb.FilterChain:
+		if v.GetTransportSocketConnectTimeout() != nil {
+			v.TransportSocketConnectTimeout = nil
+			changed = true
+		}
 	case *anypb.Any:
+		changed = tlsInspectorToV2(v) || changed
+		changed = hcmToV2(v) || changed
 		if to, ok := anyTypeV2[v.GetTypeUrl()]; ok {
 			v.TypeUrl = to
 			changed = true
@@ -136,7 +215,26 @@ func toV2(m protoreflect.Message) bool {
 // anyTypeV2 renames the types of Anys that Envoy 1.16 knows under another name, with the
 // same fields (the message below is empty in both).
 var anyTypeV2 = map[string]string{
-	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate": "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
+	"type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate":            "type.googleapis.com/envoy.config.retry.previous_hosts.v2.PreviousHostsPredicate",
+	"type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig": "type.googleapis.com/envoy.config.retry.previous_priorities.PreviousPrioritiesConfig",
+}
+
+// withAnyPort adds to the domains without a port (not "*", not an IPv6 address' "[...]"
+// with one) the form "DOMAIN:*", which an Envoy of before ignore_port_in_host_matching
+// (1.19) takes as a prefix wildcard: the domain with any port.
+func withAnyPort(domains []string) []string {
+	out := make([]string, 0, 2*len(domains))
+	for _, d := range domains {
+		out = append(out, d)
+		if d == "*" || strings.HasSuffix(d, "*") {
+			continue
+		}
+		if i := strings.LastIndexByte(d, ':'); i >= 0 && !strings.HasSuffix(d, "]") {
+			continue // has a port already
+		}
+		out = append(out, d+":*")
+	}
+	return out
 }
 
 // httpProtocolOptionsKey is the typed_extension_protocol_options key of the upstream HTTP
@@ -199,6 +297,12 @@ func protocolOptionsToV2(c *clusterpb.Cluster) bool {
 // contains have none; the translation sets neither (a match it cannot spell in v2 stays, and
 // TestV3BodiesReadAsV2 fails).
 func headerMatcherToV2(h *routepb.HeaderMatcher) bool {
+	changed := h.GetTreatMissingHeaderAsEmpty()
+	h.TreatMissingHeaderAsEmpty = false
+	return stringMatchToV2(h) || changed
+}
+
+func stringMatchToV2(h *routepb.HeaderMatcher) bool {
 	sm := h.GetStringMatch()
 	if sm == nil || sm.GetIgnoreCase() {
 		return false
@@ -218,3 +322,43 @@ func headerMatcherToV2(h *routepb.HeaderMatcher) bool {
 	}
 	return true
 }
+
+// tlsInspectorToV2 drops the TLS inspector's initial_read_buffer_size, which Envoy 1.16 does
+// not have.
+func tlsInspectorToV2(a *anypb.Any) bool {
+	var ti tlsinspectorpb.TlsInspector
+	if a.GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector" || a.UnmarshalTo(&ti) != nil || ti.GetInitialReadBufferSize() == nil {
+		return false
+	}
+	ti.InitialReadBufferSize = nil
+	out, err := anypb.New(&ti)
+	if err != nil {
+		return false
+	}
+	a.Value = out.GetValue()
+	return true
+}
+
+// hcmToV2 leaves path_with_escaped_slashes_action KEEP_UNCHANGED (Envoy 1.18; what older
+// Envoys do) out of a connection manager.
+func hcmToV2(a *anypb.Any) bool {
+	if a.GetTypeUrl() != hcmTypeURL {
+		return false
+	}
+	var m hcmpb.HttpConnectionManager
+	if a.UnmarshalTo(&m) != nil || m.GetPathWithEscapedSlashesAction() != hcmpb.HttpConnectionManager_KEEP_UNCHANGED {
+		return false
+	}
+	m.PathWithEscapedSlashesAction = hcmpb.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&m)
+	if err != nil {
+		return false
+	}
+	a.Value = b
+	return true
+}
+
+const (
+	hcmTypeURL   = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	hcmV2TypeURL = "type.googleapis.com/envoy.config.filter.network.http_connection_manager.v2.HttpConnectionManager"
+)

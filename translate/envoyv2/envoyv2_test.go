@@ -8,6 +8,7 @@ import (
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	previoushosts "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -200,4 +201,90 @@ func marshalB(b *testing.B, m proto.Message) []byte {
 		b.Fatal(err)
 	}
 	return out
+}
+
+// TestValueLeavesOutWhatV2CannotSayAndMatchesAnyPort: the route configuration settings,
+// header and mirror fields Envoy 1.16 lacks are left out; with the port of the Host header no
+// longer ignored, each domain without a port is also given with any port ("DOMAIN:*").
+func TestValueLeavesOutWhatV2CannotSayAndMatchesAnyPort(t *testing.T) {
+	rc := &routepb.RouteConfiguration{
+		Name: "9080", IgnorePortInHostMatching: true, MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1 << 20),
+		VirtualHosts: []*routepb.VirtualHost{{
+			Name: "h", Domains: []string{"a.example", "a.example:9080", "240.0.0.1", "[2001:db8::1]", "*"},
+			Routes: []*routepb.Route{{
+				Match: &routepb.RouteMatch{PathSpecifier: &routepb.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routepb.HeaderMatcher{
+					{Name: "x", InvertMatch: true, TreatMissingHeaderAsEmpty: true,
+						HeaderMatchSpecifier: &routepb.HeaderMatcher_StringMatch{StringMatch: &matcherpb.StringMatcher{MatchPattern: &matcherpb.StringMatcher_Exact{Exact: "bot"}}}},
+				}},
+				Action: &routepb.Route_Route{Route: &routepb.RouteAction{
+					ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: "c"},
+					RequestMirrorPolicies: []*routepb.RouteAction_RequestMirrorPolicy{{
+						Cluster: "m", DisableShadowHostSuffixAppend: true, TraceSampled: wrapperspb.Bool(false)}},
+				}},
+			}},
+		}},
+	}
+	b, err := proto.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &routepb.RouteConfiguration{}
+	if err := proto.Unmarshal(Value(translate.EnvoyRouteType, b), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetIgnorePortInHostMatching() || got.GetMaxDirectResponseBodySizeBytes() != nil {
+		t.Errorf("route configuration settings kept: %v", got)
+	}
+	want := []string{"a.example", "a.example:*", "a.example:9080", "240.0.0.1", "240.0.0.1:*", "[2001:db8::1]", "[2001:db8::1]:*", "*"}
+	if d := got.GetVirtualHosts()[0].GetDomains(); !slices.Equal(d, want) {
+		t.Errorf("domains %q; want %q", d, want)
+	}
+	r := got.GetVirtualHosts()[0].GetRoutes()[0]
+	h := r.GetMatch().GetHeaders()[0]
+	if h.GetTreatMissingHeaderAsEmpty() || h.GetExactMatch() != "bot" || !h.GetInvertMatch() { //nolint:staticcheck // the v2 field
+		t.Errorf("header matcher %v", h)
+	}
+	if mp := r.GetRoute().GetRequestMirrorPolicies()[0]; mp.GetDisableShadowHostSuffixAppend() || mp.GetCluster() != "m" {
+		t.Errorf("mirror policy %v", mp)
+	}
+	if err := got.ValidateAll(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestValueMovesTheDefaultFilterChainLastAndDropsAcceptLimit: Envoy 1.16 has no
+// default_filter_chain: istiod's PassthroughFilterChain becomes the last filter chain, its match
+// empty; the per-event accept limit, unknown to it, is left out; the rest stays.
+func TestValueMovesTheDefaultFilterChainLastAndDropsAcceptLimit(t *testing.T) {
+	chain := func(name string, m *listenerpb.FilterChainMatch) *listenerpb.FilterChain {
+		return &listenerpb.FilterChain{Name: name, FilterChainMatch: m, Filters: []*listenerpb.Filter{{Name: "envoy.filters.network.tcp_proxy"}}}
+	}
+	l := &listenerpb.Listener{
+		Name:                                 "0.0.0.0_9080",
+		FilterChains:                         []*listenerpb.FilterChain{chain("http", &listenerpb.FilterChainMatch{TransportProtocol: "raw_buffer"})},
+		DefaultFilterChain:                   chain("PassthroughFilterChain", &listenerpb.FilterChainMatch{}),
+		MaxConnectionsToAcceptPerSocketEvent: wrapperspb.UInt32(1),
+		UseOriginalDst:                       wrapperspb.Bool(true),
+	}
+	b, err := proto.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &listenerpb.Listener{}
+	if err := proto.Unmarshal(Value(translate.EnvoyListenerType, b), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetDefaultFilterChain() != nil || got.GetMaxConnectionsToAcceptPerSocketEvent() != nil {
+		t.Errorf("v3-only fields kept: %v", got)
+	}
+	fcs := got.GetFilterChains()
+	if len(fcs) != 2 || fcs[0].GetName() != "http" || fcs[1].GetName() != "PassthroughFilterChain" || fcs[1].GetFilterChainMatch().GetTransportProtocol() != "" {
+		t.Errorf("filter chains %v; want http, then PassthroughFilterChain", fcs)
+	}
+	if !got.GetUseOriginalDst().GetValue() || got.GetName() != l.GetName() {
+		t.Errorf("listener %v lost what v2 has", got)
+	}
+	if err := got.ValidateAll(); err != nil {
+		t.Error(err)
+	}
 }

@@ -6,7 +6,7 @@
 // (translate/envoy, TestV3BodiesReadAsV2) reads the translation's bodies with them, the types
 // inside their Anys too; the main module cannot import these packages (they are gone from the
 // go-control-plane it uses, or older, and conflict with its envoy submodule). A module of its
-// own, so that its go-control-plane is v0.9.7 whatever grpc-go 1.35 (e2e/xdsv2) needs.
+// own, so that its go-control-plane is v0.9.7 whatever grpc-go 1.34 (e2e/xdsv2) needs.
 //
 //	go run . -o ../../../translate/envoy/testdata/envoy-1.16-api.binpb.gz
 package main

@@ -20,12 +20,12 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	_ "google.golang.org/grpc/xds" // the xds:/// resolver and balancers of grpc-go 1.35
+	_ "google.golang.org/grpc/xds" // the xds:/// resolver and balancers of grpc-go 1.34
 )
 
 var bridgeBin = flag.String("bridge", "", "the mcpbridge binary; empty: built from the repository for this run")
 
-// clientEnv, set, makes the test binary the xDS client instead of the test: grpc-go 1.35 reads
+// clientEnv, set, makes the test binary the xDS client instead of the test: grpc-go 1.34 reads
 // GRPC_XDS_BOOTSTRAP once, when its packages initialize, so the client runs in a process of
 // its own, started with the bootstrap file the test wrote.
 const clientEnv = "MCPBRIDGE_E2E_XDSV2_CLIENT"
@@ -43,12 +43,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestGRPC135XDSClientOverV2 runs grpc-go 1.35's xDS client, which speaks xDS v2 when its
+// TestGRPC134XDSClientOverV2 runs grpc-go 1.34's xDS client, which speaks xDS v2 when its
 // bootstrap's server does not announce "xds_v3", against a real bridge process: it resolves
 // xds:///HOST:PORT through the bridge's v2 LDS, RDS, CDS and EDS, and calls the backend the
 // ServiceEntry names, through a route that matches a header (the v3 string_match the bridge
-// rewrites to v2's exact_match; grpc-go 1.35 refuses a header matcher it cannot read).
-func TestGRPC135XDSClientOverV2(t *testing.T) {
+// rewrites to v2's exact_match; grpc-go 1.34 refuses a header matcher it cannot read).
+func TestGRPC134XDSClientOverV2(t *testing.T) {
 	dir := t.TempDir()
 	backend := startBackend(t)
 	cfgDir := filepath.Join(dir, "config")
@@ -62,7 +62,7 @@ func TestGRPC135XDSClientOverV2(t *testing.T) {
 	bootstrap := filepath.Join(dir, "bootstrap.json")
 	write(t, bootstrap, fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}]}],
-  "node": {"id": "grpc135~127.0.0.1~client.e2e~e2e.svc.cluster.local", "metadata": {}}
+  "node": {"id": "grpc134~127.0.0.1~client.e2e~e2e.svc.cluster.local", "metadata": {"GENERATOR": "grpc"}}
 }`, grpcAddr))
 	client := exec.Command(os.Args[0], "-test.run=^$")
 	client.Env = append(os.Environ(), clientEnv+"=xds:///"+fmt.Sprintf("%s:%d", host, port), "GRPC_XDS_BOOTSTRAP="+bootstrap, "GRPC_GO_LOG_SEVERITY_LEVEL=warning")
@@ -77,7 +77,7 @@ func TestGRPC135XDSClientOverV2(t *testing.T) {
 	if !lines.Scan() || lines.Text() != "SERVING" {
 		stdin.Close()
 		client.Wait()
-		t.Fatalf("the grpc-go 1.35 client did not reach the backend: %q\nclient stderr:\n%s\nbridge log:\n%s", lines.Text(), stderr.String(), bridge.log())
+		t.Fatalf("the grpc-go 1.34 client did not reach the backend: %q\nclient stderr:\n%s\nbridge log:\n%s", lines.Text(), stderr.String(), bridge.log())
 	}
 
 	// While its streams are open: the client spoke v2, for v2 types, and ACKed everything (its
@@ -114,7 +114,7 @@ func v2ClientProblems(t *testing.T, httpAddr string) []string {
 	var problems []string
 	types := map[string]bool{}
 	for _, c := range clients.Clients {
-		if c.Node != "grpc135~127.0.0.1~client.e2e~e2e.svc.cluster.local" {
+		if c.Node != "grpc134~127.0.0.1~client.e2e~e2e.svc.cluster.local" {
 			continue
 		}
 		if c.Protocol != "xds-v2-sotw" {
@@ -135,7 +135,7 @@ func v2ClientProblems(t *testing.T, httpAddr string) []string {
 	return problems
 }
 
-// runClient dials target with grpc-go 1.35's xDS resolver and checks the backend's health
+// runClient dials target with grpc-go 1.34's xDS resolver and checks the backend's health
 // service with the header the route matches; it prints SERVING, and stays connected until
 // stdin closes so that the test can look at its streams.
 func runClient(target string) int {
@@ -173,8 +173,9 @@ func startBackend(t *testing.T) int {
 	return lis.Addr().(*net.TCPAddr).Port
 }
 
-// mesh is the ServiceEntry of the backend, a VirtualService whose one route matches a
-// header, and a DestinationRule.
+// mesh is the ServiceEntry of the backend and a VirtualService whose one route matches a
+// header; no DestinationRule: grpc-go 1.34 balances round robin only, and the cluster a
+// proxyless client gets by default (GENERATOR=grpc) must be one it accepts.
 func mesh(backendPort int) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -199,14 +200,6 @@ spec:
     timeout: 20s
     route:
     - destination: {host: %[1]s, port: {number: %[2]d}}
----
-# grpc-go 1.35 balances round robin only; the bridge's default, as Istio's, is LEAST_REQUEST.
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo, namespace: e2e}
-spec:
-  host: %[1]s
-  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
 `, host, port, backendPort)
 }
 

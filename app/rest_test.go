@@ -292,7 +292,21 @@ func TestRESTAnswerEqualsTheADSResponseOfTheSameNode(t *testing.T) {
 	c := newRESTClient(t, b.httpURL, nil)
 	for _, typeURL := range []string{clusterType, listenerType} {
 		path := map[string]string{clusterType: "/v3/discovery:clusters", listenerType: "/v3/discovery:listeners"}[typeURL]
-		rest := c.until(path, &discovery.DiscoveryRequest{Node: sidecar()}, func(r *discovery.DiscoveryResponse) bool { return len(r.Resources) > 0 })
+		// Until a's and b's clusters are translated (one store write with their listeners): the
+		// sidecar plumbing (PassthroughCluster...) is there from the translation's start.
+		rest := c.until(path, &discovery.DiscoveryRequest{Node: sidecar()}, func(r *discovery.DiscoveryResponse) bool {
+			if typeURL != clusterType {
+				return len(r.Resources) > 0
+			}
+			var names []string
+			for _, a := range r.Resources {
+				var cl cluster.Cluster
+				if a.UnmarshalTo(&cl) == nil {
+					names = append(names, cl.Name)
+				}
+			}
+			return slices.Contains(names, clusterOf("a")) && slices.Contains(names, clusterOf("b"))
+		})
 		st := ads(t, dialConn(t, b.grpcAddr))
 		st.Send(&discovery.DiscoveryRequest{TypeUrl: typeURL, Node: sidecar()})
 		grpcResp := st.Recv()

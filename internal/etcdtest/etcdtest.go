@@ -5,6 +5,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -52,11 +53,29 @@ type Cluster struct {
 	initial string
 }
 
-// Start runs an etcd cluster of n members and waits until it answers.
+// Start runs an etcd cluster of n members and waits until it answers. Its ports are picked
+// free, then bound by etcd: another process may take one in between, and then the cluster is
+// started again on other ports (a few times).
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryStart(t, n, attempt)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("etcd, attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+// tryStart starts the cluster; it returns an error, having stopped every member, when one
+// exits at once because its port was taken.
+func tryStart(t testing.TB, n, attempt int) (*Cluster, error) {
+	t.Helper()
 	c := &Cluster{t: t, bin: Binary(t)}
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), fmt.Sprintf("attempt%d", attempt))
 	var initial []string
 	for i := range n {
 		m := &Member{
@@ -68,9 +87,18 @@ func Start(t testing.TB, n int) *Cluster {
 		c.Members = append(c.Members, m)
 		initial = append(initial, m.Name+"="+m.peerURL)
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	c.initial = strings.Join(initial, ",")
 	for _, m := range c.Members {
 		c.run(m, "new")
+	}
+	if err := c.portTaken(); err != nil {
+		for _, m := range c.Members {
+			m.Kill()
+		}
+		return nil, err
 	}
 	t.Cleanup(func() {
 		for _, m := range c.Members {
@@ -78,7 +106,26 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 	})
 	c.WaitHealthy()
-	return c
+	return c, nil
+}
+
+// portTaken waits until every member answers, or one has exited because its port was taken.
+func (c *Cluster) portTaken() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range c.Members {
+		for ping(m.ClientURL) != nil && time.Now().Before(deadline) {
+			select {
+			case <-m.done:
+				log, _ := os.ReadFile(m.dataDir + ".log")
+				if bytes.Contains(log, []byte("address already in use")) {
+					return fmt.Errorf("etcd %s: a port was taken before it bound it", m.Name)
+				}
+				return nil // exited otherwise: WaitHealthy reports it with its log
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Endpoints are the client URLs of every member.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -253,6 +254,17 @@ func ping(url string) error {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
+	// Below the ephemeral range (Linux: 32768-60999), which the kernel hands out to every
+	// outgoing connection too: a port from there, free now, may be a client socket's by the
+	// time a member is started again on it (Cluster.Restart). These ports only other listeners
+	// take.
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+mathrand.IntN(12000))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

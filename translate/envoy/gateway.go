@@ -19,12 +19,12 @@ import (
 // (sidecarRouteSettings).
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
-	vhosts, usesFault := t.gathered(p)
+	vhosts := t.gathered(p)
 	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
 	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
 	// behind virtualOutbound (tcplisteners.go, sidecar.go).
 	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || len(vhosts) > 0 {
-		t.buildSharedPort(b, p, vhosts, usesFault, tcp)
+		t.buildSharedPort(b, p, vhosts, tcp)
 	}
 	return b.u
 }

@@ -223,10 +223,10 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 // buildPlaintextPort: one listener and one route configuration (http.PORT) for every HTTP
 // server on the port, whichever Gateway it is of.
 func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
-	vhosts, usesFault := t.serverVirtualHosts(b, p.number, p.servers)
+	vhosts := t.serverVirtualHosts(b, p.number, p.servers)
 	b.put(RouteType, GatewayHTTPRouteName(class, p.number), envoyRouteConfiguration(GatewayHTTPRouteName(class, p.number), vhosts))
 	name := GatewayListenerName(class, p.number)
-	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_OUTBOUND, usesFault, hcmGateway)
+	l, err := httpListener(name, name, GatewayHTTPRouteName(class, p.number), p.number, corepb.TrafficDirection_OUTBOUND, hcmGateway)
 	if err != nil {
 		b.invalid("Listener", name, err)
 		return
@@ -237,7 +237,7 @@ func (t *Translator) buildPlaintextPort(b *build, class string, p mergedPort) {
 // serverVirtualHosts are the virtual hosts of some HTTP servers: for each VirtualService bound
 // to a server's Gateway, oldest first, each of its hosts that the server admits; the routes of
 // VirtualServices with the same host are joined, oldest first.
-func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedServer) ([]*routepb.VirtualHost, bool) {
+func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedServer) []*routepb.VirtualHost {
 	type bound struct {
 		vs      *virtualService
 		server  mergedServer
@@ -254,7 +254,6 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 	slices.SortStableFunc(all, func(a, b bound) int { return byAge(a.vs, b.vs) })
 	vhosts := map[string]*routepb.VirtualHost{}
 	joined := map[string]bool{} // "VirtualService key|domain": each once, however many servers admit it
-	usesFault := false
 	for _, bd := range all {
 		rc := newRouteContext(b, port, bd.server.gw.Key)
 		for _, d := range bd.domains {
@@ -274,7 +273,6 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 			}
 			vh.Routes = append(vh.Routes, rc.virtualServiceRoutes(bd.vs)...)
 		}
-		usesFault = usesFault || rc.usesFault
 	}
 	out := make([]*routepb.VirtualHost, 0, len(vhosts))
 	for _, d := range sortedKeys(vhosts) {
@@ -283,7 +281,7 @@ func (t *Translator) serverVirtualHosts(b *build, port uint32, servers []mergedS
 		vhosts[d].Routes = catchAllLast(vhosts[d].Routes)
 		out = append(out, vhosts[d])
 	}
-	return out, usesFault
+	return out
 }
 
 // buildTLSPort: one listener whose filter chains are told apart by SNI: an HTTPS server
@@ -297,9 +295,9 @@ func (t *Translator) buildTLSPort(b *build, class string, p mergedPort) {
 	for _, ms := range p.servers {
 		switch ms.kind {
 		case serverHTTPS:
-			vhosts, usesFault := t.serverVirtualHosts(b, p.number, []mergedServer{ms})
+			vhosts := t.serverVirtualHosts(b, p.number, []mergedServer{ms})
 			b.put(RouteType, ms.route, envoyRouteConfiguration(ms.route, vhosts))
-			chain, err := httpsFilterChain(ms, usesFault)
+			chain, err := httpsFilterChain(ms)
 			if err != nil {
 				b.invalid("Listener", name, err)
 				continue

@@ -262,7 +262,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if route < 0 {
 		return
 	}
-	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared, usesFault: rc.usesFault})
+	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared})
 	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {

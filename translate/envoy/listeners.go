@@ -117,8 +117,8 @@ var rdsSource = &corepb.ConfigSource{
 // authorization (RBAC, JWT) and istio.alpn and grpc_web: a standalone bridge has no
 // telemetry, policies or Istio proxy build to pair them with.
 //
-// The fault filter is on every connection manager, as istiod has it: whether a route injects
-// faults (usesFault, which callers still pass) no longer changes the listener.
+// The fault filter is on every connection manager, as istiod has it, whether or not a route
+// injects faults.
 func connectionManager(statPrefix, routeName string, class hcmClass) (*anypb.Any, error) {
 	filters, err := httpFilters(class != hcmProxyless)
 	if err != nil {
@@ -180,12 +180,12 @@ func apiListener(host, vip string, port uint32) (*listenerpb.Listener, error) {
 
 // outboundListener is an Envoy sidecar's listener for one port: every HTTP host on that port,
 // told apart by the Host header in the route configuration named by the port.
-func outboundListener(port uint32, usesFault bool) (*listenerpb.Listener, error) {
+func outboundListener(port uint32) (*listenerpb.Listener, error) {
 	name := OutboundListenerName(port)
-	return httpListener(name, "outbound_"+name, OutboundRouteName(port), port, corepb.TrafficDirection_OUTBOUND, usesFault, hcmSidecar)
+	return httpListener(name, "outbound_"+name, OutboundRouteName(port), port, corepb.TrafficDirection_OUTBOUND, hcmSidecar)
 }
 
-func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, usesFault bool, class hcmClass) (*listenerpb.Listener, error) {
+func httpListener(name, statPrefix, routeName string, port uint32, dir corepb.TrafficDirection, class hcmClass) (*listenerpb.Listener, error) {
 	hcm, err := connectionManager(statPrefix, routeName, class)
 	if err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func tlsListener(name string, port uint32, chains []*listenerpb.FilterChain) (*l
 
 // httpsFilterChain terminates an HTTPS server's TLS and routes by its own route
 // configuration: matched by its hosts as SNI names (any name, when one is "*").
-func httpsFilterChain(ms mergedServer, usesFault bool) (*listenerpb.FilterChain, error) {
+func httpsFilterChain(ms mergedServer) (*listenerpb.FilterChain, error) {
 	tlsContext, err := pack(gatewayTLSContext(ms.s.GetTls()))
 	if err != nil {
 		return nil, err

@@ -26,9 +26,8 @@ import (
 // has it, as Istio does.
 type routeContext struct {
 	*build
-	port      uint32
-	gateway   string
-	usesFault bool
+	port    uint32
+	gateway string
 }
 
 func newRouteContext(b *build, port uint32, gateway string) *routeContext {
@@ -223,7 +222,6 @@ func (rc *routeContext) routeTemplate(vs *virtualService, field string, hr *netw
 			return nil, false
 		}
 		r.TypedPerFilterConfig = map[string]*anypb.Any{faultFilterName: cfg}
-		rc.usesFault = true
 	}
 	if c := hr.GetCorsPolicy(); c != nil {
 		cfg, err := corsPerRoute(c)

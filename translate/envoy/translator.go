@@ -135,7 +135,7 @@ type unitState struct {
 	faults  []Fault
 	deps    []depKey
 	// Host units only: per HTTP port, the virtual host that the port's route configuration
-	// gathers as it is (see buildPort), and whether its routes inject faults.
+	// gathers as it is (see buildPort).
 	vhosts []portVhost
 	// Host units only: the filter chains of its non-HTTP ports, per listener they join.
 	tcp []tcpContribution
@@ -164,11 +164,10 @@ func (o output) value() []byte {
 // the sidecar's, which the port's route configuration gathers, is sidecar followed by the last
 // shared bytes of that encoding (its routes, when they are the same; see buildRoutes).
 type portVhost struct {
-	port      uint32
-	route     int
-	sidecar   []byte
-	shared    int
-	usesFault bool
+	port    uint32
+	route   int
+	sidecar []byte
+	shared  int
 }
 
 // vhostParts is an encoded virtual host in two parts, head then tail, written one after the
@@ -216,19 +215,18 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded sidecar virtual host for a port and whether it injects
-// faults.
-func (u *unitState) vhost(p uint32) (vh vhostParts, usesFault, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port.
+func (u *unitState) vhost(p uint32) (vh vhostParts, ok bool) {
 	if u == nil {
-		return vhostParts{}, false, false
+		return vhostParts{}, false
 	}
 	for _, v := range u.vhosts {
 		if v.port == p {
 			value := u.outputs[v.route].value()
-			return vhostParts{head: v.sidecar, tail: value[len(value)-v.shared:]}, v.usesFault, true
+			return vhostParts{head: v.sidecar, tail: value[len(value)-v.shared:]}, true
 		}
 	}
-	return vhostParts{}, false, false
+	return vhostParts{}, false
 }
 
 // SetGatewayClass builds, from the next Translate, the outputs of a gateway class. The xDS
@@ -472,7 +470,6 @@ type portState struct {
 	hosts  keySet
 	order  []string     // hosts, sorted; nil until the port is built after the set changed
 	vhosts []vhostParts // of order's hosts
-	faults int          // hosts whose virtual host injects faults
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -481,8 +478,7 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 	if old != nil {
 		for _, v := range old.vhosts {
 			ps := t.ports[v.port]
-			ps.faults -= b2i(v.usesFault)
-			if _, _, still := u.vhost(v.port); !still {
+			if _, still := u.vhost(v.port); !still {
 				delete(ps.hosts, host)
 				ps.order, ps.vhosts = nil, nil
 				if len(ps.hosts) == 0 {
@@ -498,40 +494,31 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 			ps = &portState{hosts: keySet{}}
 			t.ports[v.port] = ps
 		}
-		ps.faults += b2i(v.usesFault)
 		if _, in := ps.hosts[host]; !in {
 			ps.hosts[host] = struct{}{}
 			ps.order, ps.vhosts = nil, nil
 		} else if ps.order != nil {
 			i, _ := slices.BinarySearch(ps.order, host)
-			ps.vhosts[i], _, _ = u.vhost(v.port)
+			ps.vhosts[i], _ = u.vhost(v.port)
 		}
 		t.dirty[unitKey{unitPort, portKey(v.port)}] = struct{}{}
 	}
 }
 
-// gathered returns a port's hosts' virtual hosts, in host order, and whether any injects
-// faults.
-func (t *Translator) gathered(p uint32) (vhosts []vhostParts, usesFault bool) {
+// gathered returns a port's hosts' virtual hosts, in host order.
+func (t *Translator) gathered(p uint32) []vhostParts {
 	ps := t.ports[p]
 	if ps == nil {
-		return nil, false
+		return nil
 	}
 	if ps.order == nil {
 		ps.order = sortedKeys(ps.hosts)
 		ps.vhosts = make([]vhostParts, len(ps.order))
 		for i, h := range ps.order {
-			ps.vhosts[i], _, _ = t.units[unitKey{unitHost, h}].vhost(p)
+			ps.vhosts[i], _ = t.units[unitKey{unitHost, h}].vhost(p)
 		}
 	}
-	return ps.vhosts, ps.faults > 0
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return ps.vhosts
 }
 
 // diff adds to delta what a unit's new build changes in its outputs. No two units make an

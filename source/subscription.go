@@ -92,7 +92,9 @@ func (p *pending) empty() bool {
 // frameKey identifies a response that is the same for every subscriber of a type with the
 // same names (or wildcard) at the same revisions.
 type frameKey struct {
-	protocol, key string
+	// key is the type asked for; collection the one read for it, which may differ between
+	// clients of one key (a proxyless client's clusters, a namespace's view).
+	protocol, key, collection string
 	form          wire.Form
 	mode          Mode
 	full          bool
@@ -365,7 +367,7 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string, g gates
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, whole: true, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, full: true, to: rev,
+	p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, full: true, to: rev,
 		view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
 	if len(s.want.names) > 0 {
 		p.share.names = s.want.fingerprint()
@@ -572,7 +574,7 @@ func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, 
 	}
 	sortEntries(p.msg.Resources)
 	if len(s.owed.fresh) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+		p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
 			names: s.want.fingerprint(), access: s.accessID()}
 	}
 	return p
@@ -624,7 +626,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		}
 	}
 	if !s.owed.anew() && len(s.owed.held) == 0 && len(p.held) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+		p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
 			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
 		if len(s.want.names) > 0 {
 			p.share.names = s.want.fingerprint()

@@ -1,7 +1,15 @@
 package xds
 
 import (
+	"time"
+
 	"testing"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	mcpapi "istio.io/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/store"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -39,6 +47,51 @@ func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 	} {
 		if got := a.Type(&source.Request{Key: c.key}, c.node).Collection; got != c.want {
 			t.Errorf("%s for node %v: collection %q, want %q", c.key, c.node, got, c.want)
+		}
+	}
+}
+
+// A proxyless client and an Envoy proxy that ask for clusters at the same revision are
+// served two different collections under one type URL: neither may be given the response
+// encoded for the other (the engine shares encoded responses between streams by what they
+// asked for, which includes the collection read).
+func TestProxylessAndEnvoyClustersAreNotSharedBetweenStreams(t *testing.T) {
+	s := startServer(t)
+	// Both collections in one write, as the translation writes them: the same revision.
+	name := "outbound|80||a.example.com"
+	envoyForm := &cluster.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Second)}
+	grpcForm := &cluster.Cluster{Name: name, ConnectTimeout: durationpb.New(7 * time.Second)}
+	resource := func(c *cluster.Cluster) []*mcpapi.Resource {
+		return []*mcpapi.Resource{{Metadata: &mcpapi.Metadata{Name: name}, Body: anyOf(c)}}
+	}
+	if _, err := s.store.Apply("test", store.Update{Collection: ClusterType, Resources: resource(envoyForm)},
+		store.Update{Collection: translate.EnvoyGRPCClusterCollection, Resources: resource(grpcForm)}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeoutOf := func(node *core.Node) time.Duration {
+		c := newSotW(t, s.addr)
+		c.send(&discovery.DiscoveryRequest{Node: node, TypeUrl: ClusterType})
+		m := c.recv()
+		if len(m.GetResources()) != 1 {
+			t.Fatalf("node %s: %d clusters, want 1", node.GetId(), len(m.GetResources()))
+		}
+		var got cluster.Cluster
+		if err := m.GetResources()[0].UnmarshalTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got.GetConnectTimeout().AsDuration()
+	}
+	// Either order: the first encodes the response, the second must not reuse it.
+	for range 2 {
+		if got := timeoutOf(&core.Node{Id: "sidecar~10.0.0.1~b.ns~ns.svc.cluster.local"}); got != time.Second {
+			t.Errorf("Envoy node: connect timeout %v, want the Envoy form's 1s", got)
+		}
+		if got := timeoutOf(&core.Node{Id: "sidecar~10.0.0.2~a.ns~ns.svc.cluster.local", Metadata: md}); got != 7*time.Second {
+			t.Errorf("proxyless node: connect timeout %v, want the gRPC form's 7s", got)
 		}
 	}
 }

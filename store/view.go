@@ -18,6 +18,9 @@ func (v *View) Revision() uint64 { return v.st.rev }
 // Collection returns what the view knows of one collection; an unknown collection is empty at
 // revision 0.
 func (v *View) Collection(name string) CollectionInfo {
+	if base, overlay, ok := splitLayered(name); ok {
+		return v.layeredInfo(name, base, overlay)
+	}
 	if c := v.st.colls[name]; c != nil {
 		return c.info
 	}
@@ -29,6 +32,9 @@ func (v *View) Collections() []CollectionInfo { return v.st.sortedCollections() 
 
 // Get returns the live entry for a name, or nil.
 func (v *View) Get(collection, name string) *Entry {
+	if base, overlay, ok := splitLayered(collection); ok {
+		return v.layeredGet(base, overlay, name)
+	}
 	e := v.st.colls[collection].entry(name)
 	if e == nil || e.Deleted {
 		return nil
@@ -38,6 +44,9 @@ func (v *View) Get(collection, name string) *Entry {
 
 // Snapshot returns the collection's revision and its live entries, sorted by name.
 func (v *View) Snapshot(collection string) (uint64, []*Entry) {
+	if base, overlay, ok := splitLayered(collection); ok {
+		return v.layeredSnapshot(collection, base, overlay)
+	}
 	c := v.st.colls[collection]
 	if c == nil {
 		return 0, []*Entry{}
@@ -68,6 +77,9 @@ type Changes struct {
 // when deletions after rev may have been compacted away, or when rev is ahead of the
 // collection (a revision this store never issued): the reader must take a full state.
 func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
+	if base, overlay, ok := splitLayered(collection); ok {
+		return v.layeredChangesSince(collection, base, overlay, rev)
+	}
 	info := v.Collection(collection)
 	if rev < info.Compacted || rev > info.Revision {
 		return Changes{Revision: info.Revision}, ErrCompacted

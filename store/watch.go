@@ -11,9 +11,12 @@ import "sync"
 type Watch struct {
 	c      chan struct{}
 	topics *topics
-	mu     sync.Mutex // guards colls
+	mu     sync.Mutex // guards colls and layers; both change under topics.mu too, which notify holds
 	colls  map[string]bool
 	all    bool
+	// layers maps the parts of the layered collections watched to those collections: a change
+	// of a part is a change of each (see Layered).
+	layers map[string][]string
 
 	changedMu sync.Mutex // guards changed and muted; taken under topics.mu, never the other way round
 	changed   map[string]struct{}
@@ -36,6 +39,17 @@ func (w *Watch) Changed() []string {
 	}
 	clear(w.changed)
 	return out
+}
+
+// changedIn records that a collection changed, as the watch names it: itself if watched (or
+// all are), and each layered collection watched that it is a part of. Called under topics.mu.
+func (w *Watch) changedIn(collection string) {
+	if w.all || w.colls[collection] {
+		w.mark(collection)
+	}
+	for _, l := range w.layers[collection] {
+		w.mark(l)
+	}
 }
 
 // mark records a changed collection and wakes the owner, unless the collection is muted.
@@ -84,12 +98,18 @@ func (w *Watch) Add(collections ...string) {
 			continue
 		}
 		w.colls[c] = true
-		subs := w.topics.byCollection[c]
-		if subs == nil {
-			subs = map[*Watch]struct{}{}
-			w.topics.byCollection[c] = subs
+		base, overlay, layered := splitLayered(c)
+		if !layered {
+			w.topics.add(c, w)
+			continue
 		}
-		subs[w] = struct{}{}
+		if w.layers == nil {
+			w.layers = map[string][]string{}
+		}
+		for _, part := range [...]string{base, overlay} {
+			w.layers[part] = append(w.layers[part], c)
+			w.topics.add(part, w)
+		}
 	}
 }
 
@@ -100,14 +120,13 @@ func (w *Watch) Close() {
 	w.topics.mu.Lock()
 	defer w.topics.mu.Unlock()
 	for c := range w.colls {
-		if subs := w.topics.byCollection[c]; subs != nil {
-			delete(subs, w)
-			if len(subs) == 0 {
-				delete(w.topics.byCollection, c)
-			}
-		}
+		w.topics.remove(c, w)
+	}
+	for part := range w.layers {
+		w.topics.remove(part, w)
 	}
 	w.colls = map[string]bool{}
+	w.layers = nil
 	delete(w.topics.everything, w)
 }
 
@@ -137,6 +156,24 @@ func (t *topics) init() {
 	t.everything = map[*Watch]struct{}{}
 }
 
+func (t *topics) add(c string, w *Watch) {
+	subs := t.byCollection[c]
+	if subs == nil {
+		subs = map[*Watch]struct{}{}
+		t.byCollection[c] = subs
+	}
+	subs[w] = struct{}{}
+}
+
+func (t *topics) remove(c string, w *Watch) {
+	if subs := t.byCollection[c]; subs != nil {
+		delete(subs, w)
+		if len(subs) == 0 {
+			delete(t.byCollection, c)
+		}
+	}
+}
+
 func (t *topics) notify(collections []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -147,7 +184,7 @@ func (t *topics) notify(collections []string) {
 	}
 	for _, c := range collections {
 		for w := range t.byCollection[c] {
-			w.mark(c)
+			w.changedIn(c)
 		}
 	}
 }

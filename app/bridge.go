@@ -175,7 +175,7 @@ func (b *Bridge) wireTranslation() error {
 	// sources' first state (startRunners), not for a first build that may precede it.
 	b.runners = append(b.runners, runner{name: "translate", run: ctrl.Run})
 	b.translator = ctrl
-	b.xds.Gateways = ctrl // gateway proxies' classes are built while they are connected
+	b.xds.Views = ctrl // proxies' views (gateway classes, namespaces) are built while they are connected
 	b.translationFaults = metrics.FaultsFrom(ctrl)
 	return nil
 }

@@ -28,15 +28,16 @@ func (b *Bridge) wireREST() error {
 		return ConfigErrorf("http.rest.max_request_bytes: must be positive, got %d", c.MaxRequestBytes)
 	}
 	b.rest = rest.New(rest.Options{
-		Engine: b.engine, Store: b.store, Gateways: b.gateways(), PollTimeout: c.PollTimeout,
+		Engine: b.engine, Store: b.store, Views: b.views(), PollTimeout: c.PollTimeout,
 		MaxPolls: c.MaxConcurrentPolls, MaxRequestBytes: c.MaxRequestBytes,
 		Metrics: b.metrics, Logger: b.log.With("component", "rest"),
 	})
 	return nil
 }
 
-// gateways is what builds gateway classes for router nodes: the translation, or nothing.
-func (b *Bridge) gateways() xds.GatewayClasses {
+// views is what builds proxies' views (gateway classes, namespaces): the translation, or
+// nothing.
+func (b *Bridge) views() xds.Views {
 	if b.translator == nil {
 		return nil
 	}
@@ -68,7 +69,7 @@ func (b *Bridge) wireExports() error {
 		files = append(files, export.File{Path: f.Path, Format: strings.ToLower(f.Format), Request: exportRequest(f)})
 	}
 	x, err := export.New(export.Options{
-		Engine: b.engine, Store: b.store, Gateways: b.gateways(), Files: files, Ready: b.ready.Ready(),
+		Engine: b.engine, Store: b.store, Views: b.views(), Files: files, Ready: b.ready.Ready(),
 		Debounce: c.Debounce, RetryInterval: c.RetryInterval, Metrics: b.metrics, Logger: b.log,
 	})
 	if err != nil {

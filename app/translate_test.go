@@ -128,3 +128,46 @@ func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
 	}
 	other.Quiet(300 * time.Millisecond)
 }
+
+// Sidecars of two namespaces, over ADS, get the route configuration of one port each as its
+// namespace sees it: bookinfo's calls reviews.bookinfo.svc.cluster.local by its bare name,
+// default's may not (istiod's domains for a proxy of another namespace).
+func TestSidecarsOfTwoNamespacesGetTheirNamespacesDomains(t *testing.T) {
+	b := start(t, func(c *Config) { c.Sources.Files = []string{"../examples"} })
+	conn := dialConn(t, b.grpcAddr)
+	const vhost = "reviews.bookinfo.svc.cluster.local:9080"
+	domains := func(m *discovery.DiscoveryResponse) []string {
+		for _, a := range m.Resources {
+			rc := &route.RouteConfiguration{}
+			if err := a.UnmarshalTo(rc); err != nil {
+				t.Fatal(err)
+			}
+			for _, vh := range rc.VirtualHosts {
+				if vh.Name == vhost {
+					return vh.Domains
+				}
+			}
+		}
+		return nil
+	}
+	routes := func(node string) *streamtest.Client[discovery.DiscoveryRequest, discovery.DiscoveryResponse] {
+		st := ads(t, conn)
+		st.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{"9080"}, Node: &core.Node{Id: node}})
+		return st
+	}
+	bookinfo := routes("sidecar~10.0.0.5~productpage-1.bookinfo~bookinfo.svc.cluster.local")
+	var got []string
+	for !slices.Contains(got, "reviews") { // the mesh-wide view until the namespace's is built, a moment after the connect
+		m := bookinfo.Recv()
+		got = domains(m)
+		bookinfo.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{"9080"}, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce})
+	}
+	if want := []string{"reviews", "reviews.bookinfo.svc", "reviews.bookinfo"}; !slices.Equal(got[2:5], want) {
+		t.Fatalf("bookinfo's sidecar: domains %q, want %q after the FQDN forms", got, want)
+	}
+	other := routes("sidecar~10.0.0.6~client-1.default~default.svc.cluster.local")
+	got = domains(other.Recv())
+	if len(got) == 0 || slices.Contains(got, "reviews") || !slices.Contains(got, "reviews.bookinfo") {
+		t.Fatalf("default's sidecar: domains %q, want reviews.bookinfo and no bare name", got)
+	}
+}

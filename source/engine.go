@@ -245,7 +245,7 @@ func (e *Engine) Stats() Stats {
 // type names cannot grow the label set.
 func (e *Engine) collectionLabel(typ Type) string {
 	if typ.Known || e.store.View().Collection(typ.Collection).Revision > 0 {
-		return typ.Collection
+		return store.BaseCollection(typ.Collection) // a namespace's view counts as the type's
 	}
 	return metrics.UnknownCollection
 }

@@ -110,9 +110,13 @@ func (l *liveness) live(owner string) bool {
 
 // deadIn lists the dead owners that hold copies in a collection, sorted.
 func (l *liveness) deadIn(collection string) []string {
+	parts := []string{collection}
+	if base, overlay, ok := store.LayerParts(collection); ok {
+		parts = []string{base, overlay} // a layered collection holds copies of either part
+	}
 	var out []string
 	for owner, colls := range l.dead {
-		if slices.Contains(colls, collection) {
+		if slices.ContainsFunc(colls, func(c string) bool { return slices.Contains(parts, c) }) {
 			out = append(out, owner)
 		}
 	}

@@ -95,16 +95,16 @@ type frameKey struct {
 	// key is the type asked for; collection the one read for it, which may differ between
 	// clients of one key (a proxyless client's clusters, a namespace's view).
 	protocol, key, collection string
-	form          wire.Form
-	mode          Mode
-	full          bool
-	from, to      uint64
-	names         [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
-	view          string            // the part of a wildcard type (Type.Scope)
-	access        string            // the client's view of the type (visibility.id)
-	wildcard      bool
-	part          int    // of a split response, 1-based; 0 when whole
-	partAt        uint64 // the collection revision a later part was read at (see nextPart)
+	form                      wire.Form
+	mode                      Mode
+	full                      bool
+	from, to                  uint64
+	names                     [sha256.Size]byte // fingerprint of explicit names; zero for wildcard only
+	view                      string            // the part of a wildcard type (Type.Scope)
+	access                    string            // the client's view of the type (visibility.id)
+	wildcard                  bool
+	part                      int    // of a split response, 1-based; 0 when whole
+	partAt                    uint64 // the collection revision a later part was read at (see nextPart)
 	// TTLs (heartbeat.go): the TTL and wrapper the resources carry; a heartbeat, with the
 	// owners whose resources it leaves out.
 	ttl       time.Duration

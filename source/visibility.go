@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // NamespaceFunc is the namespace of a resource of a collection: the namespace a consumer must
@@ -101,10 +102,12 @@ func (a *access) checkNode(n *Node) error {
 }
 
 // visibility returns the view of a collection for this stream, nil when it sees everything.
+// A layered collection's rights are its base's (store.Layered).
 func (a *access) visibility(collection string) *visibility {
 	if a.grant == nil && a.node == nil {
 		return nil
 	}
+	collection = store.BaseCollection(collection)
 	if v, ok := a.byCollection[collection]; ok {
 		return v
 	}

@@ -48,10 +48,10 @@ type File struct {
 type Options struct {
 	Engine *source.Engine
 	Store  *store.Store
-	// Gateways, if set, builds the gateway class of each router node's file while the
-	// exporter runs.
-	Gateways xds.GatewayClasses
-	Files    []File
+	// Views, if set, builds the view of each file's node while the exporter runs (a router
+	// node's gateway class, a sidecar's namespace: xds.HoldView).
+	Views xds.Views
+	Files []File
 	// Ready, if set, holds the first write back until it is closed (the bridge's sources
 	// loaded and translated), so that a file never holds a partial state.
 	Ready <-chan struct{}
@@ -122,7 +122,7 @@ func (x *Exporter) Run(ctx context.Context) error {
 		collections = append(collections, f.collection)
 		f.written, _ = os.ReadFile(f.Path) // an unchanged file is not written again at start
 		req, _ := xds.PollRequest(f.Request)
-		defer xds.HoldGatewayClass(x.opts.Gateways, req)()
+		defer xds.HoldView(x.opts.Views, req)()
 	}
 	watch := x.opts.Store.Watch(collections...) // before the first read: no change is missed
 	defer watch.Close()

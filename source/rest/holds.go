@@ -12,7 +12,7 @@ import (
 // connected between two polls, so a class is released only linger after its last poll ended:
 // a gateway polling every few seconds keeps its listeners, one that stopped lets them go.
 type classHolds struct {
-	classes xds.GatewayClasses
+	classes xds.Views
 	linger  time.Duration
 
 	mu      sync.Mutex
@@ -29,7 +29,7 @@ type classHold struct {
 // hold acquires the class of req's node (nothing for a node that is no router) and returns
 // what gives it back when the poll ends.
 func (h *classHolds) hold(req *source.Request) (done func()) {
-	key := xds.GatewayClassKey(req)
+	key := xds.ViewKey(req)
 	if h.classes == nil || key == "" {
 		return func() {}
 	}
@@ -43,7 +43,7 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 	}
 	c := h.byClass[key]
 	if c == nil {
-		c = &classHold{release: xds.HoldGatewayClass(h.classes, req)}
+		c = &classHold{release: xds.HoldView(h.classes, req)}
 		h.byClass[key] = c
 	}
 	if c.timer != nil {

@@ -41,9 +41,10 @@ import (
 type Options struct {
 	Engine *source.Engine
 	Store  *store.Store
-	// Gateways, if set, builds a router node's gateway class while it polls (and for
-	// PollTimeout after its last poll, to cover the time between polls).
-	Gateways xds.GatewayClasses
+	// Views, if set, builds a poller's view while it polls (and for PollTimeout after its
+	// last poll, to cover the time between polls): a router node's gateway class, a
+	// sidecar's namespace (xds.HoldView).
+	Views xds.Views
 	// PollTimeout is the longest a poll waits for a change before 304; positive. The bridge
 	// passes http.rest.poll_timeout.
 	PollTimeout time.Duration
@@ -77,7 +78,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, refusals: limits.NewRefuser(opts.Metrics), stop: make(chan struct{})}
 	s.cache.init(256, 64<<20)
-	s.holds.classes, s.holds.linger = opts.Gateways, opts.PollTimeout
+	s.holds.classes, s.holds.linger = opts.Views, opts.PollTimeout
 	return s
 }
 

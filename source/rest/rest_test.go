@@ -213,10 +213,31 @@ func BenchmarkThousandLongPollsWokenByOneChange(b *testing.B) {
 	b.ReportMetric(float64(s.server.Stats().Encodes-encodes)/float64(b.N), "encodes/change")
 }
 
-// classes counts the gateway classes acquired and released.
+// classes counts the gateway classes, and the namespaces' scopes, acquired and released.
 type classes struct {
-	mu                 sync.Mutex
-	acquired, released int
+	mu                             sync.Mutex
+	acquired, released             int
+	scopesAcquired, scopesReleased map[string]int
+}
+
+func (c *classes) AcquireScope(ns string) (func(), bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scopesAcquired == nil {
+		c.scopesAcquired, c.scopesReleased = map[string]int{}, map[string]int{}
+	}
+	c.scopesAcquired[ns]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.scopesReleased[ns]++
+	}, true
+}
+
+func (c *classes) scopeCounts(ns string) (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scopesAcquired[ns], c.scopesReleased[ns]
 }
 
 func (c *classes) AcquireGatewayClass(translate.GatewayClass) func() {
@@ -237,11 +258,12 @@ func (c *classes) counts() (int, int) {
 }
 
 // A router node's gateway class is held once however many of its polls wait, kept between
-// polls, and released the poll timeout after the last poll ended; a sidecar holds none.
+// polls, and released the poll timeout after the last poll ended; a sidecar holds no class
+// but its namespace's scope, alike.
 func TestRESTRouterClassIsHeldWhilePollingAndReleasedAfter(t *testing.T) {
 	const linger = 200 * time.Millisecond
 	cl := &classes{}
-	s := serve(t, Options{PollTimeout: linger, Gateways: cl})
+	s := serve(t, Options{PollTimeout: linger, Views: cl})
 	post := func(node string) {
 		body, _ := protojson.Marshal(&discovery.DiscoveryRequest{VersionInfo: "x", Node: &core.Node{Id: node}})
 		resp, err := s.client.Post(s.url+"/v3/discovery:listeners", "application/json", bytes.NewReader(body))
@@ -253,8 +275,12 @@ func TestRESTRouterClassIsHeldWhilePollingAndReleasedAfter(t *testing.T) {
 		resp.Body.Close()
 	}
 	post("sidecar~10.0.0.1~a.b~b.svc.cluster.local")
+	post("sidecar~10.0.0.4~c.b~b.svc.cluster.local") // another of the namespace
 	if a, _ := cl.counts(); a != 0 {
 		t.Fatalf("a sidecar acquired %d gateway classes", a)
+	}
+	if a, r := cl.scopeCounts("b"); a != 1 || r != 0 {
+		t.Fatalf("two sidecars of namespace b acquired its scope %d times and released it %d; want 1 and 0", a, r)
 	}
 	var wg sync.WaitGroup
 	for range 3 {
@@ -269,6 +295,12 @@ func TestRESTRouterClassIsHeldWhilePollingAndReleasedAfter(t *testing.T) {
 	for _, r := cl.counts(); r != 1; _, r = cl.counts() {
 		if time.Now().After(deadline) {
 			t.Fatal("the class was never released after the last poll")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := cl.scopeCounts("b"); r != 1; _, r = cl.scopeCounts("b") {
+		if time.Now().After(deadline) {
+			t.Fatal("the scope was never released after the last poll")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

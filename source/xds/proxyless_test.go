@@ -21,7 +21,7 @@ import (
 
 // A node whose metadata says GENERATOR=grpc (Istio's gRPC bootstrap) is served its clusters,
 // v3 and v2, from the gRPC clusters' collection; every other type, and every other node, as
-// before.
+// before; each through its namespace's view (both are sidecars of namespace ns).
 func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 	md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
 	if err != nil {
@@ -38,12 +38,12 @@ func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 		node *source.Node
 		want string
 	}{
-		{ClusterType, grpcNode, translate.EnvoyGRPCClusterCollection},
-		{ClusterTypeV2, grpcNode, translate.EnvoyGRPCClusterCollection},
-		{ClusterType, envoyNode, ClusterType},
+		{ClusterType, grpcNode, translate.ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
+		{ClusterTypeV2, grpcNode, translate.ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
+		{ClusterType, envoyNode, translate.ScopedCollection("ns", ClusterType)},
 		{ClusterType, nil, ClusterType},
-		{ListenerType, grpcNode, ListenerType},
-		{EndpointType, grpcNode, EndpointType},
+		{ListenerType, grpcNode, translate.ScopedCollection("ns", ListenerType)},
+		{EndpointType, grpcNode, translate.ScopedCollection("ns", EndpointType)},
 	} {
 		if got := a.Type(&source.Request{Key: c.key}, c.node).Collection; got != c.want {
 			t.Errorf("%s for node %v: collection %q, want %q", c.key, c.node, got, c.want)

@@ -27,7 +27,11 @@ import (
 // A poll takes no TTLs: nothing renews what it was given.
 func PollRequest(m *discovery.DiscoveryRequest) (*source.Request, source.Type) {
 	req := sotwRequest(m, "")
-	return req, Type(req.Key, source.StateOfTheWorld)
+	typ := Type(req.Key, source.StateOfTheWorld)
+	if req.Node != nil {
+		typ.Collection = NodeCollection(typ.Collection, *req.Node)
+	}
+	return req, typ
 }
 
 // nodeOf is what a request says of its node (nothing when it names none).
@@ -38,25 +42,33 @@ func nodeOf(req *source.Request) source.Node {
 	return *req.Node
 }
 
-// HoldGatewayClass acquires the gateway class of a router node's request from classes, so
-// that its listeners and routes are built; release gives it back. Nil classes, or a node that
-// is no router, holds nothing.
-func HoldGatewayClass(classes GatewayClasses, req *source.Request) (release func()) {
+// HoldView acquires the view of a request's node from views, so that it is built: a router
+// node's gateway class (its listeners and routes), a sidecar's namespace (ScopeOf); release
+// gives it back. Nil views, or any other node, holds nothing.
+func HoldView(views Views, req *source.Request) (release func()) {
 	node := nodeOf(req)
-	if classes == nil || !isRouter(node.ID) {
-		return func() {}
+	switch ns, scoped := ScopeOf(node); {
+	case views == nil:
+	case isRouter(node.ID):
+		return views.AcquireGatewayClass(GatewayClassOf(node))
+	case scoped:
+		release, _ := views.AcquireScope(ns)
+		return release
 	}
-	return classes.AcquireGatewayClass(GatewayClassOf(node))
+	return func() {}
 }
 
-// GatewayClassKey names a router node's gateway class, for holding one class once however
-// many pollers ask for it; empty for a node that is no router.
-func GatewayClassKey(req *source.Request) string {
+// ViewKey names the view a request's node holds (HoldView), for holding one view once however
+// many pollers ask for it; empty for a node that holds none.
+func ViewKey(req *source.Request) string {
 	node := nodeOf(req)
-	if !isRouter(node.ID) {
-		return ""
+	if isRouter(node.ID) {
+		return "class\x00" + GatewayClassOf(node).ID()
 	}
-	return GatewayClassOf(node).ID()
+	if ns, ok := ScopeOf(node); ok {
+		return "scope\x00" + ns
+	}
+	return ""
 }
 
 // EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding

@@ -95,3 +95,36 @@ func isOutboundListener(name string) bool {
 func Proxyless(node source.Node) bool {
 	return node.Generator == "grpc"
 }
+
+// ScopeOf is the namespace whose view a node is served (translate.ScopedCollection), as istiod
+// tells a proxy's namespace: a sidecar's (Envoy or proxyless gRPC, node ID "sidecar~..."), from
+// its metadata NAMESPACE, else from its ID (sidecar~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN).
+// Gateways are served their class's view, and nodes of other IDs the mesh-wide one. A
+// namespace that is no DNS label (RFC 1123, as Kubernetes names namespaces) gives none.
+func ScopeOf(node source.Node) (namespace string, ok bool) {
+	if !strings.HasPrefix(node.ID, "sidecar~") {
+		return "", false
+	}
+	ns := node.Metadata.GetFields()["NAMESPACE"].GetStringValue()
+	if ns == "" {
+		parts := strings.Split(node.ID, "~")
+		if len(parts) == 4 {
+			_, ns, _ = strings.Cut(parts[2], ".")
+		}
+	}
+	return ns, isDNSLabel(ns)
+}
+
+// isDNSLabel tells an RFC 1123 label: lower-case letters, digits and '-', at most 63, neither
+// first nor last a '-'.
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -5,6 +5,7 @@
 package xds
 
 import (
+	"slices"
 	"sync"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -121,10 +122,11 @@ func Type(typeURL string, mode source.Mode) source.Type { return resolve(typeURL
 // Server serves every xDS service. Register it with Register.
 type Server struct {
 	Engine *source.Engine
-	// Gateways, if set, is told of each connected gateway proxy's class, so that its
-	// listeners and routes are built (the translation controller). Nil: gateway proxies get
-	// whatever classes are built.
-	Gateways GatewayClasses
+	// Views, if set, is told of each connected proxy's view: a gateway proxy's class, so that
+	// its listeners and routes are built, and a sidecar's namespace, so that what its
+	// namespace sees differently is built (the translation controller). Nil: gateway proxies
+	// get whatever classes are built, and every proxy the mesh-wide view.
+	Views Views
 	// DisableV2 leaves the xDS v2 services out (xds.serve_v2: false).
 	DisableV2 bool
 	// TTL is the TTL of each collection's resources for clients that announce TTL support
@@ -132,24 +134,28 @@ type Server struct {
 	TTL *TTLs
 }
 
-// GatewayClasses is what builds gateway classes' outputs while proxies of them are connected.
-type GatewayClasses interface {
+// Views is what builds the views of connected proxies: gateway classes' outputs, and the
+// namespaces' scopes (translate.ScopeCollection).
+type Views interface {
 	AcquireGatewayClass(translate.GatewayClass) (release func())
+	// AcquireScope holds a namespace's view; ok is false when it is refused (too many), and
+	// the namespace's proxies see the mesh-wide view meanwhile.
+	AcquireScope(namespace string) (release func(), ok bool)
 }
 
-// gatewayHold acquires the class of a stream's gateway proxy, once, from the first request
-// that names its node (on the receiving goroutine), and releases it when the stream ends (on
-// the handler's, which may come first: then nothing is acquired).
-type gatewayHold struct {
-	classes GatewayClasses
+// viewHold acquires the view of a stream's proxy, once, from the first request that names
+// its node (on the receiving goroutine), and releases it when the stream ends (on the
+// handler's, which may come first: then nothing is acquired).
+type viewHold struct {
+	views Views
 
 	mu         sync.Mutex
 	seen, done bool
 	release    func()
 }
 
-func (h *gatewayHold) see(req *source.Request) {
-	if h.classes == nil || req.Node == nil {
+func (h *viewHold) see(req *source.Request) {
+	if h.views == nil || req.Node == nil {
 		return
 	}
 	h.mu.Lock()
@@ -158,10 +164,10 @@ func (h *gatewayHold) see(req *source.Request) {
 		return
 	}
 	h.seen = true
-	h.release = HoldGatewayClass(h.classes, req)
+	h.release = HoldView(h.views, req)
 }
 
-func (h *gatewayHold) end() {
+func (h *viewHold) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.done = true
@@ -200,8 +206,8 @@ func serve[Req, Resp any](x *Server, stream grpc.BidiStreamingServer[Req, Resp],
 		ttls = nil // v2's Resource has no TTL: v2 clients get plain bodies and no heartbeats
 	}
 	a := &adapter[Req, Resp]{stream: stream, decode: decode, layout: layout, mode: mode, defaultType: defaultType,
-		gateway: gatewayHold{classes: x.Gateways}, ttls: ttls}
-	defer a.gateway.end()
+		view: viewHold{views: x.Views}, ttls: ttls}
+	defer a.view.end()
 	return x.Engine.Serve(stream.Context(), a, protocol, rpcpeer.Addr(stream.Context()))
 }
 
@@ -226,7 +232,7 @@ type adapter[Req, Resp any] struct {
 	layout      *wire.Layout
 	mode        source.Mode
 	defaultType string
-	gateway     gatewayHold // the receive goroutine's; ended by the handler after Serve returns
+	view        viewHold // the receive goroutine's; ended by the handler after Serve returns
 	ttls        *TTLs
 }
 
@@ -236,22 +242,35 @@ func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 		return nil, err
 	}
 	req := a.decode(m, a.defaultType)
-	a.gateway.see(req)
+	a.view.see(req)
 	return req, nil
 }
 
 func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
 func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
 
-// Type resolves the type URL, with the TTL the client takes (ttl.go). A proxyless gRPC
-// client's clusters (v3 or v2) come from the collection of their gRPC form (Proxyless).
+// Type resolves the type URL, with the TTL the client takes (ttl.go), for the client's node
+// (NodeType).
 func (a *adapter[Req, Resp]) Type(req *source.Request, node *source.Node) source.Type {
 	typ := Type(req.Key, a.mode)
 	withTTL(&typ, a.ttls, node)
-	if typ.Collection == ClusterType && node != nil && Proxyless(*node) {
-		typ.Collection = translate.EnvoyGRPCClusterCollection
+	if node != nil {
+		typ.Collection = NodeCollection(typ.Collection, *node)
 	}
 	return typ
+}
+
+// NodeCollection is the collection a node reads for a type served from coll: a proxyless
+// gRPC client's clusters (v3 or v2) come from the collection of their gRPC form (Proxyless),
+// and a sidecar's derived collections through its namespace's overlays (ScopeOf).
+func NodeCollection(coll string, node source.Node) string {
+	if coll == ClusterType && Proxyless(node) {
+		coll = translate.EnvoyGRPCClusterCollection
+	}
+	if ns, ok := ScopeOf(node); ok && slices.Contains(translate.ScopedCollections(), coll) {
+		coll = translate.ScopedCollection(ns, coll)
+	}
+	return coll
 }
 
 // The parts of the requests the engine reads, by the getters that the v2 and v3 messages

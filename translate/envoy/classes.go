@@ -11,43 +11,57 @@ import (
 // proxy that reconnects (a restart, a rollout) finds them built.
 const DefaultGatewayClassGrace = 30 * time.Second
 
-// classRegistry counts the connected gateway proxies of each class, for the controller's
-// goroutine to build the classes that have some (Acquire) and drop those that had none for
-// the grace period. It is the one piece of the controller other goroutines call.
-type classRegistry struct {
+// holdRegistry counts the connected proxies of each view they hold (a gateway class, a
+// namespace's scope), for the controller's goroutine to build the views that have some
+// (acquire) and drop those that had none for the grace period. It is the one piece of the
+// controller other goroutines call.
+type holdRegistry[V any] struct {
 	grace time.Duration
-	wake  chan struct{} // a change is pending; buffered 1
+	wake  chan struct{} // a change is pending; buffered 1, shared by the controller's registries
+	// max bounds the views held at once (0: no bound); a proxy over it holds nothing and is
+	// served the mesh-wide view, and refused counts them.
+	max     int
+	refused uint64
 
 	mu      sync.Mutex
-	refs    map[string]*classRef
-	pending map[string]*translate.GatewayClass // to apply: a class to build, or nil to drop
+	refs    map[string]*holdRef[V]
+	pending map[string]*V // to apply: a view to build, or nil to drop
 }
 
-type classRef struct {
-	class translate.GatewayClass
+type holdRef[V any] struct {
 	count int
 	drop  *time.Timer // armed while count is 0
 	armed uint64      // identifies the current drop timer
 }
 
+// classRegistry holds gateway classes.
+type classRegistry = holdRegistry[translate.GatewayClass]
+
 func newClassRegistry(grace time.Duration) *classRegistry {
+	return newHoldRegistry[translate.GatewayClass](grace, make(chan struct{}, 1), 0)
+}
+
+func newHoldRegistry[V any](grace time.Duration, wake chan struct{}, max int) *holdRegistry[V] {
 	if grace <= 0 {
 		grace = DefaultGatewayClassGrace
 	}
-	return &classRegistry{grace: grace, wake: make(chan struct{}, 1), refs: map[string]*classRef{}, pending: map[string]*translate.GatewayClass{}}
+	return &holdRegistry[V]{grace: grace, wake: wake, max: max, refs: map[string]*holdRef[V]{}, pending: map[string]*V{}}
 }
 
-// acquire counts a proxy of a class and returns what to call when it goes.
-func (r *classRegistry) acquire(c translate.GatewayClass) (release func()) {
-	id := c.ID()
+// acquire counts a proxy of a view and returns what to call when it goes; ok is false (and
+// release does nothing) when the registry holds its maximum of views already.
+func (r *holdRegistry[V]) acquire(id string, v V) (release func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref := r.refs[id]
 	if ref == nil {
-		ref = &classRef{class: c}
+		if r.max > 0 && len(r.refs) >= r.max {
+			r.refused++
+			return func() {}, false
+		}
+		ref = &holdRef[V]{}
 		r.refs[id] = ref
-		cc := c
-		r.pending[id] = &cc
+		r.pending[id] = &v
 		r.notify()
 	}
 	ref.count++
@@ -56,10 +70,10 @@ func (r *classRegistry) acquire(c translate.GatewayClass) (release func()) {
 		ref.drop = nil
 	}
 	var once sync.Once
-	return func() { once.Do(func() { r.release(id) }) }
+	return func() { once.Do(func() { r.release(id) }) }, true
 }
 
-func (r *classRegistry) release(id string) {
+func (r *holdRegistry[V]) release(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref := r.refs[id]
@@ -74,8 +88,8 @@ func (r *classRegistry) release(id string) {
 	ref.drop = time.AfterFunc(r.grace, func() { r.expire(id, ref, armed) })
 }
 
-// expire drops a class whose last proxy left a grace period ago, if none came back since.
-func (r *classRegistry) expire(id string, ref *classRef, armed uint64) {
+// expire drops a view whose last proxy left a grace period ago, if none came back since.
+func (r *holdRegistry[V]) expire(id string, ref *holdRef[V], armed uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refs[id] != ref || ref.count > 0 || ref.armed != armed {
@@ -86,30 +100,30 @@ func (r *classRegistry) expire(id string, ref *classRef, armed uint64) {
 	r.notify()
 }
 
-func (r *classRegistry) notify() {
+func (r *holdRegistry[V]) notify() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// apply hands the pending changes to the translator.
-func (r *classRegistry) apply(t *Translator) {
+// apply hands the pending changes to the translator: set builds a view, remove drops one.
+func (r *holdRegistry[V]) apply(set func(V), remove func(id string)) {
 	r.mu.Lock()
 	pending := r.pending
-	r.pending = map[string]*translate.GatewayClass{}
+	r.pending = map[string]*V{}
 	r.mu.Unlock()
-	for id, c := range pending {
-		if c == nil {
-			t.RemoveGatewayClass(id)
+	for _, id := range sortedKeys(pending) {
+		if v := pending[id]; v == nil {
+			remove(id)
 		} else {
-			t.SetGatewayClass(*c)
+			set(*v)
 		}
 	}
 }
 
-// counts are the connected proxies of each class.
-func (r *classRegistry) counts() map[string]int {
+// counts are the connected proxies of each view.
+func (r *holdRegistry[V]) counts() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int, len(r.refs))
@@ -120,7 +134,7 @@ func (r *classRegistry) counts() map[string]int {
 }
 
 // stop disarms the drop timers.
-func (r *classRegistry) stop() {
+func (r *holdRegistry[V]) stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ref := range r.refs {

@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,14 @@ type Options struct {
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar
 	// (AllowAny, istiod's default, when unset).
 	OutboundTrafficPolicy OutboundTrafficPolicy
+	// MaxScopes bounds the namespaces whose views are built at once (AcquireScope); zero
+	// means DefaultMaxScopes.
+	MaxScopes int
 }
+
+// DefaultMaxScopes is how many namespaces' views are built at once by default: each costs
+// its overlays, and a client names its namespace itself.
+const DefaultMaxScopes = 10000
 
 // retryDelay is how long the controller waits before writing again after the store refused
 // a write (which only a bug can cause: the derived collections are not validated by kind).
@@ -60,6 +68,7 @@ type Controller struct {
 	ready   chan struct{}
 	running atomic.Bool
 	classes *classRegistry
+	scopes  *holdRegistry[string] // namespaces whose proxies are connected
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
@@ -95,13 +104,15 @@ func New(opts Options) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	classes := newClassRegistry(opts.GatewayClassGrace)
 	return &Controller{
 		st:      opts.Store,
 		log:     log.With("component", "translate"),
 		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy}),
 		ready:   make(chan struct{}),
 		revs:    map[string]uint64{},
-		classes: newClassRegistry(opts.GatewayClassGrace),
+		classes: classes,
+		scopes:  newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
 	}
 }
 
@@ -110,7 +121,25 @@ func New(opts Options) *Controller {
 // has been gone for the grace period. Call release when the proxy goes. Safe for concurrent
 // use; the xDS server calls it for each gateway proxy's stream.
 func (c *Controller) AcquireGatewayClass(class translate.GatewayClass) (release func()) {
-	return c.classes.acquire(class)
+	release, _ = c.classes.acquire(class.ID(), class)
+	return release
+}
+
+// AcquireScope says that a proxy of a namespace is connected: what the namespace sees
+// differently from the mesh (scope.go) is built into its overlays (translate.ScopeCollection)
+// from the next translation, and kept until its last proxy has been gone for the grace
+// period. Over MaxScopes namespaces, nothing is acquired, ok is false, and the namespace's
+// proxies see the mesh-wide view until one is dropped. Safe for concurrent use; the xDS
+// server calls it for each sidecar's stream.
+func (c *Controller) AcquireScope(namespace string) (release func(), ok bool) {
+	return c.scopes.acquire(namespace, namespace)
+}
+
+// ScopesRefused counts the namespaces' proxies refused a scope of their own (MaxScopes).
+func (c *Controller) ScopesRefused() uint64 {
+	c.scopes.mu.Lock()
+	defer c.scopes.mu.Unlock()
+	return c.scopes.refused
 }
 
 // Ready is closed once the first full build is written.
@@ -129,6 +158,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	w := c.st.Watch(watchedCollections()...)
 	defer w.Close()
 	defer c.classes.stop()
+	defer c.scopes.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -155,7 +185,8 @@ func (c *Controller) sync() error {
 	for _, coll := range watchedCollections() {
 		c.read(v, coll)
 	}
-	c.classes.apply(c.t)
+	c.classes.apply(c.t.SetGatewayClass, c.t.RemoveGatewayClass)
+	c.scopes.apply(c.t.SetScope, c.t.RemoveScope)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
@@ -214,23 +245,22 @@ func namesOf(es []*store.Entry) []string {
 	return out
 }
 
-// write applies a delta in one store.Apply: the four collections change together, so a
+// write applies a delta in one store.Apply: the derived collections change together, so a
 // client never sees a route to a cluster that is not there yet. Until a full write has
-// succeeded, the whole output replaces what the owner held.
+// succeeded, the whole output replaces what the owner held in every collection (the
+// namespaces' overlays come and go).
 func (c *Controller) write(delta Delta) (store.Result, error) {
-	var updates []store.Update
+	var res store.Result
+	var err error
 	if !c.wroteFull {
-		byType := c.t.EncodedOutputs()
-		for _, typ := range outputTypes {
-			updates = append(updates, store.Update{Collection: typ, Full: true, Encoded: byType[typ]})
-		}
+		res, err = c.st.ReplaceOwnerEncoded(Owner, c.t.EncodedOutputs())
 	} else {
-		updates = deltaUpdates(delta)
+		updates := deltaUpdates(delta)
+		if len(updates) == 0 {
+			return store.Result{}, nil
+		}
+		res, err = c.st.Apply(Owner, updates...)
 	}
-	if len(updates) == 0 {
-		return store.Result{}, nil
-	}
-	res, err := c.st.Apply(Owner, updates...)
 	if err != nil {
 		c.wroteFull = false
 		return res, fmt.Errorf("store refused the Envoy resources: %w", err)
@@ -239,10 +269,23 @@ func (c *Controller) write(delta Delta) (store.Result, error) {
 	return res, nil
 }
 
+// deltaUpdates are a delta's changes by collection: the derived collections in their order,
+// then the overlays by name.
 func deltaUpdates(delta Delta) []store.Update {
+	colls := OutputTypes()
+	for _, coll := range sortedKeys(delta.Upserts) {
+		if !slices.Contains(colls, coll) {
+			colls = append(colls, coll)
+		}
+	}
+	for _, coll := range sortedKeys(delta.Removed) {
+		if !slices.Contains(colls, coll) {
+			colls = append(colls, coll)
+		}
+	}
 	var updates []store.Update
-	for _, typ := range outputTypes {
-		u := store.Update{Collection: typ, Encoded: delta.Upserts[typ], Removed: delta.Removed[typ]}
+	for _, coll := range colls {
+		u := store.Update{Collection: coll, Encoded: delta.Upserts[coll], Removed: delta.Removed[coll]}
 		if len(u.Encoded)+len(u.Removed) > 0 {
 			updates = append(updates, u)
 		}

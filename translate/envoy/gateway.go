@@ -19,7 +19,10 @@ import (
 // (sidecarRouteSettings).
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
-	vhosts := t.gathered(p)
+	var vhosts []vhostParts
+	if ps := t.gathered(p); ps != nil {
+		vhosts = ps.vhosts
+	}
 	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
 	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
 	// behind virtualOutbound (tcplisteners.go, sidecar.go).

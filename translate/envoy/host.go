@@ -11,6 +11,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // validatable is an Envoy message with its generated validation.
@@ -79,6 +80,12 @@ func (b *build) put(typeURL, name string, m validatable) {
 // encoded fields after them (see appendRouteConfiguration), and returns its index among the unit's outputs; -1 if it could
 // not be encoded.
 func (b *build) putRouteConfiguration(name string, vhosts []vhostParts, trailer []byte) int {
+	return b.putRouteConfigurationIn(RouteType, name, vhosts, trailer)
+}
+
+// putRouteConfigurationIn is putRouteConfiguration into a collection other than the route
+// configurations' own (a namespace's overlay of it).
+func (b *build) putRouteConfigurationIn(collection, name string, vhosts []vhostParts, trailer []byte) int {
 	enc, err := store.EncodeBody(name, RouteType, routeConfigurationSize(name, vhosts, trailer), func(out []byte) ([]byte, error) {
 		return appendRouteConfiguration(out, name, vhosts, trailer), nil
 	})
@@ -86,7 +93,7 @@ func (b *build) putRouteConfiguration(name string, vhosts []vhostParts, trailer 
 		b.invalid("RouteConfiguration", name, err)
 		return -1
 	}
-	return b.u.set(output{RouteType, enc})
+	return b.u.set(output{collection, enc})
 }
 
 func (b *build) invalid(what, name string, err error) {
@@ -229,28 +236,33 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		return
 	}
 	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
-	var sidecar []byte
+	// Each virtual host as a head (name and domains, which differ by the client's namespace)
+	// and the rest (routes and after: protobuf-go writes fields in their declaration order,
+	// and name (1) and domains (2) come first). The gRPC one is encoded whole above.
+	grpcHead, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: vh.Domains})
+	if err != nil {
+		b.invalid("VirtualHost", vh.Name, err)
+		return
+	}
+	sidecar, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
+	if err != nil {
+		b.invalid("VirtualHost", vh.Name, err)
+		return
+	}
+	var own []byte // the sidecar's rest, when its routes are not the gRPC client's
 	shared := 0
 	if vs == nil {
-		// The same routes: the sidecar's name and domains, then the gRPC virtual host's routes
-		// and what follows them (include_request_attempt_count): protobuf-go writes fields in
-		// their numbers' order, and routes (3) come right after the domains (2).
-		head, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: vh.Domains})
-		if err == nil {
-			sidecar, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
-		}
-		if err != nil {
-			b.invalid("VirtualHost", vh.Name, err)
-			return
-		}
-		shared = len(encoded) - len(head)
+		// The same routes: the sidecar's rest is the gRPC virtual host's routes and what
+		// follows them (include_request_attempt_count), shared from its encoding.
+		shared = len(encoded) - len(grpcHead)
 	} else {
 		svh := &routepb.VirtualHost{Name: name, Domains: sidecarDomains, Routes: routes, IncludeRequestAttemptCount: includeRequestAttemptCount}
 		if err := svh.ValidateAll(); err != nil {
 			b.invalid("VirtualHost", vh.Name, err)
 			return
 		}
-		if sidecar, err = deterministic.Marshal(svh); err != nil {
+		svh.Name, svh.Domains = "", nil
+		if own, err = deterministic.Marshal(svh); err != nil {
 			b.invalid("VirtualHost", vh.Name, err)
 			return
 		}
@@ -262,7 +274,25 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if route < 0 {
 		return
 	}
-	b.u.vhosts = append(b.u.vhosts, portVhost{port: p.number, route: route, sidecar: sidecar, shared: shared})
+	pv := portVhost{port: p.number, route: route, sidecar: sidecar, own: own, shared: shared}
+	if scope, ok := b.localScope(); ok {
+		// The proxies of the host's own namespace also call it by its bare name (domains.go).
+		local := proxyDNSDomain(scope, b.t.suffix)
+		pv.local, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
+			Domains: virtualHostDomains(b.host, p.number, vip, local, false, known)})
+		if err == nil {
+			var head []byte
+			head, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
+				Domains: virtualHostDomains(b.host, p.number, vip, local, true, known)})
+			b.putRouteConfigurationIn(translate.ScopeCollection(scope, RouteType), HostRouteName(b.host, p.number),
+				[]vhostParts{{head: head, tail: encoded[len(grpcHead):]}}, nil)
+		}
+		if err != nil {
+			b.invalid("VirtualHost", vh.Name, err)
+			return
+		}
+	}
+	b.u.vhosts = append(b.u.vhosts, pv)
 	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
 		b.invalid("Listener", APIListenerName(b.host, p.number), err)
 	} else {

@@ -68,6 +68,9 @@ type Translator struct {
 
 	// outboundPolicy is where sidecars send destinations the mesh does not know (sidecar.go).
 	outboundPolicy OutboundTrafficPolicy
+
+	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
+	scopes keySet
 }
 
 type keySet = map[string]struct{}
@@ -106,6 +109,7 @@ const (
 	unitVirtualService                  // the checks of one VirtualService that no host or gateway makes
 	unitTCPListener                     // an outbound listener bound to an address of its own (VIP_PORT)
 	unitSidecarPlumbing                 // istiod's capture listeners and passthrough clusters (sidecar.go), once
+	unitScopedPort                      // a port's outbound route configuration as one namespace's proxies see it (scope.go)
 )
 
 type unitKey struct {
@@ -160,14 +164,18 @@ func (o output) value() []byte {
 }
 
 // portVhost locates a host's virtual host for one port. The host's route configuration for
-// that port (outputs[route]) ends with the proxyless gRPC client's virtual host, of size bytes;
-// the sidecar's, which the port's route configuration gathers, is sidecar followed by the last
-// shared bytes of that encoding (its routes, when they are the same; see buildRoutes).
+// that port (outputs[route]) ends with the proxyless gRPC client's virtual host; the sidecar's,
+// which the port's route configuration gathers, is its head (name and domains) followed by
+// own, or, when own is nil, by the last shared bytes of that encoding (its routes, when they
+// are the same; see buildRoutes). local, when set, is the head for the proxies of the host's
+// own namespace (a scope: scope.go), whose domains add the bare name.
 type portVhost struct {
 	port    uint32
 	route   int
 	sidecar []byte
+	own     []byte
 	shared  int
+	local   []byte
 }
 
 // vhostParts is an encoded virtual host in two parts, head then tail, written one after the
@@ -215,18 +223,23 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded sidecar virtual host for a port.
-func (u *unitState) vhost(p uint32) (vh vhostParts, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port, and its head for the
+// proxies of its own namespace (nil when no scope of it is built).
+func (u *unitState) vhost(p uint32) (vh vhostParts, local []byte, ok bool) {
 	if u == nil {
-		return vhostParts{}, false
+		return vhostParts{}, nil, false
 	}
 	for _, v := range u.vhosts {
 		if v.port == p {
-			value := u.outputs[v.route].value()
-			return vhostParts{head: v.sidecar, tail: value[len(value)-v.shared:]}, true
+			tail := v.own
+			if tail == nil {
+				value := u.outputs[v.route].value()
+				tail = value[len(value)-v.shared:]
+			}
+			return vhostParts{head: v.sidecar, tail: tail}, v.local, true
 		}
 	}
-	return vhostParts{}, false
+	return vhostParts{}, nil, false
 }
 
 // SetGatewayClass builds, from the next Translate, the outputs of a gateway class. The xDS
@@ -251,6 +264,9 @@ type TranslatorOptions struct {
 	DomainSuffix string
 	// GatewayClasses are built from the start (SetGatewayClass), for tools and tests.
 	GatewayClasses []translate.GatewayClass
+	// Scopes are the namespaces whose views are built from the start (SetScope), for tools
+	// and tests.
+	Scopes []string
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
 	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
 	OutboundTrafficPolicy OutboundTrafficPolicy
@@ -268,6 +284,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
+		scopes:     keySet{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
@@ -276,6 +293,9 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {
 		t.SetGatewayClass(c)
+	}
+	for _, ns := range opts.Scopes {
+		t.SetScope(ns)
 	}
 	return t
 }
@@ -372,12 +392,12 @@ func (t *Translator) Translate() (Delta, Stats) {
 			t.dirty[unitKey{unitGatewayClass, id}] = struct{}{}
 		}
 	}
-	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitTCPListener, unitSidecarPlumbing} {
+	for _, kind := range []unitKind{unitGateway, unitGatewayClass, unitVirtualService, unitPort, unitScopedPort, unitTCPListener, unitSidecarPlumbing} {
 		for _, key := range t.dirtyOf(kind) {
 			delete(t.dirty, key)
 			t.rebuild(key, &delta)
 			switch kind {
-			case unitPort, unitTCPListener:
+			case unitPort, unitScopedPort, unitTCPListener:
 				st.Ports++
 			case unitGateway, unitGatewayClass:
 				st.Gateways++
@@ -438,6 +458,8 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 		u = t.buildTCPListener(key.name)
 	case unitSidecarPlumbing:
 		u = t.buildSidecarPlumbing()
+	case unitScopedPort:
+		u = t.buildScopedPort(key.name)
 	}
 	t.record(key, u, delta)
 }
@@ -470,6 +492,10 @@ type portState struct {
 	hosts  keySet
 	order  []string     // hosts, sorted; nil until the port is built after the set changed
 	vhosts []vhostParts // of order's hosts
+	// local are order's hosts' heads for the proxies of their own namespace, where a scope of
+	// it is built (nil elsewhere); locals counts them.
+	local  [][]byte
+	locals int
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -478,14 +504,14 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 	if old != nil {
 		for _, v := range old.vhosts {
 			ps := t.ports[v.port]
-			if _, still := u.vhost(v.port); !still {
+			if _, _, still := u.vhost(v.port); !still {
 				delete(ps.hosts, host)
-				ps.order, ps.vhosts = nil, nil
+				ps.order, ps.vhosts, ps.local, ps.locals = nil, nil, nil, 0
 				if len(ps.hosts) == 0 {
 					delete(t.ports, v.port)
 				}
 			}
-			t.dirty[unitKey{unitPort, portKey(v.port)}] = struct{}{}
+			t.markPort(v.port)
 		}
 	}
 	for _, v := range u.vhosts {
@@ -496,17 +522,37 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 		}
 		if _, in := ps.hosts[host]; !in {
 			ps.hosts[host] = struct{}{}
-			ps.order, ps.vhosts = nil, nil
+			ps.order, ps.vhosts, ps.local, ps.locals = nil, nil, nil, 0
 		} else if ps.order != nil {
 			i, _ := slices.BinarySearch(ps.order, host)
-			ps.vhosts[i], _ = u.vhost(v.port)
+			var local []byte
+			ps.vhosts[i], local, _ = u.vhost(v.port)
+			ps.setLocal(i, local)
 		}
-		t.dirty[unitKey{unitPort, portKey(v.port)}] = struct{}{}
+		t.markPort(v.port)
 	}
 }
 
-// gathered returns a port's hosts' virtual hosts, in host order.
-func (t *Translator) gathered(p uint32) []vhostParts {
+func (ps *portState) setLocal(i int, local []byte) {
+	if ps.local[i] != nil {
+		ps.locals--
+	}
+	if ps.local[i] = local; local != nil {
+		ps.locals++
+	}
+}
+
+// markPort marks a port's outputs to be built again: the mesh-wide ones, and each scope's.
+func (t *Translator) markPort(p uint32) {
+	t.dirty[unitKey{unitPort, portKey(p)}] = struct{}{}
+	for ns := range t.scopes {
+		t.dirty[unitKey{unitScopedPort, scopedPortKey(ns, p)}] = struct{}{}
+	}
+}
+
+// gathered returns a port's state with its hosts' virtual hosts, in host order (nil when no
+// host has the port).
+func (t *Translator) gathered(p uint32) *portState {
 	ps := t.ports[p]
 	if ps == nil {
 		return nil
@@ -514,11 +560,14 @@ func (t *Translator) gathered(p uint32) []vhostParts {
 	if ps.order == nil {
 		ps.order = sortedKeys(ps.hosts)
 		ps.vhosts = make([]vhostParts, len(ps.order))
+		ps.local = make([][]byte, len(ps.order))
 		for i, h := range ps.order {
-			ps.vhosts[i], _ = t.units[unitKey{unitHost, h}].vhost(p)
+			var local []byte
+			ps.vhosts[i], local, _ = t.units[unitKey{unitHost, h}].vhost(p)
+			ps.setLocal(i, local)
 		}
 	}
-	return ps.vhosts
+	return ps
 }
 
 // diff adds to delta what a unit's new build changes in its outputs. No two units make an
@@ -592,6 +641,9 @@ func (t *Translator) EncodedOutputs() map[string][]store.Encoded {
 		}
 	}
 	out := make(map[string][]store.Encoded, len(outputTypes))
+	for _, typ := range outputTypes {
+		out[typ] = []store.Encoded{} // every derived collection, even empty: a full state
+	}
 	for typ, n := range counts {
 		out[typ] = make([]store.Encoded, 0, n)
 	}

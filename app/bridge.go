@@ -401,6 +401,7 @@ func (b *Bridge) wireAdmin() error {
 		b.metrics.WatchStore(b.store),
 		b.metrics.WatchFileFaults(fileFaults),
 		b.metrics.WatchTranslationFaults(b.translationFaults),
+		b.watchScopes(),
 	} {
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -657,4 +658,12 @@ func storeMeshConfig(path string, st *store.Store) error {
 		}
 	}
 	return xds.StoreMeshConfig(st, mc)
+}
+
+// watchScopes reports the translation's namespaces' views, when it runs.
+func (b *Bridge) watchScopes() error {
+	if b.translator == nil {
+		return nil
+	}
+	return b.metrics.WatchScopes(b.translator.Scopes, b.translator.ScopesRefused)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,8 +131,9 @@ func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
 }
 
 // Sidecars of two namespaces, over ADS, get the route configuration of one port each as its
-// namespace sees it: bookinfo's calls reviews.bookinfo.svc.cluster.local by its bare name,
-// default's may not (istiod's domains for a proxy of another namespace).
+// namespace sees it, from their first response on: bookinfo's calls
+// reviews.bookinfo.svc.cluster.local by its bare name, default's may not (istiod's domains
+// for a proxy of another namespace).
 func TestSidecarsOfTwoNamespacesGetTheirNamespacesDomains(t *testing.T) {
 	b := start(t, func(c *Config) { c.Sources.Files = []string{"../examples"} })
 	conn := dialConn(t, b.grpcAddr)
@@ -155,13 +157,11 @@ func TestSidecarsOfTwoNamespacesGetTheirNamespacesDomains(t *testing.T) {
 		st.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{"9080"}, Node: &core.Node{Id: node}})
 		return st
 	}
+	// The translation of the examples is written before the first stream; the first
+	// response then waits for the namespace's view (xds.HoldView): never the mesh-wide one.
+	<-b.Ready().Ready()
 	bookinfo := routes("sidecar~10.0.0.5~productpage-1.bookinfo~bookinfo.svc.cluster.local")
-	var got []string
-	for !slices.Contains(got, "reviews") { // the mesh-wide view until the namespace's is built, a moment after the connect
-		m := bookinfo.Recv()
-		got = domains(m)
-		bookinfo.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{"9080"}, VersionInfo: m.VersionInfo, ResponseNonce: m.Nonce})
-	}
+	got := domains(bookinfo.Recv())
 	if want := []string{"reviews", "reviews.bookinfo.svc", "reviews.bookinfo"}; !slices.Equal(got[2:5], want) {
 		t.Fatalf("bookinfo's sidecar: domains %q, want %q after the FQDN forms", got, want)
 	}
@@ -169,5 +169,10 @@ func TestSidecarsOfTwoNamespacesGetTheirNamespacesDomains(t *testing.T) {
 	got = domains(other.Recv())
 	if len(got) == 0 || slices.Contains(got, "reviews") || !slices.Contains(got, "reviews.bookinfo") {
 		t.Fatalf("default's sidecar: domains %q, want reviews.bookinfo and no bare name", got)
+	}
+	// Both namespaces' views are held, and the metrics say so.
+	if code, body := httpGet(t, b.httpURL+"/metrics"); code != http.StatusOK ||
+		!strings.Contains(body, "mcpbridge_translation_scopes 2") || !strings.Contains(body, "mcpbridge_translation_scopes_refused_total 0") {
+		t.Fatalf("/metrics (%d) does not report the two namespaces' views held and none refused", code)
 	}
 }

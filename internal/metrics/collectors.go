@@ -82,6 +82,24 @@ func (c faultsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// WatchScopes reports the namespaces' views the translation builds (held) and the proxies
+// refused one of their own over its bound (refused). Nil funcs report nothing.
+func (m *Metrics) WatchScopes(held func() int, refused func() uint64) error {
+	if m == nil || held == nil || refused == nil {
+		return nil
+	}
+	if err := m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mcpbridge_translation_scopes",
+		Help: "Namespaces whose proxies' views the translation builds (a sidecar of each is connected, or was within the grace period).",
+	}, func() float64 { return float64(held()) })); err != nil {
+		return err
+	}
+	return m.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mcpbridge_translation_scopes_refused_total",
+		Help: "Proxies refused a view of their namespace because the translation builds its maximum of namespaces' views already; they are served the mesh-wide view.",
+	}, func() float64 { return float64(refused()) }))
+}
+
 // WatchTranslationFaults reports the faults of the translation. A nil func reports none.
 func (m *Metrics) WatchTranslationFaults(faults FaultsFunc) error {
 	if m == nil || faults == nil {

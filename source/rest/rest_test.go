@@ -220,7 +220,7 @@ type classes struct {
 	scopesAcquired, scopesReleased map[string]int
 }
 
-func (c *classes) AcquireScope(ns string) (func(), bool) {
+func (c *classes) AcquireScope(ns string) (func(), <-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.scopesAcquired == nil {
@@ -231,7 +231,7 @@ func (c *classes) AcquireScope(ns string) (func(), bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.scopesReleased[ns]++
-	}, true
+	}, nil, true
 }
 
 func (c *classes) scopeCounts(ns string) (int, int) {

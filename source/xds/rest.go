@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	// The Envoy types, linked for protojson's resolver of the resources' Anys (what their
 	// own Anys hold, such as the HTTP connection manager, comes with the translation that
@@ -44,7 +45,10 @@ func nodeOf(req *source.Request) source.Node {
 
 // HoldView acquires the view of a request's node from views, so that it is built: a router
 // node's gateway class (its listeners and routes), a sidecar's namespace (ScopeOf); release
-// gives it back. Nil views, or any other node, holds nothing.
+// gives it back. Nil views, or any other node, holds nothing. A namespace's view is waited
+// for until it is built (at most ScopeBuildWait), so that its proxy is not first served the
+// mesh-wide view, with services its namespace must not see; a gateway class is not (its
+// listeners come a moment later: nothing served is wrong meanwhile).
 func HoldView(views Views, req *source.Request) (release func()) {
 	node := nodeOf(req)
 	switch ns, scoped := ScopeOf(node); {
@@ -52,11 +56,24 @@ func HoldView(views Views, req *source.Request) (release func()) {
 	case isRouter(node.ID):
 		return views.AcquireGatewayClass(GatewayClassOf(node))
 	case scoped:
-		release, _ := views.AcquireScope(ns)
+		release, built, _ := views.AcquireScope(ns)
+		if built != nil {
+			t := time.NewTimer(ScopeBuildWait)
+			defer t.Stop()
+			select {
+			case <-built:
+			case <-t.C:
+			}
+		}
 		return release
 	}
 	return func() {}
 }
+
+// ScopeBuildWait bounds how long a sidecar's first request waits for its namespace's view to
+// be built (the next translation, normally milliseconds): past it, the mesh-wide view is
+// served until the namespace's is written.
+const ScopeBuildWait = 5 * time.Second
 
 // ViewKey names the view a request's node holds (HoldView), for holding one view once however
 // many pollers ask for it; empty for a node that holds none.

@@ -138,9 +138,10 @@ type Server struct {
 // namespaces' scopes (translate.ScopeCollection).
 type Views interface {
 	AcquireGatewayClass(translate.GatewayClass) (release func())
-	// AcquireScope holds a namespace's view; ok is false when it is refused (too many), and
-	// the namespace's proxies see the mesh-wide view meanwhile.
-	AcquireScope(namespace string) (release func(), ok bool)
+	// AcquireScope holds a namespace's view; built is closed once it is built. ok is false
+	// when it is refused (too many), and the namespace's proxies see the mesh-wide view
+	// meanwhile.
+	AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool)
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
@@ -159,12 +160,20 @@ func (h *viewHold) see(req *source.Request) {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.seen || h.done {
+		h.mu.Unlock()
 		return
 	}
 	h.seen = true
-	h.release = HoldView(h.views, req)
+	h.mu.Unlock()
+	release := HoldView(h.views, req) // may wait for the view to be built: not under mu
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		release() // the stream ended meanwhile
+		return
+	}
+	h.release = release
 }
 
 func (h *viewHold) end() {

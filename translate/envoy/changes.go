@@ -63,6 +63,8 @@ func (t *Translator) Names(collection string) []string {
 		out = slices.Collect(maps.Keys(t.gws))
 	case kindWorkloadEntry:
 		out = slices.Collect(maps.Keys(t.wes))
+	case kindSidecar:
+		out = slices.Collect(maps.Keys(t.sidecars))
 	}
 	for _, held := range []map[string]Fault{t.inputFaults, t.fieldFaults} {
 		for key := range held {
@@ -106,6 +108,8 @@ func (t *Translator) decodeAll(kind string, upserts []Input) []decoded {
 			out[i].rec, out[i].err = newGateway(in)
 		case kindWorkloadEntry:
 			out[i].rec, out[i].err = newWorkloadEntry(in)
+		case kindSidecar:
+			out[i].rec, out[i].err = newSidecar(in)
 		}
 		if out[i].err == nil {
 			out[i].fields = untranslatedFault(kind, in.Name, in.Value)
@@ -143,6 +147,8 @@ func (t *Translator) upsert(kind, name string, d decoded) {
 		t.setGateway(name, rec)
 	case *workloadEntry:
 		t.setWorkloadEntry(name, rec)
+	case *sidecar:
+		t.setSidecar(name, rec)
 	}
 	t.clearInputFault(key)
 	if d.fields != nil {
@@ -187,6 +193,10 @@ func (t *Translator) held(kind, name string) *meta {
 		if r := t.wes[name]; r != nil {
 			return &r.meta
 		}
+	case kindSidecar:
+		if r := t.sidecars[name]; r != nil {
+			return &r.meta
+		}
 	}
 	return nil
 }
@@ -203,6 +213,8 @@ func (t *Translator) remove(kind, name string) {
 		t.setGateway(name, nil)
 	case kindWorkloadEntry:
 		t.setWorkloadEntry(name, nil)
+	case kindSidecar:
+		t.setSidecar(name, nil)
 	}
 }
 
@@ -219,6 +231,9 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		return
 	}
 	if old := t.ses[key]; old != nil {
+		if old.limitsExport() {
+			t.limitedExports--
+		}
 		for _, h := range old.hosts {
 			delKey(t.seByHost, h, key)
 			t.markHost(h, true)
@@ -234,6 +249,9 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		return
 	}
 	t.ses[key] = se
+	if se.limitsExport() {
+		t.limitedExports++
+	}
 	for _, h := range se.hosts {
 		addKey(t.seByHost, h, key)
 		t.markHost(h, true)

@@ -29,6 +29,8 @@ type holdRegistry[V any] struct {
 }
 
 type holdRef[V any] struct {
+	// built is closed once the view's outputs are written (markBuilt).
+	built chan struct{}
 	count int
 	drop  *time.Timer // armed while count is 0
 	armed uint64      // identifies the current drop timer
@@ -48,18 +50,19 @@ func newHoldRegistry[V any](grace time.Duration, wake chan struct{}, max int) *h
 	return &holdRegistry[V]{grace: grace, wake: wake, max: max, refs: map[string]*holdRef[V]{}, pending: map[string]*V{}}
 }
 
-// acquire counts a proxy of a view and returns what to call when it goes; ok is false (and
-// release does nothing) when the registry holds its maximum of views already.
-func (r *holdRegistry[V]) acquire(id string, v V) (release func(), ok bool) {
+// acquire counts a proxy of a view and returns what to call when it goes, and a channel
+// closed once the view is built; ok is false (release does nothing, built is nil) when the
+// registry holds its maximum of views already.
+func (r *holdRegistry[V]) acquire(id string, v V) (release func(), built <-chan struct{}, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref := r.refs[id]
 	if ref == nil {
 		if r.max > 0 && len(r.refs) >= r.max {
 			r.refused++
-			return func() {}, false
+			return func() {}, nil, false
 		}
-		ref = &holdRef[V]{}
+		ref = &holdRef[V]{built: make(chan struct{})}
 		r.refs[id] = ref
 		r.pending[id] = &v
 		r.notify()
@@ -70,7 +73,23 @@ func (r *holdRegistry[V]) acquire(id string, v V) (release func(), ok bool) {
 		ref.drop = nil
 	}
 	var once sync.Once
-	return func() { once.Do(func() { r.release(id) }) }, true
+	return func() { once.Do(func() { r.release(id) }) }, ref.built, true
+}
+
+// markBuilt closes the built channel of each view of ids still held: their outputs are
+// written.
+func (r *holdRegistry[V]) markBuilt(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if ref := r.refs[id]; ref != nil {
+			select {
+			case <-ref.built:
+			default:
+				close(ref.built)
+			}
+		}
+	}
 }
 
 func (r *holdRegistry[V]) release(id string) {
@@ -108,7 +127,8 @@ func (r *holdRegistry[V]) notify() {
 }
 
 // apply hands the pending changes to the translator: set builds a view, remove drops one.
-func (r *holdRegistry[V]) apply(set func(V), remove func(id string)) {
+// It returns the IDs of the views set.
+func (r *holdRegistry[V]) apply(set func(V), remove func(id string)) (setIDs []string) {
 	r.mu.Lock()
 	pending := r.pending
 	r.pending = map[string]*V{}
@@ -118,8 +138,10 @@ func (r *holdRegistry[V]) apply(set func(V), remove func(id string)) {
 			remove(id)
 		} else {
 			set(*v)
+			setIDs = append(setIDs, id)
 		}
 	}
+	return setIDs
 }
 
 // counts are the connected proxies of each view.

@@ -176,6 +176,7 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 			b.putLoadAssignment(ClusterName(p.number, ss.GetName(), host), subsetEps)
 		}
 	}
+	b.hideFromScopes(host, se)
 	return b.u
 }
 

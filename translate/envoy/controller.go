@@ -73,6 +73,7 @@ type Controller struct {
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
 	wroteFull bool              // false until a full write succeeded (and after a failed write)
+	unbuilt   []string          // scopes set since the last successful write
 
 	mu        sync.Mutex
 	synced    bool
@@ -121,18 +122,26 @@ func New(opts Options) *Controller {
 // has been gone for the grace period. Call release when the proxy goes. Safe for concurrent
 // use; the xDS server calls it for each gateway proxy's stream.
 func (c *Controller) AcquireGatewayClass(class translate.GatewayClass) (release func()) {
-	release, _ = c.classes.acquire(class.ID(), class)
+	release, _, _ = c.classes.acquire(class.ID(), class)
 	return release
 }
 
 // AcquireScope says that a proxy of a namespace is connected: what the namespace sees
 // differently from the mesh (scope.go) is built into its overlays (translate.ScopeCollection)
 // from the next translation, and kept until its last proxy has been gone for the grace
-// period. Over MaxScopes namespaces, nothing is acquired, ok is false, and the namespace's
-// proxies see the mesh-wide view until one is dropped. Safe for concurrent use; the xDS
-// server calls it for each sidecar's stream.
-func (c *Controller) AcquireScope(namespace string) (release func(), ok bool) {
+// period. built is closed once the scope's outputs are written, so that a proxy is not
+// served the mesh-wide view first. Over MaxScopes namespaces, nothing is acquired, built is
+// nil, ok is false, and the namespace's proxies see the mesh-wide view until one is dropped.
+// Safe for concurrent use; the xDS server calls it for each sidecar's stream.
+func (c *Controller) AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool) {
 	return c.scopes.acquire(namespace, namespace)
+}
+
+// Scopes is how many namespaces' scopes are held (built, or within their grace period).
+func (c *Controller) Scopes() int {
+	c.scopes.mu.Lock()
+	defer c.scopes.mu.Unlock()
+	return len(c.scopes.refs)
 }
 
 // ScopesRefused counts the namespaces' proxies refused a scope of their own (MaxScopes).
@@ -186,13 +195,15 @@ func (c *Controller) sync() error {
 		c.read(v, coll)
 	}
 	c.classes.apply(c.t.SetGatewayClass, c.t.RemoveGatewayClass)
-	c.scopes.apply(c.t.SetScope, c.t.RemoveScope)
+	c.unbuilt = append(c.unbuilt, c.scopes.apply(c.t.SetScope, c.t.RemoveScope)...)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
 	if err != nil {
 		return err
 	}
+	c.scopes.markBuilt(c.unbuilt)
+	c.unbuilt = c.unbuilt[:0]
 	level := slog.LevelDebug
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once

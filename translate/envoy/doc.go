@@ -222,13 +222,15 @@
 //
 // Nothing is left out silently (untranslated.go): every field of an input that the
 // translation neither reads nor reports a fault of its own for is a fault of its resource,
-// "not translated, served without them: FIELD (why), ...": among them exportTo other than
-// "*" and DestinationRule workloadSelector (every client is served every resource: there are
-// no per-proxy views), a redirect's derivePort and prefixRewrite, a match's statPrefix,
-// Gateway servers' bind, the identities of workloads
+// "not translated, served without them: FIELD (why), ...": among them VirtualService and
+// DestinationRule exportTo other than "*" and DestinationRule workloadSelector (scopes are by
+// namespace, and only ServiceEntries' exportTo and Sidecars narrow them: scope.go), Sidecar
+// workloadSelector (such a Sidecar is not applied), ingress and outboundTrafficPolicy, and
+// egress listeners with a port, a redirect's derivePort and prefixRewrite, a match's
+// statPrefix, Gateway servers' bind, the identities of workloads
 // (WorkloadEntry serviceAccount: as subjectAltNames they need the trust domain), and any
-// field this bridge's Istio API does not know, by number. Sidecar and EnvoyFilter resources
-// are read only to report each as not applied. Not reported, as it leaves the Envoy
+// field this bridge's Istio API does not know, by number. EnvoyFilter resources are read
+// only to report each as not applied. Not reported, as it leaves the Envoy
 // configuration as istiod builds it apart from automatic mutual TLS and telemetry, which the
 // bridge does not do: a ServiceEntry's location. Still silent, as they follow from one
 // configuration for every client or need what a standalone bridge has not: auto mTLS
@@ -241,9 +243,9 @@
 // use_downstream_protocol for sniffed ports (the clusters are shared: they take a
 // sidecar's), cluster and route metadata, ISTIO_MUTUAL for xDS v2 gRPC clients (the
 // certificate provider fields are newer than v2), the namespace-dependent choice of
-// DestinationRule and the domains only a client of the host's namespace gets (its bare name,
-// "reviews"; domains.go builds them for a proxy's DNS domain, ready for per-namespace
-// scopes); and istiod's plumbing the bridge does not emit: the catch-all virtual host of a
+// DestinationRule (a rule in the proxy's own namespace first) and the VirtualServices and
+// DestinationRules a Sidecar's egress hosts import by namespace; and istiod's plumbing the
+// bridge does not emit: the catch-all virtual host of a
 // sidecar's route configurations ("allow_any", to PassthroughCluster), virtualInbound's chains
 // of the proxy's own inbound ports and the inbound|PORT|| clusters (they need the proxy's own
 // workload and the Services that select it, which a configuration every sidecar shares cannot

@@ -19,12 +19,12 @@ import (
 // port.
 //
 // What a client may call a host by depends on the client's namespace: "reviews" is
-// reviews.bookinfo.svc.cluster.local only within bookinfo. The bridge serves one route
-// configuration to every client, so it builds them for a proxy in no namespace
-// (sharedProxyDomain): the names every client may use, which is exactly what istiod gives a
-// proxy of another namespace. The bare name ("reviews"), and the order istiod gives a proxy of
-// the host's own namespace ("reviews", "reviews.bookinfo.svc", "reviews.bookinfo"), are for
-// per-namespace scopes to add: virtualHostDomains takes the proxy's DNS domain for them.
+// reviews.bookinfo.svc.cluster.local only within bookinfo. The mesh-wide route configurations
+// are built for a proxy in no namespace (sharedProxyDomain): the names every client may use,
+// which is exactly what istiod gives a proxy of another namespace. The bare name ("reviews"),
+// in the order istiod gives a proxy of the host's own namespace ("reviews",
+// "reviews.bookinfo.svc", "reviews.bookinfo"), is in that namespace's scope (scope.go), built
+// while a proxy of it is connected.
 
 // sharedProxyDomain is the DNS domain of a proxy in no namespace, ".svc.SUFFIX": no host's
 // namespace is its own, so only the names every namespace may use are generated.

@@ -54,6 +54,8 @@ type build struct {
 	// self is what the unit is, as others depend on it (a host's ServiceEntry and
 	// DestinationRule): a change to it rebuilds the unit anyway, so reading it is not recorded.
 	self depKey
+	// scope, when set, is the namespace whose overlay the outputs go to (scope.go).
+	scope string
 }
 
 func newBuild(t *Translator, kind, key string) *build {
@@ -73,14 +75,23 @@ func (b *build) put(typeURL, name string, m validatable) {
 		b.invalid(typeName(typeURL), name, err)
 		return
 	}
-	b.u.set(output{typeURL, enc})
+	b.u.set(output{b.collection(typeURL), enc})
+}
+
+// collection is where the build puts outputs of a type: the type's own collection, or the
+// overlay of the scope it builds for (scope.go).
+func (b *build) collection(typeURL string) string {
+	if b.scope == "" {
+		return typeURL
+	}
+	return translate.ScopeCollection(b.scope, typeURL)
 }
 
 // putRouteConfiguration adds a route configuration of a name, encoded virtual hosts and
 // encoded fields after them (see appendRouteConfiguration), and returns its index among the unit's outputs; -1 if it could
 // not be encoded.
 func (b *build) putRouteConfiguration(name string, vhosts []vhostParts, trailer []byte) int {
-	return b.putRouteConfigurationIn(RouteType, name, vhosts, trailer)
+	return b.putRouteConfigurationIn(b.collection(RouteType), name, vhosts, trailer)
 }
 
 // putRouteConfigurationIn is putRouteConfiguration into a collection other than the route
@@ -158,6 +169,7 @@ func (t *Translator) buildHost(host string) *unitState {
 		b.dr.checkSubsets(b.fs)
 	}
 	b.buildPorts()
+	b.hideFromScopes(host, se)
 	return b.u
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -22,16 +23,15 @@ const (
 	kindDestinationRule = "DestinationRule"
 	kindGateway         = "Gateway"
 	kindWorkloadEntry   = "WorkloadEntry"
+	kindSidecar         = "Sidecar"
 )
 
 // inputKinds are the kinds the translation reads, in the order their changes are applied.
-var inputKinds = []string{kindServiceEntry, kindWorkloadEntry, kindDestinationRule, kindVirtualService, kindGateway}
+var inputKinds = []string{kindServiceEntry, kindWorkloadEntry, kindDestinationRule, kindVirtualService, kindGateway, kindSidecar}
 
 // reportedKinds change what istiod sends its proxies but the translation does not apply them:
 // each resource of theirs is a fault (nothing silent), with the reason.
 var reportedKinds = map[string]string{
-	"Sidecar": "not applied: every proxy is served every host and port (the bridge builds one " +
-		"configuration for all its clients; no per-proxy views)",
 	"EnvoyFilter": "not applied: the bridge does not patch the Envoy configuration it builds",
 }
 
@@ -130,6 +130,7 @@ type serviceEntry struct {
 	selector   map[string]string // workloadSelector.labels
 	inline     int               // how many endpoints it lists
 	sans       []string          // subjectAltNames
+	exportTo   []string          // as written; empty: every namespace (scope.go)
 }
 
 // sameShape reports whether o differs from se at most in its endpoints: what else the
@@ -138,7 +139,7 @@ type serviceEntry struct {
 func (se *serviceEntry) sameShape(o *serviceEntry) bool {
 	return se.Namespace == o.Namespace && se.Created.Equal(o.Created) && se.resolution == o.resolution && se.vip == o.vip &&
 		slices.Equal(se.hosts, o.hosts) && slices.Equal(se.addresses, o.addresses) && slices.Equal(se.ports, o.ports) &&
-		maps.Equal(se.selector, o.selector) && slices.Equal(se.sans, o.sans)
+		maps.Equal(se.selector, o.selector) && slices.Equal(se.sans, o.sans) && slices.Equal(se.exportTo, o.exportTo)
 }
 
 // eds reports whether a resolution gives EDS clusters, whose endpoints are load assignments
@@ -216,7 +217,8 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 	}
 	sc := scanServiceEntry(in.Value)
 	return &serviceEntry{meta: metaOf(in), hosts: sc.hosts, addresses: sc.addresses, vip: serviceVIP(sc.addresses), ports: sc.ports,
-		resolution: sc.resolution, selector: sc.selector, inline: sc.endpoints, sans: sc.sans}, nil
+		resolution: sc.resolution, selector: sc.selector, inline: sc.endpoints, sans: sc.sans,
+		exportTo: sc.exportTo}, nil
 }
 
 func newVirtualService(in Input, suffix string) (*virtualService, error) {
@@ -284,4 +286,35 @@ func newWorkloadEntry(in Input) (*workloadEntry, error) {
 		return nil, err
 	}
 	return &workloadEntry{meta: metaOf(in), spec: spec, labels: labelsOf(spec.GetLabels())}, nil
+}
+
+// sidecar is a Sidecar: what its namespace's proxies import (scope.go).
+type sidecar struct {
+	meta
+	selects bool // it has a workloadSelector: it is for some workloads, and not applied
+	// egress are the hosts its egress listeners without a port import, "NAMESPACE/DNSNAME".
+	egress []egressHost
+}
+
+type egressHost struct{ namespace, dnsName string }
+
+func newSidecar(in Input) (*sidecar, error) {
+	spec := &networking.Sidecar{}
+	if err := decodeBody(kindSidecar, in, spec); err != nil {
+		return nil, err
+	}
+	sc := &sidecar{meta: metaOf(in), selects: spec.GetWorkloadSelector() != nil}
+	for _, l := range spec.GetEgress() {
+		if l.GetPort() != nil {
+			continue // reported (untranslated.go): its hosts are not imported
+		}
+		for _, h := range l.GetHosts() {
+			ns, dns, ok := strings.Cut(h, "/")
+			if !ok {
+				ns, dns = "*", h // validation requires the namespace; a bare name means any
+			}
+			sc.egress = append(sc.egress, egressHost{ns, dns})
+		}
+	}
+	return sc, nil
 }

@@ -29,6 +29,7 @@ var (
 	seEndpoints  = fieldNum(&networking.ServiceEntry{}, "endpoints")
 	seSelector   = fieldNum(&networking.ServiceEntry{}, "workload_selector")
 	seSANs       = fieldNum(&networking.ServiceEntry{}, "subject_alt_names")
+	seExportTo   = fieldNum(&networking.ServiceEntry{}, "export_to")
 	spNumber     = fieldNum(&networking.ServicePort{}, "number")
 	spProtocol   = fieldNum(&networking.ServicePort{}, "protocol")
 	spName       = fieldNum(&networking.ServicePort{}, "name")
@@ -59,6 +60,7 @@ type scanned struct {
 	selector   map[string]string
 	endpoints  int
 	sans       []string // subjectAltNames: the identities TLS origination verifies by default
+	exportTo   []string
 }
 
 // scanServiceEntry reads the indexed fields of a valid ServiceEntry encoding, as
@@ -80,6 +82,8 @@ func scanServiceEntry(b []byte) scanned {
 			s.endpoints++
 		case num == seSANs && typ == protowire.BytesType:
 			s.sans = append(s.sans, string(v))
+		case num == seExportTo && typ == protowire.BytesType:
+			s.exportTo = append(s.exportTo, string(v))
 		case num == seSelector && typ == protowire.BytesType:
 			eachField(v, func(num protowire.Number, typ protowire.Type, entry []byte, _ uint64) {
 				if num != wsLabels || typ != protowire.BytesType {

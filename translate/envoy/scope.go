@@ -1,8 +1,10 @@
 package envoy
 
 import (
+	"slices"
 	"strings"
 
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -16,7 +18,22 @@ import (
 //   - the short names of its own namespace's hosts: a host NAME.NS.svc.SUFFIX answers to
 //     "NAME" for the proxies of NS (domains.go); the host's own route configurations for
 //     proxyless gRPC clients, and each port's outbound route configuration that gathers one
-//     of them, are given again with those domains.
+//     of them, are given again with those domains;
+//   - the hosts it does not see, hidden (store.Hidden): those of ServiceEntries whose
+//     exportTo leaves the namespace out, and those its Sidecar's egress hosts do not import
+//     (the namespace's own Sidecar without a workloadSelector, else the root namespace's);
+//     their clusters, load assignments, API listeners and route configurations are hidden,
+//     and the listeners and route configurations that gather them are given again without
+//     them (a port none of whose hosts it sees has none).
+//
+// What istiod also scopes and the bridge does not (reported as faults where set):
+// VirtualService and DestinationRule exportTo, Sidecars for some workloads, egress listeners
+// with a port, the Sidecar's ingress and outbound traffic policy, and the VirtualServices and
+// DestinationRules a Sidecar imports by namespace.
+
+// rootNamespace is Istio's default root namespace (MeshConfig rootNamespace): a Sidecar there
+// applies to every namespace that has none of its own.
+const rootNamespace = "istio-system"
 
 // SetScope builds, from the next Translate, the view of a namespace's proxies.
 func (t *Translator) SetScope(namespace string) {
@@ -36,16 +53,221 @@ func (t *Translator) RemoveScope(namespace string) {
 	t.scopeChanged(namespace)
 }
 
-// scopeChanged marks what a namespace's scope changes: its own hosts (their local domains)
-// and every port's route configuration as the namespace sees it.
+// scopeChanged marks what a namespace's scope changes: its own hosts (their local domains),
+// every host it may not see (every host, when a Sidecar narrows it or some ServiceEntry
+// limits its exportTo), and every port's outputs as the namespace sees them.
 func (t *Translator) scopeChanged(namespace string) {
+	all := t.limitedExports > 0 || t.sidecarFor(namespace) != nil
 	for key := range t.units {
-		if key.kind == unitHost && hostNamespace(key.name, t.suffix) == namespace {
+		if key.kind == unitHost && (all || hostNamespace(key.name, t.suffix) == namespace) {
 			t.dirty[key] = struct{}{}
+			if all {
+				t.dirty[unitKey{unitEndpoints, key.name}] = struct{}{}
+			}
 		}
 	}
 	for p := range t.ports {
 		t.dirty[unitKey{unitScopedPort, scopedPortKey(namespace, p)}] = struct{}{}
+	}
+	for name, bs := range t.tcpBinds {
+		if bs.bind == wildcardBind {
+			t.dirty[unitKey{unitScopedPort, scopedPortKey(namespace, bs.port)}] = struct{}{}
+		} else {
+			t.dirty[unitKey{unitTCPListener, name}] = struct{}{}
+		}
+	}
+}
+
+// setSidecar replaces (or, with nil, removes) a Sidecar. What a namespace imports may change
+// what it sees of every host: every host is built again, as istiod pushes every proxy.
+func (t *Translator) setSidecar(key string, sc *sidecar) {
+	if sc == nil {
+		delete(t.sidecars, key)
+	} else {
+		t.sidecars[key] = sc
+	}
+	for ns := range t.scopes {
+		t.scopeChanged(ns)
+	}
+	for k := range t.units {
+		if k.kind == unitHost {
+			t.dirty[k] = struct{}{}
+			t.dirty[unitKey{unitEndpoints, k.name}] = struct{}{}
+		}
+	}
+}
+
+// sidecarFor is the Sidecar that narrows a namespace's view: its own without a
+// workloadSelector, else the root namespace's; the oldest (then first by name) of several.
+func (t *Translator) sidecarFor(namespace string) *sidecar {
+	var own, root *sidecar
+	for _, sc := range t.sidecars {
+		if sc.selects {
+			continue
+		}
+		switch sc.Namespace {
+		case namespace:
+			own = olderSidecar(own, sc)
+		case rootNamespace:
+			root = olderSidecar(root, sc)
+		}
+	}
+	if own != nil {
+		return own
+	}
+	return root
+}
+
+func olderSidecar(a, b *sidecar) *sidecar {
+	if a == nil || b.Created.Before(a.Created) || b.Created.Equal(a.Created) && b.Key < a.Key {
+		return b
+	}
+	return a
+}
+
+// narrowedScopes are the scopes a Sidecar narrows, sorted.
+func (t *Translator) narrowedScopes() []string {
+	if len(t.sidecars) == 0 {
+		return nil
+	}
+	var out []string
+	for ns := range t.scopes {
+		if t.sidecarFor(ns) != nil {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// limitsExport tells a ServiceEntry whose exportTo leaves some namespace out.
+func (se *serviceEntry) limitsExport() bool {
+	return len(se.exportTo) > 0 && !slices.Contains(se.exportTo, "*")
+}
+
+// exportedTo tells whether a ServiceEntry's exportTo takes a namespace: "*" every one (and
+// so does an empty exportTo, Istio's default), "." its own, "~" none, else the names listed.
+func (se *serviceEntry) exportedTo(namespace string) bool {
+	if len(se.exportTo) == 0 {
+		return true
+	}
+	for _, e := range se.exportTo {
+		if e == "*" || e == namespace || e == "." && se.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// imports tells whether a Sidecar applied to a namespace's proxies imports a host of a
+// ServiceEntry of another namespace: an egress host "NS/DNSNAME" whose NS is "*", the
+// service's namespace, or "." for the proxies' own, and whose DNSNAME is "*", the host, or a
+// "*.SUFFIX" the host ends with.
+func (sc *sidecar) imports(proxyNamespace, serviceNamespace, host string) bool {
+	for _, h := range sc.egress {
+		switch h.namespace {
+		case "*", serviceNamespace:
+		case ".":
+			if serviceNamespace != proxyNamespace {
+				continue
+			}
+		default:
+			continue
+		}
+		if h.dnsName == "*" || h.dnsName == host || strings.HasPrefix(h.dnsName, "*.") && strings.HasSuffix(host, h.dnsName[1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// visibleIn tells whether a namespace's proxies see a host of a ServiceEntry.
+func (t *Translator) visibleIn(namespace, host string, se *serviceEntry) bool {
+	if se == nil || !se.exportedTo(namespace) {
+		return se == nil
+	}
+	sc := t.sidecarFor(namespace)
+	return sc == nil || sc.imports(namespace, se.Namespace, host)
+}
+
+// hidingScopes are the scopes that do not see a host: among the narrowed ones, or every one
+// when its ServiceEntry limits its exportTo.
+func (t *Translator) hidingScopes(host string, se *serviceEntry) []string {
+	candidates := t.narrowed
+	if se.limitsExport() {
+		candidates = sortedKeys(t.scopes)
+	}
+	var out []string
+	for _, ns := range candidates {
+		if !t.visibleIn(ns, host, se) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// hideFromScopes hides the unit's outputs from the scopes that do not see its host, and
+// drops what it built for the host's own namespace if that is one of them.
+func (b *build) hideFromScopes(host string, se *serviceEntry) {
+	if se == nil {
+		return
+	}
+	hiding := b.t.hidingScopes(host, se)
+	if len(hiding) == 0 {
+		return
+	}
+	var shown []output
+	for _, o := range b.u.outputs {
+		if slices.Contains(outputTypes[:], o.typeURL) {
+			shown = append(shown, o)
+		}
+	}
+	own := hostNamespace(host, b.t.suffix)
+	for _, ns := range hiding {
+		if ns == own {
+			mine := translate.ScopeCollection(ns, RouteType)
+			b.u.outputs = slices.DeleteFunc(b.u.outputs, func(o output) bool { return o.typeURL == mine })
+			for i := range b.u.vhosts {
+				b.u.vhosts[i].local = nil
+			}
+		}
+		for _, o := range shown {
+			b.u.set(output{translate.ScopeCollection(ns, o.typeURL), store.Hidden(o.enc.Name())})
+		}
+	}
+}
+
+// hostVisibleIn is visibleIn for a host by name.
+func (t *Translator) hostVisibleIn(namespace, host string) bool {
+	se, _ := t.serviceEntryFor(host)
+	return t.visibleIn(namespace, host, se)
+}
+
+// scopeMayHide tells whether a namespace may not see some host: a Sidecar narrows it, or some
+// ServiceEntry limits its exportTo.
+func (t *Translator) scopeMayHide(namespace string) bool {
+	return t.limitedExports > 0 || slices.Contains(t.narrowed, namespace)
+}
+
+// scopedTCPListeners adds to a listener's build (bound to an address of its own) the
+// listener as each scope that does not see all its hosts sees it: without their chains, or
+// hidden when it sees none.
+func (t *Translator) scopedTCPListeners(b *build, name string, bs *tcpBindState, tcp []*tcpContribution) {
+	for _, ns := range sortedKeys(t.scopes) {
+		if !t.scopeMayHide(ns) {
+			continue
+		}
+		visible := slices.DeleteFunc(slices.Clone(tcp), func(c *tcpContribution) bool { return !t.hostVisibleIn(ns, c.host) })
+		if len(visible) == len(tcp) {
+			continue
+		}
+		b.scope = ns
+		if len(visible) == 0 {
+			b.u.set(output{b.collection(ListenerType), store.Hidden(name)})
+		} else {
+			t.putTCPListener(b, name, bs.bind, bs.port, nil, visible)
+		}
+		b.scope = ""
 	}
 }
 
@@ -75,31 +297,58 @@ func (b *hostBuild) localScope() (string, bool) {
 
 func scopedPortKey(namespace string, p uint32) string { return namespace + "/" + portKey(p) }
 
-// buildScopedPort builds a port's outbound route configuration as a namespace's proxies see
-// it: the mesh-wide one, with the namespace's own hosts' heads (local domains). It is built
-// only where it differs: a port with none of the namespace's hosts has no output here, and
-// the namespace's proxies read the mesh-wide one.
+// buildScopedPort builds a port's outbound listener and route configuration as a namespace's
+// proxies see them: the mesh-wide ones without the hosts the namespace does not see, and with
+// the namespace's own hosts' heads (local domains). It builds them only where they differ: a
+// port with none of the namespace's hosts and none hidden from it has no output here, and the
+// namespace's proxies read the mesh-wide ones.
 func (t *Translator) buildScopedPort(key string) *unitState {
 	ns, port, _ := strings.Cut(key, "/")
 	p := parsePort(port)
 	b := newBuild(t, "Mesh", "port "+port+" as namespace "+ns+" sees it")
-	if _, ok := t.scopes[ns]; !ok {
+	if _, ok := t.scopes[ns]; !ok || sidecarRouteSettings.err != nil {
 		return b.u
 	}
 	ps := t.gathered(p)
-	if ps == nil || ps.locals == 0 || sidecarRouteSettings.err != nil {
+	mayHide := t.scopeMayHide(ns)
+	if !mayHide && (ps == nil || ps.locals == 0) {
 		return b.u
 	}
-	vhosts := make([]vhostParts, len(ps.vhosts))
-	mine := false
-	for i, vh := range ps.vhosts {
-		if ps.local[i] != nil && hostNamespace(ps.order[i], t.suffix) == ns {
-			vh.head, mine = ps.local[i], true
+	changed := false
+	var vhosts []vhostParts
+	if ps != nil {
+		vhosts = make([]vhostParts, 0, len(ps.vhosts))
+		for i, vh := range ps.vhosts {
+			host := ps.order[i]
+			if mayHide && !t.hostVisibleIn(ns, host) {
+				changed = true
+				continue
+			}
+			if ps.local[i] != nil && hostNamespace(host, t.suffix) == ns {
+				vh.head, changed = ps.local[i], true
+			}
+			vhosts = append(vhosts, vh)
 		}
-		vhosts[i] = vh
 	}
-	if mine {
-		b.putRouteConfigurationIn(translate.ScopeCollection(ns, RouteType), OutboundRouteName(p), vhosts, sidecarRouteSettings.enc)
+	tcp := t.gatheredTCP(OutboundListenerName(p))
+	if mayHide {
+		n := len(tcp)
+		tcp = slices.DeleteFunc(slices.Clone(tcp), func(c *tcpContribution) bool { return !t.hostVisibleIn(ns, c.host) })
+		changed = changed || len(tcp) != n
+	}
+	if !changed {
+		return b.u
+	}
+	b.scope = ns
+	switch {
+	case len(vhosts) == 0 && len(tcp) == 0:
+		b.u.set(output{b.collection(ListenerType), store.Hidden(OutboundListenerName(p))})
+		b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
+	default:
+		if len(vhosts) == 0 {
+			b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
+		}
+		t.buildSharedPort(b, p, vhosts, tcp)
 	}
 	return b.u
 }

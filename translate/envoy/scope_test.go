@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
@@ -52,7 +53,7 @@ func routesIn(t *testing.T, outs []Resource, collection string) map[string]*rout
 	t.Helper()
 	got := map[string]*routepb.RouteConfiguration{}
 	for _, r := range outs {
-		if r.TypeURL != collection {
+		if typeURL, _ := r.Encoded.Body(); r.TypeURL != collection || typeURL == store.HiddenTypeURL {
 			continue
 		}
 		if err := validateDeep(r.Body()); err != nil {
@@ -203,4 +204,252 @@ func encodedNames(es []store.Encoded) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// seen is what a namespace's proxies read of each derived collection: the outputs written to
+// a store as the controller writes them, read through the namespace's overlays (ns "" reads
+// the mesh-wide collections).
+func seen(t *testing.T, outs []Resource, ns string) map[string][]string {
+	t.Helper()
+	st := store.New(store.Options{})
+	byColl := map[string][]store.Encoded{}
+	for _, r := range outs {
+		byColl[r.TypeURL] = append(byColl[r.TypeURL], r.Encoded)
+	}
+	if _, err := st.ReplaceOwnerEncoded(Owner, byColl); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, coll := range OutputTypes() {
+		read := coll
+		if ns != "" {
+			read = translate.ScopedCollection(ns, coll)
+		}
+		_, es := st.View().Snapshot(read)
+		for _, e := range es {
+			got[coll] = append(got[coll], e.Name)
+		}
+	}
+	return got
+}
+
+const exportYAML = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: private, namespace: foo}
+spec:
+  hosts: [private.foo.svc.cluster.local]
+  addresses: [10.10.3.1]
+  exportTo: ["."]
+  ports: [{number: 8000, name: http, protocol: HTTP}, {number: 7000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.11.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: public, namespace: foo}
+spec:
+  hosts: [public.foo.svc.cluster.local]
+  addresses: [10.10.3.2]
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.11.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: only, namespace: foo}
+spec:
+  hosts: [only.foo.svc.cluster.local]
+  addresses: [10.10.3.3]
+  exportTo: [foo, baz]
+  ports: [{number: 9000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.11.3}]
+`
+
+// TestExportToHidesAHostFromTheNamespacesItLeavesOut: a namespace's proxies see, of a host
+// exported to other namespaces only, nothing: no cluster, load assignment, API listener,
+// route configuration, TCP listener, and no virtual host in the port's route configuration;
+// a port none of whose hosts they see has no listener. Its own namespace, and those listed,
+// see it; the mesh-wide collections (clients of no namespace) hold everything.
+func TestExportToHidesAHostFromTheNamespacesItLeavesOut(t *testing.T) {
+	outs, faults := Build(decodeYAML(t, exportYAML), TranslatorOptions{Scopes: []string{"foo", "bar", "baz"}})
+	if len(faults) > 0 {
+		t.Fatalf("faults: %v", faults)
+	}
+	has := func(got map[string][]string, coll, name string) bool { return slices.Contains(got[coll], name) }
+	const private, only = "outbound|8000||private.foo.svc.cluster.local", "outbound|9000||only.foo.svc.cluster.local"
+	for _, c := range []struct {
+		ns                string
+		private, only     bool
+		port9000, tcp7000 bool
+	}{
+		{"", true, true, true, true},
+		{"foo", true, true, true, true},
+		{"bar", false, false, false, false},
+		{"baz", false, true, true, false},
+	} {
+		got := seen(t, outs, c.ns)
+		for _, check := range []struct {
+			what       string
+			coll, name string
+			want       bool
+		}{
+			{"private's cluster", ClusterType, private, c.private},
+			{"private's gRPC cluster", GRPCClusterType, private, c.private},
+			{"private's load assignment", EndpointType, private, c.private},
+			{"private's route configuration", RouteType, private, c.private},
+			{"private's API listener", ListenerType, "private.foo.svc.cluster.local:8000", c.private},
+			{"private's TCP listener", ListenerType, "10.10.3.1_7000", c.tcp7000},
+			{"only's cluster", ClusterType, only, c.only},
+			{"port 9000's listener", ListenerType, "0.0.0.0_9000", c.port9000},
+			{"port 9000's route configuration", RouteType, "9000", c.port9000},
+			{"public's cluster", ClusterType, "outbound|8000||public.foo.svc.cluster.local", true},
+			{"port 8000's listener", ListenerType, "0.0.0.0_8000", true},
+		} {
+			if has(got, check.coll, check.name) != check.want {
+				t.Errorf("namespace %q: %s (%s) seen %v, want %v", c.ns, check.what, check.name, !check.want, check.want)
+			}
+		}
+	}
+	// bar's port 8000 gathers public alone; foo's both, with their bare names.
+	bar := routesIn(t, outs, translate.ScopeCollection("bar", RouteType))["8000"]
+	if bar == nil || len(bar.GetVirtualHosts()) != 1 || bar.GetVirtualHosts()[0].GetName() != "public.foo.svc.cluster.local:8000" {
+		t.Fatalf("bar's 8000: %v, want public's virtual host alone", bar.GetVirtualHosts())
+	}
+	foo := routesIn(t, outs, translate.ScopeCollection("foo", RouteType))["8000"]
+	if foo == nil || len(foo.GetVirtualHosts()) != 2 || !slices.Contains(foo.GetVirtualHosts()[0].GetDomains(), "private") {
+		t.Fatalf("foo's 8000: %v, want both virtual hosts, with bare names", foo.GetVirtualHosts())
+	}
+}
+
+const sidecarYAML = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews.bookinfo.svc.cluster.local]
+  addresses: [10.10.0.2]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: httpbin, namespace: default}
+spec:
+  hosts: [httpbin.default.svc.cluster.local]
+  addresses: [10.10.0.9]
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.9}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: external, namespace: default}
+spec:
+  hosts: [api.example.com]
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+`
+
+// TestSidecarEgressHostsNarrowItsNamespace: a namespace's Sidecar imports the hosts its egress
+// hosts name ("./*": its own namespace's; "*/api.example.com" one host of any namespace), and
+// its proxies see nothing else; a namespace without a Sidecar sees everything, until the root
+// namespace's Sidecar narrows it too; and removing the Sidecars shows everything again.
+func TestSidecarEgressHostsNarrowItsNamespace(t *testing.T) {
+	in := decodeYAML(t, sidecarYAML+`---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: bookinfo}
+spec:
+  egress: [{hosts: ["./*", "*/api.example.com"]}]
+`)
+	outs, faults := Build(in, TranslatorOptions{Scopes: []string{"bookinfo", "default"}})
+	if len(faults) > 0 {
+		t.Fatalf("faults: %v", faults)
+	}
+	bookinfo, def := seen(t, outs, "bookinfo"), seen(t, outs, "default")
+	want := []string{"BlackHoleCluster", "InboundPassthroughCluster", "PassthroughCluster",
+		"outbound|443||api.example.com", "outbound|9080||reviews.bookinfo.svc.cluster.local"}
+	if got := bookinfo[ClusterType]; !slices.Equal(got, want) {
+		t.Errorf("bookinfo's clusters %v, want %v", got, want)
+	}
+	if slices.Contains(bookinfo[ListenerType], "0.0.0.0_8000") || !slices.Contains(def[ListenerType], "0.0.0.0_8000") {
+		t.Errorf("port 8000's listener: bookinfo sees it %v, default %v; want false, true",
+			slices.Contains(bookinfo[ListenerType], "0.0.0.0_8000"), slices.Contains(def[ListenerType], "0.0.0.0_8000"))
+	}
+	if !slices.Contains(def[ClusterType], "outbound|8000||httpbin.default.svc.cluster.local") {
+		t.Errorf("default, without a Sidecar, does not see httpbin: %v", def[ClusterType])
+	}
+
+	tr := NewTranslator(TranslatorOptions{Scopes: []string{"bookinfo", "default"}})
+	for _, coll := range sortedKeys(in) {
+		feed(tr, coll, in[coll], nil)
+	}
+	tr.Translate()
+	root := decodeYAML(t, `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: istio-system}
+spec:
+  egress: [{hosts: ["./*"]}]
+`)
+	for coll, rs := range root {
+		feed(tr, coll, rs, nil)
+	}
+	tr.Translate()
+	if got := seen(t, tr.Outputs(), "default")[ClusterType]; slices.Contains(got, "outbound|8000||httpbin.default.svc.cluster.local") == false ||
+		slices.Contains(got, "outbound|9080||reviews.bookinfo.svc.cluster.local") {
+		t.Errorf("with the root namespace's Sidecar (./*), default sees %v; want its own httpbin and not reviews", got)
+	}
+	feed(tr, collectionOf(kindSidecar), nil, []string{"bookinfo/default", "istio-system/default"})
+	tr.Translate()
+	for _, ns := range []string{"bookinfo", "default"} {
+		if got, all := seen(t, tr.Outputs(), ns)[ClusterType], seen(t, tr.Outputs(), "")[ClusterType]; !slices.Equal(got, all) {
+			t.Errorf("without Sidecars, %s sees %v; want every cluster, %v", ns, got, all)
+		}
+	}
+}
+
+// The controller builds a namespace's scope while a proxy of it holds it (saying when it is
+// written), drops it after the grace, and refuses a scope over MaxScopes (its proxies read
+// the mesh-wide view).
+func TestControllerBuildsAScopeWhileItIsHeld(t *testing.T) {
+	st := newStore()
+	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond, MaxScopes: 1})
+	h := runController(t, st, ctrl)
+	h.apply(upserts(decodeYAML(t, scopeYAML))...)
+	overlay := translate.ScopeCollection("bookinfo", RouteType)
+	present := func() bool { return st.View().Get(overlay, "9080") != nil }
+	release, built, ok := ctrl.AcquireScope("bookinfo")
+	if !ok {
+		t.Fatal("the first scope was refused")
+	}
+	select {
+	case <-built:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the scope was not built within 5s")
+	}
+	if !present() {
+		t.Fatal("the scope is said built before its outputs are written")
+	}
+	rc := &routepb.RouteConfiguration{}
+	if e := st.View().Get(translate.ScopedCollection("bookinfo", RouteType), "9080"); e == nil {
+		t.Fatal("bookinfo's view has no 9080")
+	} else if err := proto.Unmarshal(bodyValue(e), rc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(domainsOf(t, rc, "reviews.bookinfo.svc.cluster.local:9080"), "reviews") {
+		t.Fatalf("bookinfo's view of 9080 lacks the bare name: %v", rc.GetVirtualHosts())
+	}
+	if _, built, ok := ctrl.AcquireScope("shop"); ok || built != nil || ctrl.ScopesRefused() != 1 {
+		t.Fatalf("a second scope over MaxScopes 1: acquired %v, refused %d; want refused, 1", ok, ctrl.ScopesRefused())
+	}
+	release()
+	waitUntil(t, "bookinfo's overlay is dropped after the grace", func() bool { return !present() })
+}
+
+func bodyValue(e *store.Entry) []byte {
+	_, v := e.Body()
+	return v
 }

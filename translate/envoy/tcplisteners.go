@@ -121,6 +121,7 @@ type tcpContribution struct {
 	port     uint32
 	proto    l4Protocol
 	seKey    string    // the ServiceEntry, for faults
+	host     string    // the host whose port it is
 	created  time.Time // its creation time: istiod takes older services first
 	chains   []tcpChain
 }
@@ -238,7 +239,7 @@ func (b *hostBuild) buildTCPPort(p port, raw string, vss []*virtualService) {
 		}
 		b.u.tcp = append(b.u.tcp, tcpContribution{
 			listener: listenerName(tg.bind, p.number), bind: tg.bind, port: p.number, proto: proto,
-			seKey: b.se.Key, created: b.se.Created, chains: chains,
+			seKey: b.se.Key, created: b.se.Created, chains: chains, host: b.host,
 		})
 	}
 }
@@ -629,7 +630,7 @@ func (t *Translator) updateTCPBinds(host string, old, u *unitState) {
 
 func (t *Translator) markTCPListener(bind string, port uint32, name string) {
 	if bind == wildcardBind {
-		t.dirty[unitKey{unitPort, portKey(port)}] = struct{}{}
+		t.markPort(port)
 		return
 	}
 	t.dirty[unitKey{unitTCPListener, name}] = struct{}{}
@@ -675,7 +676,9 @@ func (t *Translator) buildTCPListener(name string) *unitState {
 	if bs == nil {
 		return b.u
 	}
-	t.putTCPListener(b, name, bs.bind, bs.port, nil, t.gatheredTCP(name))
+	tcp := t.gatheredTCP(name)
+	t.putTCPListener(b, name, bs.bind, bs.port, nil, tcp)
+	t.scopedTCPListeners(b, name, bs, tcp)
 	return b.u
 }
 

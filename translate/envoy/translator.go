@@ -71,6 +71,13 @@ type Translator struct {
 
 	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
 	scopes keySet
+	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
+	// exportTo leaves some namespace out (scope.go).
+	sidecars       map[string]*sidecar
+	limitedExports int
+	// narrowed are the scopes whose namespace a Sidecar narrows, sorted: computed as a
+	// Translate starts, read by the builds (scope.go).
+	narrowed []string
 }
 
 type keySet = map[string]struct{}
@@ -284,7 +291,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
-		scopes:     keySet{},
+		scopes: keySet{}, sidecars: map[string]*sidecar{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
@@ -353,6 +360,7 @@ type Stats struct {
 func (t *Translator) Translate() (Delta, Stats) {
 	st := Stats{FaultsChanged: t.faultsDirty}
 	var delta Delta
+	t.narrowed = t.narrowedScopes()
 	// Hosts first: ports gather the hosts' virtual hosts. Hosts and their endpoints are built
 	// in parallel (a build only reads the inputs) and their results recorded in order.
 	hosts := append(t.dirtyOf(unitHost), t.dirtyOf(unitEndpoints)...)

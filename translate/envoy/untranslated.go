@@ -160,7 +160,7 @@ func untranslatedFault(kind, name string, b []byte) *Fault {
 func exportedEverywhere(v []byte) bool { return string(v) == "*" }
 
 // perProxyWhy is why a field that narrows what some proxies see is not honoured.
-const perProxyWhy = "every proxy is served the resource: the bridge builds one configuration for all (no per-proxy views)"
+const perProxyWhy = "every proxy is served the resource: the bridge's views are by namespace, and only ServiceEntries' exportTo and Sidecars narrow them"
 
 // trafficPolicyFields are the fields of a DestinationRule TrafficPolicy the translation reads,
 // under the path of the policy.
@@ -193,6 +193,10 @@ func trafficPolicyFields(at string) []string {
 
 // fieldTables: per input kind, what the translation reads (see the package doc for how).
 var fieldTables = map[string]*fieldTable{
+	kindSidecar: newFieldTable(&networking.Sidecar{}, []string{"egress.hosts"}, nil, map[string]string{
+		"workloadSelector": "a Sidecar for some workloads is not applied at all: the bridge builds one view per namespace",
+		"egress.port":      "an egress listener with a port is left out: its hosts are not imported (the bridge imports the hosts of egress listeners without one)",
+	}),
 	kindServiceEntry: newFieldTable(&networking.ServiceEntry{}, []string{
 		"hosts", "addresses", "ports.number", "ports.protocol", "ports.name", "ports.targetPort", "resolution",
 		"endpoints.address", "endpoints.ports", "endpoints.labels", "endpoints.network", "endpoints.locality",
@@ -200,8 +204,7 @@ var fieldTables = map[string]*fieldTable{
 		// location: what istiod makes of it is automatic mutual TLS and telemetry, neither of
 		// which the bridge does; the Envoy configuration is otherwise the same.
 		"location",
-	}, map[string]func([]byte) bool{"exportTo": exportedEverywhere}, map[string]string{
-		"exportTo":                 perProxyWhy,
+	}, nil, map[string]string{
 		"endpoints.serviceAccount": "as subjectAltNames, workloads' service accounts need the mesh's trust domain",
 	}),
 	kindWorkloadEntry: newFieldTable(&networking.WorkloadEntry{}, []string{

@@ -81,7 +81,7 @@ spec:
 `)
 	for _, c := range []struct{ kind, name, want string }{
 		{kindVirtualService, "bookinfo/reviews", "not translated, served without them: exportTo (every proxy is served the resource: " +
-			"the bridge builds one configuration for all (no per-proxy views)), http.match.statPrefix (routes have no per-match statistics)"},
+			"the bridge's views are by namespace, and only ServiceEntries' exportTo and Sidecars narrow them), http.match.statPrefix (routes have no per-match statistics)"},
 		{kindDestinationRule, "bookinfo/reviews", "not translated, served without them: " +
 			"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting, trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes"},
 		{kindGateway, "bookinfo/gw", "not translated, served without them: servers.bind (listeners bind 0.0.0.0)"},
@@ -105,32 +105,34 @@ spec:
 	}
 }
 
-// exportTo "*" is what the bridge does with every resource: not a fault.
-func TestExportToEverywhereIsNotAFault(t *testing.T) {
+// A ServiceEntry's exportTo is honoured (scope.go), whatever it says: not a fault. A
+// VirtualService's is not, unless "*".
+func TestExportToOfServiceEntriesIsNotAFault(t *testing.T) {
 	tr := NewTranslator(TranslatorOptions{})
-	translateYAML(t, tr, `apiVersion: networking.istio.io/v1
+	for _, exportTo := range []string{`["*"]`, `["*", "."]`, `["."]`, `["~"]`, `[bar, foo]`} {
+		translateYAML(t, tr, `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: a, namespace: ns}
 spec:
   hosts: [a.example.com]
-  exportTo: ["*"]
+  exportTo: `+exportTo+`
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: DNS
 `)
-	if got := fieldFault(tr, kindServiceEntry, "ns/a"); got != "" {
-		t.Errorf("exportTo [*] reported: %s", got)
+		if got := fieldFault(tr, kindServiceEntry, "ns/a"); got != "" {
+			t.Errorf("exportTo %s reported: %s", exportTo, got)
+		}
 	}
 	translateYAML(t, tr, `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
+kind: VirtualService
 metadata: {name: a, namespace: ns}
 spec:
   hosts: [a.example.com]
-  exportTo: ["*", "."]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: DNS
+  exportTo: ["."]
+  http: [{route: [{destination: {host: a.example.com}}]}]
 `)
-	if got := fieldFault(tr, kindServiceEntry, "ns/a"); !strings.Contains(got, "exportTo") {
-		t.Errorf("exportTo [*, .] not reported: %q", got)
+	if got := fieldFault(tr, kindVirtualService, "ns/a"); !strings.Contains(got, "exportTo") {
+		t.Errorf("a VirtualService's exportTo [.] not reported: %q", got)
 	}
 }
 
@@ -207,33 +209,39 @@ func TestFieldTablesNameRealFields(t *testing.T) {
 	}
 }
 
-// A Sidecar changes what istiod sends the proxies it selects; the bridge does not apply it,
-// and says so: each Sidecar is a fault, gone with the Sidecar.
-func TestSidecarIsReportedNotApplied(t *testing.T) {
+// A namespace's Sidecar with egress hosts is applied (scope.go): no fault. One with a
+// workloadSelector is not applied at all, and an egress listener with a port is left out:
+// each is a fault naming the field, gone with the Sidecar.
+func TestSidecarFieldsNotAppliedAreReported(t *testing.T) {
 	tr := NewTranslator(TranslatorOptions{})
 	translateYAML(t, tr, `apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: default, namespace: bookinfo}
 spec:
-  egress: [{hosts: ["./*"]}]
+  egress: [{hosts: ["./*", "istio-system/*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: some, namespace: shop}
+spec:
+  workloadSelector: {labels: {app: cart}}
+  egress: [{hosts: ["./*"]}, {port: {number: 9080, protocol: HTTP, name: http}, hosts: ["*/*"]}]
 `)
-	var got []Fault
-	for _, f := range tr.Faults() {
-		if f.Kind == "Sidecar" {
-			got = append(got, f)
+	if got := fieldFault(tr, kindSidecar, "bookinfo/default"); got != "" {
+		t.Errorf("a namespace's Sidecar with egress hosts reported: %s", got)
+	}
+	got := fieldFault(tr, kindSidecar, "shop/some")
+	for _, want := range []string{"workloadSelector", "not applied at all", "egress.port", "not imported"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Sidecar shop/some: fault %q, want it to say %q", got, want)
 		}
 	}
-	if len(got) != 1 || got[0].Name != "bookinfo/default" || !strings.HasPrefix(got[0].Message, "not applied: every proxy is served every host") {
-		t.Fatalf("Sidecar faults: %v", got)
-	}
-	if names := tr.Names(collectionOf("Sidecar")); !slices.Equal(names, []string{"bookinfo/default"}) {
+	if names := tr.Names(collectionOf("Sidecar")); !slices.Equal(names, []string{"bookinfo/default", "shop/some"}) {
 		t.Errorf("Names: %v", names)
 	}
-	feed(tr, collectionOf("Sidecar"), nil, []string{"bookinfo/default"})
+	feed(tr, collectionOf("Sidecar"), nil, []string{"shop/some"})
 	tr.Translate()
-	for _, f := range tr.Faults() {
-		if f.Kind == "Sidecar" {
-			t.Errorf("still reported after its removal: %v", f)
-		}
+	if got := fieldFault(tr, kindSidecar, "shop/some"); got != "" {
+		t.Errorf("still reported after its removal: %s", got)
 	}
 }

@@ -12,12 +12,18 @@ import (
 // BenchmarkTranslateFromScratch translates a mesh of 1,000 services (a ServiceEntry with two
 // endpoints, a DestinationRule with two subsets and a VirtualService splitting between them,
 // each) from nothing: about 8,000 Envoy resources.
-func BenchmarkTranslateFromScratch(b *testing.B) {
+func BenchmarkTranslateFromScratch(b *testing.B) { benchFromScratch(b, nil) }
+
+// BenchmarkTranslateFromScratchOneScope is the same with the view of the namespace of every
+// host built too (scope.go): each host's local domains, the port's route configuration again.
+func BenchmarkTranslateFromScratchOneScope(b *testing.B) { benchFromScratch(b, []string{"bench"}) }
+
+func benchFromScratch(b *testing.B, scopes []string) {
 	in := generatedMesh(1000)
 	var outputs int
 	b.ReportAllocs()
 	for b.Loop() {
-		tr := NewTranslator(TranslatorOptions{})
+		tr := NewTranslator(TranslatorOptions{Scopes: scopes})
 		for coll, rs := range in {
 			feed(tr, coll, rs, nil)
 		}
@@ -30,9 +36,22 @@ func BenchmarkTranslateFromScratch(b *testing.B) {
 // BenchmarkTranslateOneVirtualServiceChange changes one VirtualService of the same mesh,
 // translated already, and reports how many outputs each change touched and how many hosts
 // it rebuilt.
-func BenchmarkTranslateOneVirtualServiceChange(b *testing.B) {
+func BenchmarkTranslateOneVirtualServiceChange(b *testing.B) { benchOneChange(b, nil) }
+
+// BenchmarkTranslateOneVirtualServiceChangeOneScope is the same change with the view of the
+// hosts' namespace built (its port route configuration is built again on every change), and
+// OtherScope with the view of a namespace of no host (nothing differs: nothing more to do).
+func BenchmarkTranslateOneVirtualServiceChangeOneScope(b *testing.B) {
+	benchOneChange(b, []string{"bench"})
+}
+
+func BenchmarkTranslateOneVirtualServiceChangeOtherScope(b *testing.B) {
+	benchOneChange(b, []string{"default"})
+}
+
+func benchOneChange(b *testing.B, scopes []string) {
 	in := generatedMesh(1000)
-	tr := NewTranslator(TranslatorOptions{})
+	tr := NewTranslator(TranslatorOptions{Scopes: scopes})
 	for coll, rs := range in {
 		feed(tr, coll, rs, nil)
 	}

@@ -38,12 +38,12 @@ func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 		node *source.Node
 		want string
 	}{
-		{ClusterType, grpcNode, translate.ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
-		{ClusterTypeV2, grpcNode, translate.ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
-		{ClusterType, envoyNode, translate.ScopedCollection("ns", ClusterType)},
+		{ClusterType, grpcNode, ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
+		{ClusterTypeV2, grpcNode, ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
+		{ClusterType, envoyNode, ScopedCollection("ns", ClusterType)},
 		{ClusterType, nil, ClusterType},
-		{ListenerType, grpcNode, translate.ScopedCollection("ns", ListenerType)},
-		{EndpointType, grpcNode, translate.ScopedCollection("ns", EndpointType)},
+		{ListenerType, grpcNode, ScopedCollection("ns", ListenerType)},
+		{EndpointType, grpcNode, ScopedCollection("ns", EndpointType)},
 	} {
 		if got := a.Type(&source.Request{Key: c.key}, c.node).Collection; got != c.want {
 			t.Errorf("%s for node %v: collection %q, want %q", c.key, c.node, got, c.want)

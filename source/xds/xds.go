@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/wire"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -269,6 +270,12 @@ func (a *adapter[Req, Resp]) Type(req *source.Request, node *source.Node) source
 	return typ
 }
 
+// ScopedCollection is a derived collection as a namespace's proxies see it: the namespace's
+// overlay (translate.ScopeCollection) over the mesh-wide collection.
+func ScopedCollection(namespace, collection string) string {
+	return store.Layered(collection, translate.ScopeCollection(namespace, collection))
+}
+
 // NodeCollection is the collection a node reads for a type served from coll: a proxyless
 // gRPC client's clusters (v3 or v2) come from the collection of their gRPC form (Proxyless),
 // and a sidecar's derived collections through its namespace's overlays (ScopeOf).
@@ -277,7 +284,7 @@ func NodeCollection(coll string, node source.Node) string {
 		coll = translate.EnvoyGRPCClusterCollection
 	}
 	if ns, ok := ScopeOf(node); ok && slices.Contains(translate.ScopedCollections(), coll) {
-		coll = translate.ScopedCollection(ns, coll)
+		coll = ScopedCollection(ns, coll)
 	}
 	return coll
 }

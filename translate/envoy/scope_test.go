@@ -223,7 +223,7 @@ func seen(t *testing.T, outs []Resource, ns string) map[string][]string {
 	for _, coll := range OutputTypes() {
 		read := coll
 		if ns != "" {
-			read = translate.ScopedCollection(ns, coll)
+			read = store.Layered(coll, translate.ScopeCollection(ns, coll))
 		}
 		_, es := st.View().Snapshot(read)
 		for _, e := range es {
@@ -434,7 +434,7 @@ func TestControllerBuildsAScopeWhileItIsHeld(t *testing.T) {
 		t.Fatal("the scope is said built before its outputs are written")
 	}
 	rc := &routepb.RouteConfiguration{}
-	if e := st.View().Get(translate.ScopedCollection("bookinfo", RouteType), "9080"); e == nil {
+	if e := st.View().Get(store.Layered(RouteType, translate.ScopeCollection("bookinfo", RouteType)), "9080"); e == nil {
 		t.Fatal("bookinfo's view has no 9080")
 	} else if err := proto.Unmarshal(bodyValue(e), rc); err != nil {
 		t.Fatal(err)

@@ -240,7 +240,7 @@ func (s *snapshots) get(collection string) []*store.Entry {
 
 // evaluate computes a type's state and, with resources, each resource's.
 func (st *subState) evaluate(snaps *snapshots, resources bool) TypeStatus {
-	ts := TypeStatus{Type: st.key, Collection: st.collection, LastACK: st.lastAck, LastNACK: st.lastNack}
+	ts := TypeStatus{Type: st.key, Collection: store.DisplayName(st.collection), LastACK: st.lastAck, LastNACK: st.lastNack}
 	if st.phase != phaseUnsent {
 		ts.SentVersion = st.sentVer
 	}

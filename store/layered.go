@@ -30,6 +30,15 @@ func BaseCollection(name string) string {
 	return base
 }
 
+// DisplayName is a collection's name as a person reads it: a layered one as "BASE over
+// OVERLAY" (its name holds a control character).
+func DisplayName(name string) string {
+	if base, overlay, ok := splitLayered(name); ok {
+		return base + " over " + overlay
+	}
+	return name
+}
+
 // LayerParts are a layered collection's base and overlay; ok is false for any other name.
 func LayerParts(name string) (base, overlay string, ok bool) { return splitLayered(name) }
 

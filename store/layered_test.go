@@ -210,4 +210,51 @@ func TestLayeredCollectionIsNotWritable(t *testing.T) {
 	if BaseCollection(Layered(layerBase, layerOverlay)) != layerBase || BaseCollection(layerBase) != layerBase {
 		t.Fatal("BaseCollection does not return the base")
 	}
+	if got := DisplayName(Layered(layerBase, layerOverlay)); got != layerBase+" over "+layerOverlay {
+		t.Fatalf("DisplayName %q", got)
+	}
+}
+
+// BenchmarkLayeredReads reads a collection of 10,000 entries as a stream does (the whole
+// state, one change since a revision, one name), plain and through an overlay of 100 entries
+// and 100 hidden names: what a namespace's view costs a read.
+func BenchmarkLayeredReads(b *testing.B) {
+	s := New(Options{})
+	var base, overlay []Encoded
+	for i := range 10000 {
+		base = append(base, encodedOf(b, fmt.Sprintf("r-%05d", i), "base"))
+	}
+	for i := range 100 {
+		overlay = append(overlay, encodedOf(b, fmt.Sprintf("r-%05d", i*50), "scoped"), Hidden(fmt.Sprintf("r-%05d", i*50+25)))
+	}
+	if _, err := s.Apply("translate", Update{Collection: layerBase, Encoded: base}, Update{Collection: layerOverlay, Encoded: overlay}); err != nil {
+		b.Fatal(err)
+	}
+	from := s.View().Revision()
+	if _, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(b, "r-00007", "changed")}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, coll string }{{"plain", layerBase}, {"layered", Layered(layerBase, layerOverlay)}} {
+		v := s.View()
+		b.Run(c.name+"/snapshot", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.Snapshot(c.coll)
+			}
+		})
+		b.Run(c.name+"/changes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.ChangesSince(c.coll, from); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/get", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.Get(c.coll, "r-05000")
+			}
+		})
+	}
 }

@@ -190,7 +190,7 @@ func (d *debug) client(w http.ResponseWriter, r *http.Request) {
 func subscriptionView(v *store.View, sub source.SubscriptionInfo) SubscriptionView {
 	info := v.Collection(sub.Collection)
 	sv := SubscriptionView{
-		Type: sub.Type, Collection: sub.Collection, CurrentVersion: strconv.FormatUint(info.Revision, 10),
+		Type: sub.Type, Collection: store.DisplayName(sub.Collection), CurrentVersion: strconv.FormatUint(info.Revision, 10),
 		UpToDate: sub.Acked && sub.AckedRevision == info.Revision, Resources: []ResourceDump{},
 	}
 	if sub.Wildcard {

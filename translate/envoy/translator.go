@@ -336,12 +336,20 @@ type Delta struct {
 // Empty reports whether the delta changes nothing.
 func (d Delta) Empty() bool { return len(d.Upserts) == 0 && len(d.Removed) == 0 }
 
-// Resources lists the upserts as Resources, for tools and tests.
+// Resources lists the upserts as Resources, for tools and tests: the derived collections'
+// in their order, then the namespaces' overlays' (TypeURL is the collection).
 func (d Delta) Resources() []Resource {
 	var out []Resource
 	for _, typ := range outputTypes {
 		for _, enc := range d.Upserts[typ] {
 			out = append(out, Resource{TypeURL: typ, Name: enc.Name(), Encoded: enc})
+		}
+	}
+	for _, coll := range sortedKeys(d.Upserts) { // the namespaces' overlays (scope.go)
+		if !slices.Contains(outputTypes[:], coll) {
+			for _, enc := range d.Upserts[coll] {
+				out = append(out, Resource{TypeURL: coll, Name: enc.Name(), Encoded: enc})
+			}
 		}
 	}
 	return out

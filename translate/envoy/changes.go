@@ -277,6 +277,9 @@ func (t *Translator) markVIP(vip string) {
 
 func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	if old := t.vss[key]; old != nil {
+		if old.limitsExport() {
+			t.limitedVSExports--
+		}
 		t.markVirtualService(old)
 		for _, h := range old.hosts {
 			delKey(t.vsByHost, h, key)
@@ -293,6 +296,9 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 		return
 	}
 	t.vss[key] = vs
+	if vs.limitsExport() {
+		t.limitedVSExports++
+	}
 	for _, h := range vs.hosts {
 		addKey(t.vsByHost, h, key)
 		if isWildcard(h) {

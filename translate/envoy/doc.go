@@ -222,9 +222,10 @@
 //
 // Nothing is left out silently (untranslated.go): every field of an input that the
 // translation neither reads nor reports a fault of its own for is a fault of its resource,
-// "not translated, served without them: FIELD (why), ...": among them VirtualService and
-// DestinationRule exportTo other than "*" and DestinationRule workloadSelector (scopes are by
-// namespace, and only ServiceEntries' exportTo and Sidecars narrow them: scope.go), Sidecar
+// "not translated, served without them: FIELD (why), ...": among them DestinationRule
+// exportTo other than "*" and workloadSelector (scopes are by namespace, narrowed by
+// ServiceEntries' and VirtualServices' exportTo and Sidecars: scope.go; a VirtualService's
+// exportTo is a fault of its own for tcp and tls routes and for gateways), Sidecar
 // workloadSelector (such a Sidecar is not applied), ingress and outboundTrafficPolicy, and
 // egress listeners with a port, a redirect's derivePort and prefixRewrite, a match's
 // statPrefix, Gateway servers' bind, the identities of workloads

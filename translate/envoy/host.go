@@ -219,11 +219,92 @@ func (b *hostBuild) buildPorts() {
 // Proxyless gRPC clients and Envoy sidecars get the virtual host as istiod builds it for each:
 // the host's own route configuration (the API listener's) has the gRPC client's, with domains
 // with ports and max_stream_duration in its routes (grpcRoutes); the port's route
-// configuration gathers the sidecar's, with domains without ports. When the routes are the
-// host's default route, the two differ in their domains only, and the sidecar's is kept as
-// its name and domains, followed by the bytes of the gRPC virtual host's routes: one copy of
-// what 100,000 hosts share, and a second one only for hosts that a VirtualService routes.
+// configuration gathers the sidecar's, with domains without ports. Each is kept as a head
+// (name and domains, which differ by the client's namespace) and a rest (routes and after).
+// When the routes are the host's default route, the sidecar's rest is the gRPC one's bytes:
+// one copy of what 100,000 hosts share, and a second one only for hosts that a
+// VirtualService routes. A scope that does not see the VirtualService (its exportTo) gets
+// rests of its own (scope.go).
 func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
+	vip := b.vipFor(p.number)
+	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
+	name := domainName(b.host, p.number)
+	grpcDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known)
+	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
+	grpcRest, own, ok := b.routeRests(p, vs, name, grpcDomains, sidecarDomains)
+	if !ok {
+		return
+	}
+	grpcHead, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains})
+	if err != nil {
+		b.invalid("VirtualHost", name, err)
+		return
+	}
+	sidecar, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
+	if err != nil {
+		b.invalid("VirtualHost", name, err)
+		return
+	}
+	shared := 0
+	if own == nil {
+		shared = len(grpcRest) // the sidecar's rest is the end of the host's route configuration
+	}
+	// The host's own route configuration holds just the gRPC virtual host, validated (by
+	// routeRests) and encoded already: assembled from those bytes, not encoded again. Its
+	// encoding ends with the virtual host, which is where the sidecar's shares its routes from.
+	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: grpcHead, tail: grpcRest}}, nil)
+	if route < 0 {
+		return
+	}
+	pv := portVhost{port: p.number, route: route, sidecar: sidecar, own: own, shared: shared}
+	scope, local := b.localScope()
+	var localGRPCHead []byte
+	if local {
+		// The proxies of the host's own namespace also call it by its bare name (domains.go).
+		ld := proxyDNSDomain(scope, b.t.suffix)
+		pv.local, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
+			Domains: virtualHostDomains(b.host, p.number, vip, ld, false, known)})
+		if err == nil {
+			localGRPCHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
+				Domains: virtualHostDomains(b.host, p.number, vip, ld, true, known)})
+		}
+		if err != nil {
+			b.invalid("VirtualHost", name, err)
+			return
+		}
+		b.putRouteConfigurationIn(translate.ScopeCollection(scope, RouteType), HostRouteName(b.host, p.number),
+			[]vhostParts{{head: localGRPCHead, tail: grpcRest}}, nil)
+	}
+	for _, sv := range b.scopedVirtualServices(vs) {
+		gRest, sRest, ok := b.routeRests(p, sv.vs, name, grpcDomains, sidecarDomains)
+		if !ok {
+			continue
+		}
+		if sRest == nil {
+			sRest = gRest
+		}
+		pv.variants = append(pv.variants, scopedRest{namespace: sv.namespace, sidecar: sRest})
+		head := grpcHead
+		if local && sv.namespace == scope {
+			head = localGRPCHead
+		}
+		b.putRouteConfigurationIn(translate.ScopeCollection(sv.namespace, RouteType), HostRouteName(b.host, p.number),
+			[]vhostParts{{head: head, tail: gRest}}, nil)
+	}
+	b.u.vhosts = append(b.u.vhosts, pv)
+	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
+		b.invalid("Listener", APIListenerName(b.host, p.number), err)
+	} else {
+		b.put(ListenerType, l.GetName(), l)
+	}
+}
+
+// routeRests are the rests of a host's virtual hosts on a port when vs routes it (nil: its
+// default route): the gRPC client's, and the sidecar's, nil when its routes are the same.
+// Each virtual host is validated whole with the given domains; the rest is its encoding
+// without name and domains (protobuf-go writes fields in their declaration order, and name
+// (1) and domains (2) come first, so head and rest together are the message's encoding).
+func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string) (grpcRest, sidecarRest []byte, ok bool) {
 	rc := newRouteContext(b.build, p.number, "")
 	var routes, grpc []*routepb.Route
 	if vs != nil {
@@ -233,83 +314,30 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		routes = []*routepb.Route{rc.defaultRoute(b.host, p.number)}
 		grpc = routes
 	}
-	vip := b.vipFor(p.number)
-	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
-	name := domainName(b.host, p.number)
-	vh := &routepb.VirtualHost{Name: name, Domains: virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known), Routes: grpc,
-		IncludeRequestAttemptCount: includeRequestAttemptCount}
-	if err := vh.ValidateAll(); err != nil {
-		b.invalid("VirtualHost", vh.Name, err)
-		return
-	}
-	encoded, err := deterministic.Marshal(vh)
-	if err != nil {
-		b.invalid("VirtualHost", vh.Name, err)
-		return
-	}
-	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
-	// Each virtual host as a head (name and domains, which differ by the client's namespace)
-	// and the rest (routes and after: protobuf-go writes fields in their declaration order,
-	// and name (1) and domains (2) come first). The gRPC one is encoded whole above.
-	grpcHead, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: vh.Domains})
-	if err != nil {
-		b.invalid("VirtualHost", vh.Name, err)
-		return
-	}
-	sidecar, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
-	if err != nil {
-		b.invalid("VirtualHost", vh.Name, err)
-		return
-	}
-	var own []byte // the sidecar's rest, when its routes are not the gRPC client's
-	shared := 0
-	if vs == nil {
-		// The same routes: the sidecar's rest is the gRPC virtual host's routes and what
-		// follows them (include_request_attempt_count), shared from its encoding.
-		shared = len(encoded) - len(grpcHead)
-	} else {
-		svh := &routepb.VirtualHost{Name: name, Domains: sidecarDomains, Routes: routes, IncludeRequestAttemptCount: includeRequestAttemptCount}
-		if err := svh.ValidateAll(); err != nil {
-			b.invalid("VirtualHost", vh.Name, err)
-			return
+	rest := func(domains []string, routes []*routepb.Route) ([]byte, bool) {
+		vh := &routepb.VirtualHost{Name: name, Domains: domains, Routes: routes, IncludeRequestAttemptCount: includeRequestAttemptCount}
+		if err := vh.ValidateAll(); err != nil {
+			b.invalid("VirtualHost", name, err)
+			return nil, false
 		}
-		svh.Name, svh.Domains = "", nil
-		if own, err = deterministic.Marshal(svh); err != nil {
-			b.invalid("VirtualHost", vh.Name, err)
-			return
-		}
-	}
-	// The host's own route configuration holds just the gRPC virtual host, validated and
-	// encoded above: assembled from those bytes, not validated and encoded again. Its encoding
-	// ends with the virtual host, which is where the sidecar's shares its routes from.
-	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: encoded}}, nil)
-	if route < 0 {
-		return
-	}
-	pv := portVhost{port: p.number, route: route, sidecar: sidecar, own: own, shared: shared}
-	if scope, ok := b.localScope(); ok {
-		// The proxies of the host's own namespace also call it by its bare name (domains.go).
-		local := proxyDNSDomain(scope, b.t.suffix)
-		pv.local, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
-			Domains: virtualHostDomains(b.host, p.number, vip, local, false, known)})
-		if err == nil {
-			var head []byte
-			head, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
-				Domains: virtualHostDomains(b.host, p.number, vip, local, true, known)})
-			b.putRouteConfigurationIn(translate.ScopeCollection(scope, RouteType), HostRouteName(b.host, p.number),
-				[]vhostParts{{head: head, tail: encoded[len(grpcHead):]}}, nil)
-		}
+		vh.Name, vh.Domains = "", nil
+		out, err := deterministic.Marshal(vh)
 		if err != nil {
-			b.invalid("VirtualHost", vh.Name, err)
-			return
+			b.invalid("VirtualHost", name, err)
+			return nil, false
 		}
+		return out, true
 	}
-	b.u.vhosts = append(b.u.vhosts, pv)
-	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
-		b.invalid("Listener", APIListenerName(b.host, p.number), err)
-	} else {
-		b.put(ListenerType, l.GetName(), l)
+	if grpcRest, ok = rest(grpcDomains, grpc); !ok {
+		return nil, nil, false
 	}
+	if vs == nil {
+		return grpcRest, nil, true
+	}
+	if sidecarRest, ok = rest(sidecarDomains, routes); !ok {
+		return nil, nil, false
+	}
+	return grpcRest, sidecarRest, true
 }
 
 // proxyDomain is the DNS domain the shared route configurations are built for: a proxy in no

@@ -26,10 +26,14 @@ import (
 //     and the listeners and route configurations that gather them are given again without
 //     them (a port none of whose hosts it sees has none).
 //
+//   - the HTTP routes of its hosts when the VirtualService that routes one mesh-wide is not
+//     exported to it (exportTo): the next VirtualService that is, or the default route.
+//
 // What istiod also scopes and the bridge does not (reported as faults where set):
-// VirtualService and DestinationRule exportTo, Sidecars for some workloads, egress listeners
-// with a port, the Sidecar's ingress and outbound traffic policy, and the VirtualServices and
-// DestinationRules a Sidecar imports by namespace.
+// DestinationRule exportTo, a VirtualService's exportTo for its tcp and tls routes and for
+// gateways, Sidecars for some workloads, egress listeners with a port, the Sidecar's ingress
+// and outbound traffic policy, and the VirtualServices and DestinationRules a Sidecar imports
+// by namespace.
 
 // rootNamespace is Istio's default root namespace (MeshConfig rootNamespace): a Sidecar there
 // applies to every namespace that has none of its own.
@@ -57,7 +61,7 @@ func (t *Translator) RemoveScope(namespace string) {
 // every host it may not see (every host, when a Sidecar narrows it or some ServiceEntry
 // limits its exportTo), and every port's outputs as the namespace sees them.
 func (t *Translator) scopeChanged(namespace string) {
-	all := t.limitedExports > 0 || t.sidecarFor(namespace) != nil
+	all := t.limitedExports > 0 || t.limitedVSExports > 0 || t.sidecarFor(namespace) != nil
 	for key := range t.units {
 		if key.kind == unitHost && (all || hostNamespace(key.name, t.suffix) == namespace) {
 			t.dirty[key] = struct{}{}
@@ -311,7 +315,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	}
 	ps := t.gathered(p)
 	mayHide := t.scopeMayHide(ns)
-	if !mayHide && (ps == nil || ps.locals == 0) {
+	if !mayHide && (ps == nil || ps.locals == 0 && ps.variants == 0) {
 		return b.u
 	}
 	changed := false
@@ -326,6 +330,13 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 			}
 			if ps.local[i] != nil && hostNamespace(host, t.suffix) == ns {
 				vh.head, changed = ps.local[i], true
+			}
+			if ps.variant[i] {
+				if _, pv, _ := t.units[unitKey{unitHost, host}].vhost(p); pv != nil {
+					if rest := pv.variantFor(ns); rest != nil {
+						vh.tail, changed = rest, true
+					}
+				}
 			}
 			vhosts = append(vhosts, vh)
 		}
@@ -351,4 +362,48 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 		t.buildSharedPort(b, p, vhosts, tcp)
 	}
 	return b.u
+}
+
+// limitsExport tells a VirtualService whose exportTo leaves some namespace out.
+func (vs *virtualService) limitsExport() bool {
+	e := vs.spec.GetExportTo()
+	return len(e) > 0 && !slices.Contains(e, "*")
+}
+
+// exportedTo tells whether a VirtualService's exportTo takes a namespace (as a ServiceEntry's).
+func (vs *virtualService) exportedTo(namespace string) bool {
+	e := vs.spec.GetExportTo()
+	if len(e) == 0 {
+		return true
+	}
+	for _, x := range e {
+		if x == "*" || x == namespace || x == "." && vs.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// scopedVS is the VirtualService that routes a host in a scope (nil: none, the default route).
+type scopedVS struct {
+	namespace string
+	vs        *virtualService
+}
+
+// scopedVirtualServices are the scopes that do not see vs, the VirtualService that routes the
+// host mesh-wide, each with the one that routes it there instead, as istiod chooses among the
+// VirtualServices exported to a proxy's namespace.
+func (b *hostBuild) scopedVirtualServices(vs *virtualService) []scopedVS {
+	if vs == nil || !vs.limitsExport() {
+		return nil
+	}
+	var out []scopedVS
+	for _, ns := range sortedKeys(b.t.scopes) {
+		if vs.exportedTo(ns) {
+			continue
+		}
+		other, _ := b.t.meshVirtualServiceWhere(b.host, func(v *virtualService) bool { return v.exportedTo(ns) })
+		out = append(out, scopedVS{ns, other})
+	}
+	return out
 }

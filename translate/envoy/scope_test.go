@@ -453,3 +453,95 @@ func bodyValue(e *store.Entry) []byte {
 	_, v := e.Body()
 	return v
 }
+
+// TestVirtualServiceExportToRoutesOnlyTheNamespacesItTakes: a VirtualService exported to its
+// own namespace (".") routes its host there; in every other namespace the host has its
+// default route, in the port's route configuration and in its own (proxyless gRPC). The
+// mesh-wide configuration keeps the VirtualService's routes.
+func TestVirtualServiceExportToRoutesOnlyTheNamespacesItTakes(t *testing.T) {
+	outs, faults := Build(decodeYAML(t, vsExportYAML), TranslatorOptions{Scopes: []string{"foo", "bar"}})
+	if len(faults) > 0 {
+		t.Fatalf("faults: %v", faults)
+	}
+	const vhost, hostRoute = "public.foo.svc.cluster.local:8000", "outbound|8000||public.foo.svc.cluster.local"
+	timeout := func(rc *routepb.RouteConfiguration) time.Duration {
+		t.Helper()
+		if rc == nil {
+			t.Fatal("no route configuration")
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			if vh.GetName() == vhost {
+				return vh.GetRoutes()[0].GetRoute().GetTimeout().AsDuration()
+			}
+		}
+		t.Fatalf("route configuration %s has no virtual host %s", rc.GetName(), vhost)
+		return 0
+	}
+	mesh := routesIn(t, outs, RouteType)
+	foo := routesIn(t, outs, translate.ScopeCollection("foo", RouteType))
+	bar := routesIn(t, outs, translate.ScopeCollection("bar", RouteType))
+	for _, c := range []struct {
+		what string
+		rc   *routepb.RouteConfiguration
+		want time.Duration
+	}{
+		{"mesh-wide 8000", mesh["8000"], 5 * time.Second},
+		{"foo's 8000", foo["8000"], 5 * time.Second},
+		{"bar's 8000", bar["8000"], 0},
+		{"foo's own route configuration", foo[hostRoute], 5 * time.Second},
+		{"bar's own route configuration", bar[hostRoute], 0},
+	} {
+		if got := timeout(c.rc); got != c.want {
+			t.Errorf("%s: timeout %v, want %v", c.what, got, c.want)
+		}
+	}
+	// The same when bar's scope comes after the inputs, as when a sidecar of bar connects.
+	tr := NewTranslator(TranslatorOptions{})
+	in := decodeYAML(t, vsExportYAML)
+	for _, coll := range sortedKeys(in) {
+		feed(tr, coll, in[coll], nil)
+	}
+	tr.Translate()
+	tr.SetScope("bar")
+	d, _ := tr.Translate()
+	if got := encodedNames(d.Upserts[translate.ScopeCollection("bar", RouteType)]); !slices.Equal(got, []string{"8000", hostRoute}) {
+		t.Fatalf("bar's scope set later upserted %v in its overlay, want 8000 and %s", got, hostRoute)
+	}
+	// bar's default route is the mesh-wide one of a host without a VirtualService.
+	plain, _ := Build(decodeYAML(t, `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: public, namespace: foo}
+spec:
+  hosts: [public.foo.svc.cluster.local]
+  addresses: [10.10.3.2]
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.11.2}]
+`), TranslatorOptions{})
+	if want := routesIn(t, plain, RouteType)["8000"]; !proto.Equal(bar["8000"], want) {
+		t.Errorf("bar's 8000:\n%v\nwant the route configuration without the VirtualService:\n%v", bar["8000"], want)
+	}
+}
+
+const vsExportYAML = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: public, namespace: foo}
+spec:
+  hosts: [public.foo.svc.cluster.local]
+  addresses: [10.10.3.2]
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.11.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: public-local, namespace: foo}
+spec:
+  hosts: [public.foo.svc.cluster.local]
+  exportTo: ["."]
+  http:
+  - timeout: 5s
+    route: [{destination: {host: public.foo.svc.cluster.local}}]
+`

@@ -229,9 +229,15 @@ func (t *Translator) destinationRuleFor(host string) (*destinationRule, []*desti
 // shadowed others: those listing exactly that host first (oldest wins), else the one with
 // the most specific wildcard host that covers it.
 func (t *Translator) meshVirtualServiceFor(host string) (*virtualService, []*virtualService) {
+	return t.meshVirtualServiceWhere(host, nil)
+}
+
+// meshVirtualServiceWhere is meshVirtualServiceFor among the VirtualServices keep takes (nil:
+// all).
+func (t *Translator) meshVirtualServiceWhere(host string, keep func(*virtualService) bool) (*virtualService, []*virtualService) {
 	var mesh keyList
 	for _, key := range t.vsByHost[host] {
-		if t.vss[key].mesh {
+		if vs := t.vss[key]; vs.mesh && (keep == nil || keep(vs)) {
 			mesh = append(mesh, key)
 		}
 	}
@@ -242,7 +248,7 @@ func (t *Translator) meshVirtualServiceFor(host string) (*virtualService, []*vir
 	bestLen := 0
 	for key := range t.vsWildcard {
 		vs := t.vss[key]
-		if !vs.mesh {
+		if !vs.mesh || keep != nil && !keep(vs) {
 			continue
 		}
 		for _, h := range vs.hosts {

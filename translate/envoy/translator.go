@@ -72,9 +72,10 @@ type Translator struct {
 	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
 	scopes keySet
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
-	// exportTo leaves some namespace out (scope.go).
-	sidecars       map[string]*sidecar
-	limitedExports int
+	// exportTo leaves some namespace out, limitedVSExports the VirtualServices (scope.go).
+	sidecars         map[string]*sidecar
+	limitedExports   int
+	limitedVSExports int
 	// narrowed are the scopes whose namespace a Sidecar narrows, sorted: computed as a
 	// Translate starts, read by the builds (scope.go).
 	narrowed []string
@@ -183,6 +184,25 @@ type portVhost struct {
 	own     []byte
 	shared  int
 	local   []byte
+	// variants are the sidecar's rests for the scopes that do not see the VirtualService
+	// that routes the host (scope.go).
+	variants []scopedRest
+}
+
+// scopedRest is the rest of a sidecar's virtual host as one namespace's proxies see it.
+type scopedRest struct {
+	namespace string
+	sidecar   []byte
+}
+
+// variantFor is the rest of the virtual host as a namespace sees it, nil when the same.
+func (pv *portVhost) variantFor(namespace string) []byte {
+	for _, v := range pv.variants {
+		if v.namespace == namespace {
+			return v.sidecar
+		}
+	}
+	return nil
 }
 
 // vhostParts is an encoded virtual host in two parts, head then tail, written one after the
@@ -230,20 +250,20 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded sidecar virtual host for a port, and its head for the
-// proxies of its own namespace (nil when no scope of it is built).
-func (u *unitState) vhost(p uint32) (vh vhostParts, local []byte, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port, and where it is kept
+// (its head for the proxies of its own namespace, its scopes' variants).
+func (u *unitState) vhost(p uint32) (vh vhostParts, pv *portVhost, ok bool) {
 	if u == nil {
 		return vhostParts{}, nil, false
 	}
-	for _, v := range u.vhosts {
-		if v.port == p {
+	for i := range u.vhosts {
+		if v := &u.vhosts[i]; v.port == p {
 			tail := v.own
 			if tail == nil {
 				value := u.outputs[v.route].value()
 				tail = value[len(value)-v.shared:]
 			}
-			return vhostParts{head: v.sidecar, tail: tail}, v.local, true
+			return vhostParts{head: v.sidecar, tail: tail}, v, true
 		}
 	}
 	return vhostParts{}, nil, false
@@ -509,9 +529,12 @@ type portState struct {
 	order  []string     // hosts, sorted; nil until the port is built after the set changed
 	vhosts []vhostParts // of order's hosts
 	// local are order's hosts' heads for the proxies of their own namespace, where a scope of
-	// it is built (nil elsewhere); locals counts them.
-	local  [][]byte
-	locals int
+	// it is built (nil elsewhere); locals counts them. variant tells the hosts with rests of
+	// their own for some scopes (portVhost.variants); variants counts them.
+	local    [][]byte
+	locals   int
+	variant  []bool
+	variants int
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -522,7 +545,7 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 			ps := t.ports[v.port]
 			if _, _, still := u.vhost(v.port); !still {
 				delete(ps.hosts, host)
-				ps.order, ps.vhosts, ps.local, ps.locals = nil, nil, nil, 0
+				ps.reset()
 				if len(ps.hosts) == 0 {
 					delete(t.ports, v.port)
 				}
@@ -538,23 +561,39 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 		}
 		if _, in := ps.hosts[host]; !in {
 			ps.hosts[host] = struct{}{}
-			ps.order, ps.vhosts, ps.local, ps.locals = nil, nil, nil, 0
+			ps.reset()
 		} else if ps.order != nil {
 			i, _ := slices.BinarySearch(ps.order, host)
-			var local []byte
-			ps.vhosts[i], local, _ = u.vhost(v.port)
-			ps.setLocal(i, local)
+			var pv *portVhost
+			ps.vhosts[i], pv, _ = u.vhost(v.port)
+			ps.setOf(i, pv)
 		}
 		t.markPort(v.port)
 	}
 }
 
-func (ps *portState) setLocal(i int, local []byte) {
+// reset drops the order, which the next build makes again.
+func (ps *portState) reset() {
+	ps.order, ps.vhosts, ps.local, ps.locals, ps.variant, ps.variants = nil, nil, nil, 0, nil, 0
+}
+
+// setOf records what a host's virtual host holds for scopes (local head, variants).
+func (ps *portState) setOf(i int, pv *portVhost) {
 	if ps.local[i] != nil {
 		ps.locals--
 	}
-	if ps.local[i] = local; local != nil {
+	if ps.variant[i] {
+		ps.variants--
+	}
+	ps.local[i], ps.variant[i] = nil, false
+	if pv == nil {
+		return
+	}
+	if ps.local[i] = pv.local; pv.local != nil {
 		ps.locals++
+	}
+	if ps.variant[i] = len(pv.variants) > 0; ps.variant[i] {
+		ps.variants++
 	}
 }
 
@@ -577,10 +616,11 @@ func (t *Translator) gathered(p uint32) *portState {
 		ps.order = sortedKeys(ps.hosts)
 		ps.vhosts = make([]vhostParts, len(ps.order))
 		ps.local = make([][]byte, len(ps.order))
+		ps.variant = make([]bool, len(ps.order))
 		for i, h := range ps.order {
-			var local []byte
-			ps.vhosts[i], local, _ = t.units[unitKey{unitHost, h}].vhost(p)
-			ps.setLocal(i, local)
+			var pv *portVhost
+			ps.vhosts[i], pv, _ = t.units[unitKey{unitHost, h}].vhost(p)
+			ps.setOf(i, pv)
 		}
 	}
 	return ps

@@ -160,7 +160,7 @@ func untranslatedFault(kind, name string, b []byte) *Fault {
 func exportedEverywhere(v []byte) bool { return string(v) == "*" }
 
 // perProxyWhy is why a field that narrows what some proxies see is not honoured.
-const perProxyWhy = "every proxy is served the resource: the bridge's views are by namespace, and only ServiceEntries' exportTo and Sidecars narrow them"
+const perProxyWhy = "every proxy is served the resource: the bridge's views are by namespace, narrowed by ServiceEntries' and VirtualServices' exportTo and Sidecars"
 
 // trafficPolicyFields are the fields of a DestinationRule TrafficPolicy the translation reads,
 // under the path of the policy.
@@ -226,8 +226,7 @@ var fieldTables = map[string]*fieldTable{
 		"http.fault.abort.httpStatus", "http.fault.abort.grpcStatus", "http.fault.abort.percentage",
 		"http.mirror", "http.mirrors", "http.mirrorPercent", "http.mirrorPercentage", "http.corsPolicy", "http.headers",
 		"tls", "tcp", // reported by the translation where not translated (doc.go)
-	}, map[string]func([]byte) bool{"exportTo": exportedEverywhere}, map[string]string{
-		"exportTo":                    perProxyWhy,
+	}, nil, map[string]string{
 		"http.match.statPrefix":       "routes have no per-match statistics",
 		"http.redirect.derivePort":    "the redirect keeps the request's port only when port is unset",
 		"http.redirect.prefixRewrite": "the redirect's path is uri as written",

@@ -80,8 +80,7 @@ spec:
     tls: {mode: MUTUAL, credentialName: gw-cert, subjectAltNames: [client.example.com]}
 `)
 	for _, c := range []struct{ kind, name, want string }{
-		{kindVirtualService, "bookinfo/reviews", "not translated, served without them: exportTo (every proxy is served the resource: " +
-			"the bridge's views are by namespace, and only ServiceEntries' exportTo and Sidecars narrow them), http.match.statPrefix (routes have no per-match statistics)"},
+		{kindVirtualService, "bookinfo/reviews", "not translated, served without them: http.match.statPrefix (routes have no per-match statistics)"},
 		{kindDestinationRule, "bookinfo/reviews", "not translated, served without them: " +
 			"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting, trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes"},
 		{kindGateway, "bookinfo/gw", "not translated, served without them: servers.bind (listeners bind 0.0.0.0)"},
@@ -105,8 +104,9 @@ spec:
 	}
 }
 
-// A ServiceEntry's exportTo is honoured (scope.go), whatever it says: not a fault. A
-// VirtualService's is not, unless "*".
+// A ServiceEntry's exportTo is honoured (scope.go), whatever it says: not a fault; and so is a
+// VirtualService's for its HTTP routes to sidecars. For its tcp routes, and for gateways, it
+// is not: a fault says so.
 func TestExportToOfServiceEntriesIsNotAFault(t *testing.T) {
 	tr := NewTranslator(TranslatorOptions{})
 	for _, exportTo := range []string{`["*"]`, `["*", "."]`, `["."]`, `["~"]`, `[bar, foo]`} {
@@ -116,7 +116,7 @@ metadata: {name: a, namespace: ns}
 spec:
   hosts: [a.example.com]
   exportTo: `+exportTo+`
-  ports: [{number: 80, name: http, protocol: HTTP}]
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 81, name: tcp, protocol: TCP}]
   resolution: DNS
 `)
 		if got := fieldFault(tr, kindServiceEntry, "ns/a"); got != "" {
@@ -130,9 +130,33 @@ spec:
   hosts: [a.example.com]
   exportTo: ["."]
   http: [{route: [{destination: {host: a.example.com}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: b, namespace: ns}
+spec:
+  hosts: [b.example.com]
+  exportTo: ["."]
+  tcp: [{route: [{destination: {host: a.example.com, port: {number: 81}}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: c, namespace: ns}
+spec:
+  hosts: [c.example.com]
+  gateways: [ns/gw]
+  exportTo: ["."]
+  http: [{route: [{destination: {host: a.example.com}}]}]
 `)
-	if got := fieldFault(tr, kindVirtualService, "ns/a"); !strings.Contains(got, "exportTo") {
-		t.Errorf("a VirtualService's exportTo [.] not reported: %q", got)
+	messages := func(name string) []string { return faultMessages(tr.Faults(), kindVirtualService, name) }
+	if got := messages("ns/a"); len(got) > 0 {
+		t.Errorf("a VirtualService's exportTo [.] for HTTP routes reported: %q", got)
+	}
+	if got := messages("ns/b"); !slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, "exportTo: its tcp and tls routes") }) {
+		t.Errorf("exportTo of a VirtualService with tcp routes: faults %q, want one saying they are served everywhere", got)
+	}
+	if got := messages("ns/c"); !slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, "exportTo: gateway proxies") }) {
+		t.Errorf("exportTo of a VirtualService bound to a gateway: faults %q, want one saying gateways get it anyway", got)
 	}
 }
 

@@ -234,6 +234,8 @@ func (c *classes) AcquireScope(ns string) (func(), <-chan struct{}, bool) {
 	}, nil, true
 }
 
+func (c *classes) AcquireProxyless() (func(), <-chan struct{}) { return func() {}, nil }
+
 func (c *classes) scopeCounts(ns string) (int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

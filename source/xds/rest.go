@@ -44,36 +44,57 @@ func nodeOf(req *source.Request) source.Node {
 }
 
 // HoldView acquires the view of a request's node from views, so that it is built: a router
-// node's gateway class (its listeners and routes), a sidecar's namespace (ScopeOf); release
-// gives it back. Nil views, or any other node, holds nothing. A namespace's view is waited
-// for until it is built (at most ScopeBuildWait), so that its proxy is not first served the
-// mesh-wide view, with services its namespace must not see; a gateway class is not (its
-// listeners come a moment later: nothing served is wrong meanwhile).
+// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); a
+// proxyless gRPC client's clusters (Proxyless); release gives it back. Nil views, or any other
+// node, holds nothing. A namespace's view and the proxyless clusters are waited for until
+// they are built (at most ScopeBuildWait), so that the client is not first served the
+// mesh-wide view, with services its namespace must not see, or Envoy's clusters; a gateway
+// class is not (its listeners come a moment later: nothing served is wrong meanwhile).
 func HoldView(views Views, req *source.Request) (release func()) {
 	node := nodeOf(req)
-	switch ns, scoped := ScopeOf(node); {
-	case views == nil:
-	case isRouter(node.ID):
-		return views.AcquireGatewayClass(GatewayClassOf(node))
-	case scoped:
-		release, built, _ := views.AcquireScope(ns)
-		if built != nil {
-			t := time.NewTimer(ScopeBuildWait)
-			defer t.Stop()
-			select {
-			case <-built:
-			case <-t.C:
-			}
-		}
-		return release
+	if views == nil {
+		return func() {}
 	}
-	return func() {}
+	if isRouter(node.ID) {
+		return views.AcquireGatewayClass(GatewayClassOf(node))
+	}
+	var releases []func()
+	var waits []<-chan struct{}
+	if ns, ok := ScopeOf(node); ok {
+		r, built, _ := views.AcquireScope(ns)
+		releases, waits = append(releases, r), append(waits, built)
+	}
+	if Proxyless(node) {
+		r, built := views.AcquireProxyless()
+		releases, waits = append(releases, r), append(waits, built)
+	}
+	waitBuilt(waits)
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
-// ScopeBuildWait bounds how long a sidecar's first request waits for its namespace's view to
-// be built (the next translation, normally milliseconds): past it, the mesh-wide view is
-// served until the namespace's is written.
-const ScopeBuildWait = 5 * time.Second
+// waitBuilt waits until every channel is closed (nil ones are not waited for), ScopeBuildWait
+// at most.
+func waitBuilt(chs []<-chan struct{}) {
+	if len(chs) == 0 {
+		return
+	}
+	t := time.NewTimer(ScopeBuildWait)
+	defer t.Stop()
+	for _, ch := range chs {
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
+}
 
 // ViewKey names the view a request's node holds (HoldView), for holding one view once however
 // many pollers ask for it; empty for a node that holds none.
@@ -82,11 +103,20 @@ func ViewKey(req *source.Request) string {
 	if isRouter(node.ID) {
 		return "class\x00" + GatewayClassOf(node).ID()
 	}
+	var key string
 	if ns, ok := ScopeOf(node); ok {
-		return "scope\x00" + ns
+		key = "scope\x00" + ns
 	}
-	return ""
+	if Proxyless(node) {
+		key += "\x00grpc"
+	}
+	return key
 }
+
+// ScopeBuildWait bounds how long a client's first request waits for its namespace's view or
+// the proxyless clusters to be built (the next translation, normally milliseconds): past it,
+// what is built is served until the rest is written.
+const ScopeBuildWait = 5 * time.Second
 
 // EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding
 // of proto3 (protojson), as Envoy's REST and filesystem subscriptions read it: each resource

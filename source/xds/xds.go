@@ -143,6 +143,9 @@ type Views interface {
 	// when it is refused (too many), and the namespace's proxies see the mesh-wide view
 	// meanwhile.
 	AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool)
+	// AcquireProxyless holds the proxyless gRPC clients' clusters (translate/envoy
+	// GRPCClusterType), built only while one is connected; built is closed once they are.
+	AcquireProxyless() (release func(), built <-chan struct{})
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names

@@ -108,7 +108,9 @@ func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, e
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: body}
 	}
 	b.put(ClusterType, name, c)
-	b.addGRPCCluster(c, pol)
+	if b.t.grpcClusters {
+		b.addGRPCCluster(c, pol)
+	}
 }
 
 // statPrefixDelimiter ends istiod's alt_stat_name of a cluster (util.DelimitedStatsPrefix).

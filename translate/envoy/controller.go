@@ -69,11 +69,16 @@ type Controller struct {
 	running atomic.Bool
 	classes *classRegistry
 	scopes  *holdRegistry[string] // namespaces whose proxies are connected
+	// proxyless holds "grpc" while a proxyless gRPC client is connected: its clusters are
+	// built meanwhile (SetGRPCClusters).
+	proxyless *holdRegistry[string]
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
 	wroteFull bool              // false until a full write succeeded (and after a failed write)
 	unbuilt   []string          // scopes set since the last successful write
+	// grpcUnbuilt: the proxyless clients' clusters were set since the last successful write.
+	grpcUnbuilt bool
 
 	mu        sync.Mutex
 	synced    bool
@@ -107,13 +112,14 @@ func New(opts Options) *Controller {
 	}
 	classes := newClassRegistry(opts.GatewayClassGrace)
 	return &Controller{
-		st:      opts.Store,
-		log:     log.With("component", "translate"),
-		t:       NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy}),
-		ready:   make(chan struct{}),
-		revs:    map[string]uint64{},
-		classes: classes,
-		scopes:  newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
+		st:        opts.Store,
+		log:       log.With("component", "translate"),
+		t:         NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyGRPCClusters: true}),
+		ready:     make(chan struct{}),
+		revs:      map[string]uint64{},
+		classes:   classes,
+		scopes:    newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
+		proxyless: newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
 	}
 }
 
@@ -136,6 +142,18 @@ func (c *Controller) AcquireGatewayClass(class translate.GatewayClass) (release 
 func (c *Controller) AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool) {
 	return c.scopes.acquire(namespace, namespace)
 }
+
+// AcquireProxyless says that a proxyless gRPC client is connected: the clusters of their form
+// (GRPCClusterType) are built from the next translation, and kept until the last such client
+// has been gone for the grace period. built is closed once they are written. Safe for
+// concurrent use; the xDS server calls it for each proxyless client's stream.
+func (c *Controller) AcquireProxyless() (release func(), built <-chan struct{}) {
+	release, built, _ = c.proxyless.acquire(proxylessID, proxylessID)
+	return release, built
+}
+
+// proxylessID is the one view the proxyless registry holds.
+const proxylessID = "grpc"
 
 // Scopes is how many namespaces' scopes are held (built, or within their grace period).
 func (c *Controller) Scopes() int {
@@ -168,6 +186,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer w.Close()
 	defer c.classes.stop()
 	defer c.scopes.stop()
+	defer c.proxyless.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -196,6 +215,8 @@ func (c *Controller) sync() error {
 	}
 	c.classes.apply(c.t.SetGatewayClass, c.t.RemoveGatewayClass)
 	c.unbuilt = append(c.unbuilt, c.scopes.apply(c.t.SetScope, c.t.RemoveScope)...)
+	grpcSet := c.proxyless.apply(func(string) { c.t.SetGRPCClusters(true) }, func(string) { c.t.SetGRPCClusters(false) })
+	c.grpcUnbuilt = c.grpcUnbuilt || len(grpcSet) > 0
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
@@ -204,6 +225,10 @@ func (c *Controller) sync() error {
 	}
 	c.scopes.markBuilt(c.unbuilt)
 	c.unbuilt = c.unbuilt[:0]
+	if c.grpcUnbuilt {
+		c.proxyless.markBuilt([]string{proxylessID})
+		c.grpcUnbuilt = false
+	}
 	level := slog.LevelDebug
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once

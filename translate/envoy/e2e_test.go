@@ -97,7 +97,7 @@ func startBridgeTTL(t *testing.T, st *store.Store, opts source.Options, ttls *xd
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	(&xdsserver.Server{Engine: eng, TTL: ttls}).Register(srv)
+	(&xdsserver.Server{Engine: eng, TTL: ttls, Views: h.ctrl}).Register(srv) // proxies' views built as the bridge builds them
 	go srv.Serve(lis)
 	t.Cleanup(func() {
 		eng.Stop()
@@ -552,11 +552,16 @@ spec:
 // their load assignments. A NACK of any of them fails the test.
 func TestGRPCClientAcceptsEveryTranslatedHost(t *testing.T) {
 	b := startBridgeUnchecked(t) // the golden inputs hold faults istiod refuses too
+	// The proxyless clients' clusters are built while one is connected; the check below
+	// reads them before any is.
+	release, built := b.ctrl.AcquireProxyless()
+	defer release()
 	m := allTestdata(t)
 	res, err := b.st.ReplaceOwner(testOwner, m.inputs())
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-built
 	b.wait(res.Revision)
 	want := grpcReachable(t, served(b.st))
 	if len(want[ListenerType]) < 20 {

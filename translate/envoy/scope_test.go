@@ -545,3 +545,35 @@ spec:
   - timeout: 5s
     route: [{destination: {host: public.foo.svc.cluster.local}}]
 `
+
+// The controller builds the proxyless clients' clusters only while one is connected: none
+// before, all of them once AcquireProxyless's built is closed, none again after the grace.
+func TestControllerBuildsGRPCClustersWhileAProxylessClientIsConnected(t *testing.T) {
+	st := newStore()
+	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond})
+	h := runController(t, st, ctrl)
+	h.apply(upserts(decodeYAML(t, scopeYAML))...)
+	count := func() int { return st.View().Collection(GRPCClusterType).Count }
+	envoy := st.View().Collection(ClusterType).Count
+	if n := count(); n != 0 {
+		t.Fatalf("%d proxyless clusters built with no proxyless client connected", n)
+	}
+	release, built := ctrl.AcquireProxyless()
+	again, _ := ctrl.AcquireProxyless()
+	select {
+	case <-built:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxyless clusters were not built within 5s")
+	}
+	// Every Envoy cluster of a service has a proxyless form; the capture plumbing's do not.
+	if n := count(); n != envoy-3 {
+		t.Fatalf("%d proxyless clusters, want %d (the Envoy clusters but the three of the sidecar plumbing)", n, envoy-3)
+	}
+	release()
+	time.Sleep(150 * time.Millisecond)
+	if count() == 0 {
+		t.Fatal("the proxyless clusters were dropped while a client still holds them")
+	}
+	again()
+	waitUntil(t, "the proxyless clusters are dropped after the grace", func() bool { return count() == 0 })
+}

@@ -71,6 +71,9 @@ type Translator struct {
 
 	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
 	scopes keySet
+	// grpcClusters tells whether the proxyless gRPC clients' clusters are built
+	// (SetGRPCClusters, grpccluster.go).
+	grpcClusters bool
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedVSExports the VirtualServices (scope.go).
 	sidecars         map[string]*sidecar
@@ -294,6 +297,10 @@ type TranslatorOptions struct {
 	// Scopes are the namespaces whose views are built from the start (SetScope), for tools
 	// and tests.
 	Scopes []string
+	// LazyGRPCClusters leaves the proxyless gRPC clients' clusters out until
+	// SetGRPCClusters(true): the controller builds them only while such a client is
+	// connected. Without it they are built from the start.
+	LazyGRPCClusters bool
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
 	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
 	OutboundTrafficPolicy OutboundTrafficPolicy
@@ -316,6 +323,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 		outboundPolicy: opts.OutboundTrafficPolicy,
+		grpcClusters:   !opts.LazyGRPCClusters,
 	}
 	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {

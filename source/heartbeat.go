@@ -371,7 +371,7 @@ func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness, me
 	var c beatContent
 	if len(refused) == 0 {
 		p.share = s.withTTL(&frameKey{
-			protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, from: sentRev, to: v.Collection(s.Collection).Revision,
+			protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, from: sentRev, to: v.Collection(s.Collection).Revision,
 			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard, heartbeat: true, dead: l.key, beatVersion: s.ex.version,
 		})
 		if len(s.want.names) > 0 {

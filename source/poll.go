@@ -130,9 +130,10 @@ func (e *Engine) Snapshot(v *store.View, grant *authz.Grant, req *Request, typ T
 	return &Snapshot{key: snapshotKey(sub), revision: p.rev, form: typ.Form, p: p}, nil
 }
 
-// snapshotKey names what a first response of sub holds.
+// snapshotKey names what a first response of sub holds: of the type asked for, read from the
+// collection it is served from (a proxyless client's clusters, a namespace's view).
 func snapshotKey(sub *subscription) string {
-	key := sub.key + "\x00" + strconv.Itoa(int(sub.Form)) + "\x00" + sub.want.view + "\x00" + sub.accessID()
+	key := sub.key + "\x00" + sub.Collection + "\x00" + strconv.Itoa(int(sub.Form)) + "\x00" + sub.want.view + "\x00" + sub.accessID()
 	if sub.want.wildcard {
 		key += "\x00*"
 	}

@@ -364,10 +364,20 @@ func (s *subscription) first(v *store.View, rev uint64, protocol string, g gates
 	return s.full(v, rev, protocol)
 }
 
+// shareCollection is the collection a shared response is keyed by: the one read, except a
+// layered one whose overlay was never written (a namespace with nothing particular in this
+// type), which reads exactly as its base: its proxies share the base's responses.
+func shareCollection(v *store.View, coll string) string {
+	if base, overlay, ok := store.LayerParts(coll); ok && v.Collection(overlay).Revision == 0 {
+		return base
+	}
+	return coll
+}
+
 // full is the whole subscribed state.
 func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending {
 	p := &pending{rev: rev, whole: true, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
-	p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, full: true, to: rev,
+	p.share = &frameKey{protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, full: true, to: rev,
 		view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
 	if len(s.want.names) > 0 {
 		p.share.names = s.want.fingerprint()
@@ -520,7 +530,9 @@ func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g ga
 		if !s.wants(e.Name) || s.get(v, e.Name) != nil {
 			continue
 		}
-		if !s.holdsBack() || e.Revision <= g.removableThrough {
+		// A tombstone without its last bytes (a layered collection's name its overlay served
+		// and hid: store.Layered) cannot be shown while held back: it goes at once.
+		if !s.holdsBack() || e.Revision <= g.removableThrough || len(e.Bytes) == 0 {
 			removable = append(removable, e)
 		} else {
 			held = append(held, e)
@@ -574,7 +586,7 @@ func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, 
 	}
 	sortEntries(p.msg.Resources)
 	if len(s.owed.fresh) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+		p.share = &frameKey{protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
 			names: s.want.fingerprint(), access: s.accessID()}
 	}
 	return p
@@ -626,7 +638,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		}
 	}
 	if !s.owed.anew() && len(s.owed.held) == 0 && len(p.held) == 0 {
-		p.share = &frameKey{protocol: protocol, key: s.key, collection: s.Collection, form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
+		p.share = &frameKey{protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
 			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
 		if len(s.want.names) > 0 {
 			p.share.names = s.want.fingerprint()

@@ -9,7 +9,8 @@ import (
 // collection. A name the overlay holds is the overlay's entry; a name it hides (an entry whose
 // body is Hidden's) is absent; any other name is the base's. The translation keeps what a
 // namespace's proxies see differently from the rest of the mesh in an overlay of its own, so
-// that what every proxy sees alike is stored once, and a namespace costs only what differs.
+// that what every proxy sees alike is stored once, and a namespace costs the resources it
+// sees otherwise, each whole.
 //
 // Views read a layered collection by its name (Layered); a Watch on it wakes for changes of
 // either part and reports the layered name. Its revision is the later of the two parts', so
@@ -90,8 +91,12 @@ func (v *View) layeredGet(base, overlay, name string) *Entry {
 }
 
 // resolveLayers is what a name is through the layers, given each part's entry or tombstone
-// (nil: never held): the entry served (nil or a tombstone when absent) and the revision of
-// its last change.
+// (nil: never held): the entry served, or a tombstone when it is absent, and the revision of
+// its last change. A tombstone keeps the last bytes served under the name where they are
+// known, as the store's own do, so that a consumer that still shows a deleted resource (held
+// back until others moved) shows the real one: a hidden name's are the base's, never the
+// hiding marker's. Where they are not (the overlay's own entry replaced by a marker), the
+// tombstone has none, and a consumer cannot hold it back.
 func resolveLayers(b, o *Entry) (*Entry, uint64) {
 	var rev uint64
 	if b != nil {
@@ -102,15 +107,23 @@ func resolveLayers(b, o *Entry) (*Entry, uint64) {
 	}
 	switch {
 	case o != nil && !o.Deleted && hides(o):
-		return &Entry{Name: o.Name, Deleted: true, Revision: rev, Bytes: o.Bytes}, rev
+		var last []byte
+		if b != nil {
+			last = b.Bytes
+		}
+		return &Entry{Name: o.Name, Deleted: true, Revision: rev, Bytes: last}, rev
 	case o != nil && !o.Deleted:
 		return o, rev
 	case b != nil && !b.Deleted:
 		return b, rev
+	case b != nil:
+		return b, rev // gone from both: the base's tombstone
+	case o != nil && !hides(o):
+		return o, rev // gone from both: the overlay's tombstone, of what it served
 	case o != nil:
-		return o, rev // gone from both: the overlay's tombstone
+		return &Entry{Name: o.Name, Deleted: true, Revision: rev}, rev // its marker's: nothing served
 	}
-	return b, rev // a tombstone, or nil: never held
+	return nil, rev // never held
 }
 
 func withRevision(e *Entry, rev uint64) *Entry {
@@ -154,7 +167,9 @@ func (v *View) layeredSnapshot(name, base, overlay string) (uint64, []*Entry) {
 }
 
 // layeredChangesSince is what changed through the layers after rev: every name either part
-// changed, read through the layers.
+// changed, read through the layers. A name the overlay holds is reported when only the base's
+// entry changed (as an upsert of the unchanged overlay entry, or a deletion again of a hidden
+// name): a consumer sees the same version again, never a wrong one.
 func (v *View) layeredChangesSince(name, base, overlay string, rev uint64) (Changes, error) {
 	info := v.layeredInfo(name, base, overlay)
 	if rev < info.Compacted || rev > info.Revision {
@@ -177,7 +192,7 @@ func (v *View) layeredChangesSince(name, base, overlay string, rev uint64) (Chan
 	for _, n := range slices.Compact(names) {
 		e, at := resolveLayers(v.st.colls[base].entry(n), v.st.colls[overlay].entry(n))
 		switch {
-		case e == nil: // cannot be: a part changed it
+		case e == nil: // absent, and nothing to say it was served
 		case e.Deleted:
 			ch.Deleted = append(ch.Deleted, withRevision(e, at))
 		default:

@@ -136,6 +136,9 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 					if e.Revision <= h.rev || !e.Deleted {
 						t.Fatalf("deletion %s at revision %d (deleted %v), asked from %d", e.Name, e.Revision, e.Deleted, h.rev)
 					}
+					if len(e.Bytes) > 0 && hides(e) {
+						t.Fatalf("deletion %s carries the hiding marker as its last bytes", e.Name)
+					}
 					delete(after, e.Name)
 				}
 				if !maps.Equal(after, want) {

@@ -1,18 +1,34 @@
 package translate
 
+import "strings"
+
 // A namespace's view: istiod serves each proxy what its namespace sees (exportTo, its
 // Sidecar, the short names of its own namespace's services). The translation keeps what a
 // namespace's proxies see differently from the mesh-wide outputs in overlay collections of the
 // namespace, one per derived collection, while a proxy of the namespace is connected; the xDS
 // server reads each derived collection through that namespace's overlay for its proxies
 // (store.Layered of the collection and its ScopeCollection: source/xds.ScopedCollection). A
-// namespace with nothing particular costs nothing but the empty overlays.
+// namespace with nothing particular in a collection has no overlay of it, and its proxies
+// share the mesh-wide responses; one that sees a resource otherwise has that resource whole
+// in its overlay (a port's route configuration, when one of its own hosts is on the port).
 
 // ScopeCollection is the overlay of a namespace over one derived collection: what its proxies
 // see differently, resources and hidden names (store.Hidden).
 func ScopeCollection(namespace, collection string) string {
-	return "mcpbridge.io/scope/" + namespace + "/" + collection
+	return scopePrefix + namespace + "/" + collection
 }
+
+// ScopeNamespace is the namespace of a ScopeCollection; ok is false for any other collection.
+func ScopeNamespace(collection string) (namespace string, ok bool) {
+	rest, ok := strings.CutPrefix(collection, scopePrefix)
+	if !ok {
+		return "", false
+	}
+	namespace, _, ok = strings.Cut(rest, "/")
+	return namespace, ok
+}
+
+const scopePrefix = "mcpbridge.io/scope/"
 
 // ScopedCollections are the derived collections that a namespace's proxies read through its
 // overlays: the four Envoy types and the proxyless gRPC clients' clusters.

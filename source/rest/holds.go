@@ -8,9 +8,10 @@ import (
 	"github.com/mcpbridge/mcpbridge/source/xds"
 )
 
-// classHolds keeps a router node's gateway class built while it polls. A poller is not
-// connected between two polls, so a class is released only linger after its last poll ended:
-// a gateway polling every few seconds keeps its listeners, one that stopped lets them go.
+// classHolds keeps a poller's view built while it polls (a router node's gateway class, a
+// sidecar's namespace, the proxyless clusters: xds.HoldView). A poller is not connected
+// between two polls, so a view is released only linger after its last poll ended: a gateway
+// polling every few seconds keeps its listeners, one that stopped lets them go.
 type classHolds struct {
 	classes xds.Views
 	linger  time.Duration
@@ -22,28 +23,34 @@ type classHolds struct {
 
 type classHold struct {
 	polls   int
-	release func()
+	release func()      // set once acquired
 	timer   *time.Timer // set while no poll holds it: fires the release
+	// acquired is closed once the view is acquired (and built, for the views HoldView waits
+	// for): that happens outside mu, so that one poller waiting for its namespace's view to
+	// be built holds no other poller up.
+	acquired chan struct{}
 }
 
-// hold acquires the class of req's node (nothing for a node that is no router) and returns
-// what gives it back when the poll ends.
+// hold acquires the view of req's node (nothing for a node that holds none) and returns what
+// gives it back when the poll ends. The first poller of a view acquires it; the others wait
+// until it has.
 func (h *classHolds) hold(req *source.Request) (done func()) {
 	key := xds.ViewKey(req)
 	if h.classes == nil || key == "" {
 		return func() {}
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.stopped {
+		h.mu.Unlock()
 		return func() {}
 	}
 	if h.byClass == nil {
 		h.byClass = map[string]*classHold{}
 	}
 	c := h.byClass[key]
-	if c == nil {
-		c = &classHold{release: xds.HoldView(h.classes, req)}
+	first := c == nil
+	if first {
+		c = &classHold{acquired: make(chan struct{})}
 		h.byClass[key] = c
 	}
 	if c.timer != nil {
@@ -51,6 +58,20 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 		c.timer = nil
 	}
 	c.polls++
+	h.mu.Unlock()
+	if first {
+		release := xds.HoldView(h.classes, req) // may wait for the view to be built
+		h.mu.Lock()
+		c.release = release
+		stopped := h.stopped // releaseAll ran before the release was known: give it back here
+		h.mu.Unlock()
+		close(c.acquired)
+		if stopped {
+			release()
+		}
+	} else {
+		<-c.acquired
+	}
 	return func() { h.done(key, c) }
 }
 
@@ -71,7 +92,8 @@ func (h *classHolds) done(key string, c *classHold) {
 	})
 }
 
-// releaseAll gives back every class, for Stop.
+// releaseAll gives back every view, for Stop. A view still being acquired is given back by
+// its acquirer once it is (hold).
 func (h *classHolds) releaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -80,7 +102,9 @@ func (h *classHolds) releaseAll() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
-		c.release()
+		if c.release != nil {
+			c.release()
+		}
 		delete(h.byClass, key)
 	}
 }

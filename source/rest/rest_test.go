@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/kinds"
@@ -305,5 +307,64 @@ func TestRESTRouterClassIsHeldWhilePollingAndReleasedAfter(t *testing.T) {
 			t.Fatal("the scope was never released after the last poll")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Pollers of one type that read different collections never share an answer: a proxyless
+// client's clusters (GENERATOR=grpc) and an Envoy's, written in one write (one revision),
+// and two namespaces' views of them (one hides the cluster).
+func TestRESTAnswersAreNotSharedBetweenCollections(t *testing.T) {
+	s := serve(t, Options{})
+	const name = "outbound|80||a.example.com"
+	resource := func(timeout time.Duration) []*mcpapi.Resource {
+		body := &anypb.Any{}
+		if err := anypb.MarshalFrom(body, &cluster.Cluster{Name: name, ConnectTimeout: durationpb.New(timeout)}, proto.MarshalOptions{Deterministic: true}); err != nil {
+			t.Fatal(err)
+		}
+		return []*mcpapi.Resource{{Metadata: &mcpapi.Metadata{Name: name}, Body: body}}
+	}
+	hidden := translate.ScopeCollection("a", xds.ClusterType)
+	if _, err := s.store.Apply("test", store.Update{Collection: xds.ClusterType, Resources: resource(time.Second)},
+		store.Update{Collection: translate.EnvoyGRPCClusterCollection, Resources: resource(7 * time.Second)},
+		store.Update{Collection: hidden, Encoded: []store.Encoded{store.Hidden(name)}}); err != nil {
+		t.Fatal(err)
+	}
+	grpcMD, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
+	poll := func(node *core.Node) []time.Duration {
+		body, _ := protojson.Marshal(&discovery.DiscoveryRequest{Node: node})
+		resp, err := s.client.Post(s.url+"/v3/discovery:clusters", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var dr discovery.DiscoveryResponse
+		if err := protojson.Unmarshal(b, &dr); err != nil {
+			t.Fatalf("%d %s: %v", resp.StatusCode, b, err)
+		}
+		var out []time.Duration
+		for _, a := range dr.GetResources() {
+			var c cluster.Cluster
+			if err := a.UnmarshalTo(&c); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c.GetConnectTimeout().AsDuration())
+		}
+		return out
+	}
+	for range 2 { // either order: the first answer is cached, the second must not reuse it
+		for _, c := range []struct {
+			what string
+			node *core.Node
+			want []time.Duration
+		}{
+			{"an Envoy of namespace b", &core.Node{Id: "sidecar~10.0.0.1~x.b~b.svc.cluster.local"}, []time.Duration{time.Second}},
+			{"a proxyless client of b", &core.Node{Id: "sidecar~10.0.0.2~y.b~b.svc.cluster.local", Metadata: grpcMD}, []time.Duration{7 * time.Second}},
+			{"an Envoy of namespace a, which does not see it", &core.Node{Id: "sidecar~10.0.0.3~z.a~a.svc.cluster.local"}, nil},
+		} {
+			if got := poll(c.node); !slices.Equal(got, c.want) {
+				t.Errorf("%s: clusters with connect timeouts %v, want %v", c.what, got, c.want)
+			}
+		}
 	}
 }

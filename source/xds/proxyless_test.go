@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"time"
 
 	"testing"
@@ -93,5 +94,23 @@ func TestProxylessAndEnvoyClustersAreNotSharedBetweenStreams(t *testing.T) {
 		if got := timeoutOf(&core.Node{Id: "sidecar~10.0.0.2~a.ns~ns.svc.cluster.local", Metadata: md}); got != 7*time.Second {
 			t.Errorf("proxyless node: connect timeout %v, want the gRPC form's 7s", got)
 		}
+	}
+}
+
+// Sidecars of namespaces whose views hold nothing particular for a type (their overlays were
+// never written) share one encoded response, as before namespaces had views.
+func TestNamespacesWithNothingParticularShareResponses(t *testing.T) {
+	s := startServer(t)
+	s.putEnvoy(t, ClusterType, clusters("a", "b"))
+	before := s.engine.Stats().Encodes
+	for _, ns := range []string{"one", "two", "three"} {
+		c := newSotW(t, s.addr)
+		c.send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, Node: &core.Node{Id: "sidecar~10.0.0.1~app." + ns + "~" + ns + ".svc.cluster.local"}})
+		if got := sotwNames(t, c.recv()); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("namespace %s: clusters %v", ns, got)
+		}
+	}
+	if n := s.engine.Stats().Encodes - before; n != 1 {
+		t.Fatalf("three namespaces' sidecars cost %d encodings of one response, want 1", n)
 	}
 }

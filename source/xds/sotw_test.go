@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 func TestNodeIsTakenFromTheFirstRequest(t *testing.T) {
@@ -385,4 +386,66 @@ func TestADSOrderingMakeBeforeBreak(t *testing.T) {
 	assertNames(t, "clusters after the routes moved", sotwNames(t, m), "new")
 	c.ack(m)
 	c.quiet(200 * time.Millisecond)
+}
+
+// A cluster a namespace's view hides (store.Hidden in its overlay) in the write that moves
+// its route away goes as any removal does: held back in the clusters' state of the world
+// until the route moved, shown meanwhile as the cluster it was, never as the marker.
+func TestHiddenClusterIsHeldBackAsTheClusterItWas(t *testing.T) {
+	s := startServer(t)
+	c := newSotW(t, s.addr)
+	node := &core.Node{Id: "sidecar~10.0.0.1~app.a~a.svc.cluster.local"}
+	subscribe := []*discovery.DiscoveryRequest{{TypeUrl: ClusterType, Node: node}, {TypeUrl: RouteType, ResourceNames: []string{"r"}}}
+	r := func(to string) []*mcpapi.Resource {
+		return []*mcpapi.Resource{{Metadata: &mcpapi.Metadata{Name: "r"}, Body: anyOf(routeTo("r", to))}}
+	}
+	if _, err := s.store.Apply("test", clusterUpdate(clusters("A")), store.Update{Collection: RouteType, Resources: r("A")}); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]*discovery.DiscoveryResponse{}
+	for _, req := range subscribe {
+		c.send(req)
+		m := c.recv()
+		last[m.TypeUrl] = m
+	}
+	for _, req := range subscribe {
+		c.ack(last[req.TypeUrl], req.ResourceNames...)
+	}
+	waitAllAcknowledged(t, s.engine)
+
+	overlay := translate.ScopeCollection("a", ClusterType)
+	if _, err := s.store.Apply("test", clusterUpdate(clusters("B")), store.Update{Collection: RouteType, Resources: r("B")},
+		store.Update{Collection: overlay, Encoded: []store.Encoded{store.Hidden("A")}}); err != nil {
+		t.Fatal(err)
+	}
+	for seen := 0; ; seen++ {
+		m := c.recv()
+		for _, a := range m.GetResources() {
+			if a.GetTypeUrl() != ClusterType && m.TypeUrl == ClusterType {
+				t.Fatalf("response %s holds a resource of type %q", m.VersionInfo, a.GetTypeUrl())
+			}
+		}
+		if m.TypeUrl == ClusterType {
+			names := sotwNames(t, m)
+			if !slices.Contains(names, "A") {
+				if !slices.Equal(names, []string{"B"}) {
+					t.Fatalf("clusters %v after A went, want [B]", names)
+				}
+				return
+			}
+		}
+		if seen > 6 {
+			t.Fatal("cluster A never went")
+		}
+		c.ack(m, subscribeNames(subscribe, m.TypeUrl)...)
+	}
+}
+
+func subscribeNames(reqs []*discovery.DiscoveryRequest, typeURL string) []string {
+	for _, r := range reqs {
+		if r.TypeUrl == typeURL {
+			return r.ResourceNames
+		}
+	}
+	return nil
 }

@@ -233,6 +233,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	if old := t.ses[key]; old != nil {
 		if old.limitsExport() {
 			t.limitedExports--
+			delete(t.limitedSEs, key)
 		}
 		for _, h := range old.hosts {
 			delKey(t.seByHost, h, key)
@@ -251,6 +252,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 	t.ses[key] = se
 	if se.limitsExport() {
 		t.limitedExports++
+		t.limitedSEs[key] = struct{}{}
 	}
 	for _, h := range se.hosts {
 		addKey(t.seByHost, h, key)
@@ -279,6 +281,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	if old := t.vss[key]; old != nil {
 		if old.limitsExport() {
 			t.limitedVSExports--
+			delete(t.limitedVSs, key)
 		}
 		t.markVirtualService(old)
 		for _, h := range old.hosts {
@@ -298,6 +301,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	t.vss[key] = vs
 	if vs.limitsExport() {
 		t.limitedVSExports++
+		t.limitedVSs[key] = struct{}{}
 	}
 	for _, h := range vs.hosts {
 		addKey(t.vsByHost, h, key)

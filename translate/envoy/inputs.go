@@ -292,7 +292,8 @@ func newWorkloadEntry(in Input) (*workloadEntry, error) {
 type sidecar struct {
 	meta
 	selects bool // it has a workloadSelector: it is for some workloads, and not applied
-	// egress are the hosts its egress listeners without a port import, "NAMESPACE/DNSNAME".
+	// egress are the hosts its egress listeners import, "NAMESPACE/DNSNAME" (every host when
+	// it has none, as istiod's default).
 	egress []egressHost
 }
 
@@ -304,10 +305,13 @@ func newSidecar(in Input) (*sidecar, error) {
 		return nil, err
 	}
 	sc := &sidecar{meta: metaOf(in), selects: spec.GetWorkloadSelector() != nil}
+	if len(spec.GetEgress()) == 0 {
+		// istiod's default egress listener: every host of every namespace.
+		sc.egress = []egressHost{{"*", "*"}}
+	}
 	for _, l := range spec.GetEgress() {
-		if l.GetPort() != nil {
-			continue // reported (untranslated.go): its hosts are not imported
-		}
+		// An egress listener with a port imports its hosts as one without does; the listener
+		// of that port alone is not built (reported: untranslated.go).
 		for _, h := range l.GetHosts() {
 			ns, dns, ok := strings.Cut(h, "/")
 			if !ok {

@@ -577,3 +577,23 @@ func TestControllerBuildsGRPCClustersWhileAProxylessClientIsConnected(t *testing
 	again()
 	waitUntil(t, "the proxyless clusters are dropped after the grace", func() bool { return count() == 0 })
 }
+
+// A Sidecar without egress imports every host (istiod's default egress listener), and an
+// egress listener with a port imports its hosts like one without.
+func TestSidecarWithoutEgressOrWithAPortImportsHosts(t *testing.T) {
+	for _, c := range []struct{ what, spec string }{
+		{"no egress", `outboundTrafficPolicy: {mode: REGISTRY_ONLY}`},
+		{"an egress listener with a port", `egress: [{port: {number: 9999, protocol: HTTP, name: http}, hosts: ["*/*"]}]`},
+	} {
+		outs, _ := Build(decodeYAML(t, sidecarYAML+`---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: istio-system}
+spec:
+  `+c.spec+"\n"), TranslatorOptions{Scopes: []string{"default"}})
+		got, all := seen(t, outs, "default")[ClusterType], seen(t, outs, "")[ClusterType]
+		if !slices.Equal(got, all) {
+			t.Errorf("a root Sidecar with %s: default sees %v, want every cluster %v", c.what, got, all)
+		}
+	}
+}

@@ -75,13 +75,17 @@ type Translator struct {
 	// (SetGRPCClusters, grpccluster.go).
 	grpcClusters bool
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
-	// exportTo leaves some namespace out, limitedVSExports the VirtualServices (scope.go).
+	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
+	// limitedVSs the VirtualServices' (scope.go).
 	sidecars         map[string]*sidecar
 	limitedExports   int
+	limitedSEs       keySet
 	limitedVSExports int
-	// narrowed are the scopes whose namespace a Sidecar narrows, sorted: computed as a
-	// Translate starts, read by the builds (scope.go).
-	narrowed []string
+	limitedVSs       keySet
+	// narrowed are the scopes whose namespace a Sidecar narrows, sorted, and narrowing that
+	// Sidecar of each: computed as a Translate starts, read by the builds (scope.go).
+	narrowed  []string
+	narrowing map[string]*sidecar
 }
 
 type keySet = map[string]struct{}
@@ -318,7 +322,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
-		scopes: keySet{}, sidecars: map[string]*sidecar{},
+		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
@@ -396,7 +400,7 @@ type Stats struct {
 func (t *Translator) Translate() (Delta, Stats) {
 	st := Stats{FaultsChanged: t.faultsDirty}
 	var delta Delta
-	t.narrowed = t.narrowedScopes()
+	t.narrowScopes()
 	// Hosts first: ports gather the hosts' virtual hosts. Hosts and their endpoints are built
 	// in parallel (a build only reads the inputs) and their results recorded in order.
 	hosts := append(t.dirtyOf(unitHost), t.dirtyOf(unitEndpoints)...)

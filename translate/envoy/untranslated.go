@@ -195,7 +195,7 @@ func trafficPolicyFields(at string) []string {
 var fieldTables = map[string]*fieldTable{
 	kindSidecar: newFieldTable(&networking.Sidecar{}, []string{"egress.hosts"}, nil, map[string]string{
 		"workloadSelector": "a Sidecar for some workloads is not applied at all: the bridge builds one view per namespace",
-		"egress.port":      "an egress listener with a port is left out: its hosts are not imported (the bridge imports the hosts of egress listeners without one)",
+		"egress.port":      "its hosts are imported, but no listener of that port alone is built: they are served on their own ports",
 	}),
 	kindServiceEntry: newFieldTable(&networking.ServiceEntry{}, []string{
 		"hosts", "addresses", "ports.number", "ports.protocol", "ports.name", "ports.targetPort", "resolution",

@@ -255,7 +255,7 @@ spec:
 		t.Errorf("a namespace's Sidecar with egress hosts reported: %s", got)
 	}
 	got := fieldFault(tr, kindSidecar, "shop/some")
-	for _, want := range []string{"workloadSelector", "not applied at all", "egress.port", "not imported"} {
+	for _, want := range []string{"workloadSelector", "not applied at all", "egress.port", "no listener of that port alone"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Sidecar shop/some: fault %q, want it to say %q", got, want)
 		}

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mcpbridge/mcpbridge/app/admin"
 	"github.com/mcpbridge/mcpbridge/source"
@@ -35,6 +37,12 @@ func TestDebugCollectionsListsCountsAndVersions(t *testing.T) {
 	p := dialProducer(t, b.grpcAddr, "p1")
 	p.push(t, seColl, serviceEntry("ns/a", "a.example"), serviceEntry("ns/b", "b.example"))
 	rev := b.Store().View().Collection(seColl).Revision
+	// The translation writes what the push derives; the store's revision is read after it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.translator.WaitFor(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
 
 	var got admin.CollectionsResponse
 	getJSON(t, b.httpURL+"/debug/collections", 200, &got)

@@ -18,6 +18,12 @@ func ScopeCollection(namespace, collection string) string {
 	return scopePrefix + namespace + "/" + collection
 }
 
+// GatewayCollection is the overlay of gateway proxies over one derived collection: the
+// resources istiod builds otherwise for a gateway than for a sidecar (a cluster whose
+// DestinationRule TLS names a credentialName: sidecars get it without TLS). Gateway proxies
+// read the collection through it; every other client reads the collection itself.
+func GatewayCollection(collection string) string { return "mcpbridge.io/gateway/" + collection }
+
 // ScopeNamespace is the namespace of a ScopeCollection; ok is false for any other collection.
 func ScopeNamespace(collection string) (namespace string, ok bool) {
 	rest, ok := strings.CutPrefix(collection, scopePrefix)

@@ -22,7 +22,8 @@ import (
 
 // A node whose metadata says GENERATOR=grpc (Istio's gRPC bootstrap) is served its clusters,
 // v3 and v2, from the gRPC clusters' collection; every other type, and every other node, as
-// before; each through its namespace's view (both are sidecars of namespace ns).
+// before; each through its namespace's view (both are sidecars of namespace ns); a gateway's
+// clusters through the gateways' overlay.
 func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 	md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
 	if err != nil {
@@ -30,6 +31,7 @@ func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 	}
 	grpcNode := nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", Metadata: md})
 	envoyNode := nodeFields(&core.Node{Id: "sidecar~10.0.0.1~b.ns~ns.svc.cluster.local"})
+	routerNode := nodeFields(&core.Node{Id: "router~10.0.0.2~gw.istio-system~istio-system.svc.cluster.local"})
 	if grpcNode.Generator != "grpc" || !Proxyless(*grpcNode) || Proxyless(*envoyNode) {
 		t.Fatalf("generator %q, proxyless %v and %v; want grpc, true and false", grpcNode.Generator, Proxyless(*grpcNode), Proxyless(*envoyNode))
 	}
@@ -43,6 +45,8 @@ func TestProxylessNodeIsServedTheGRPCClusters(t *testing.T) {
 		{ClusterTypeV2, grpcNode, ScopedCollection("ns", translate.EnvoyGRPCClusterCollection)},
 		{ClusterType, envoyNode, ScopedCollection("ns", ClusterType)},
 		{ClusterType, nil, ClusterType},
+		{ClusterType, routerNode, store.Layered(ClusterType, translate.GatewayCollection(ClusterType))},
+		{ListenerType, routerNode, ListenerType},
 		{ListenerType, grpcNode, ScopedCollection("ns", ListenerType)},
 		{EndpointType, grpcNode, ScopedCollection("ns", EndpointType)},
 	} {

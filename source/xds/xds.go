@@ -281,13 +281,17 @@ func ScopedCollection(namespace, collection string) string {
 
 // NodeCollection is the collection a node reads for a type served from coll: a proxyless
 // gRPC client's clusters (v3 or v2) come from the collection of their gRPC form (Proxyless),
-// and a sidecar's derived collections through its namespace's overlays (ScopeOf).
+// a sidecar's derived collections through its namespace's overlays (ScopeOf), and a gateway
+// proxy's clusters through the gateways' overlay (translate.GatewayCollection).
 func NodeCollection(coll string, node source.Node) string {
 	if coll == ClusterType && Proxyless(node) {
 		coll = translate.EnvoyGRPCClusterCollection
 	}
 	if ns, ok := ScopeOf(node); ok && slices.Contains(translate.ScopedCollections(), coll) {
 		coll = ScopedCollection(ns, coll)
+	}
+	if coll == ClusterType && isRouter(node.ID) {
+		coll = store.Layered(coll, translate.GatewayCollection(coll)) // clusters as istiod builds them for gateways
 	}
 	return coll
 }

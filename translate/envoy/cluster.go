@@ -10,6 +10,9 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	caresdns "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"github.com/mcpbridge/mcpbridge/translate"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -97,20 +100,56 @@ func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, e
 	opts = pol.applyConnectionPool(c, opts)
 	pol.applyOutlierDetection(c, b.fs)
 	pol.applyLoadBalancer(c, b.fs)
+	// A rule's TLS from a credentialName is for gateways: sidecars get the cluster without it
+	// (see credentialForGatewaysOnly), gateways from their overlay of the clusters.
+	var sidecar *clusterpb.Cluster
+	var sidecarOpts *upstreamhttp.HttpProtocolOptions
+	if credentialForGatewaysOnly(pol.tls) {
+		sidecar = proto.Clone(c).(*clusterpb.Cluster)
+		if opts != nil {
+			sidecarOpts = proto.Clone(opts).(*upstreamhttp.HttpProtocolOptions)
+		}
+	}
 	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans}, opts, b.fs)
 	pol.checkUnsupported(b.fs)
+	if !b.setProtocolOptions(c, name, opts) {
+		return
+	}
+	if sidecar == nil {
+		b.put(ClusterType, name, c)
+	} else if b.setProtocolOptions(sidecar, name, sidecarOpts) {
+		b.put(ClusterType, name, sidecar)
+		b.putIn(translate.GatewayCollection(ClusterType), ClusterType, name, c)
+	}
+	if b.t.grpcClusters {
+		b.addGRPCCluster(c, pol)
+	}
+}
+
+// setProtocolOptions sets a cluster's upstream HTTP options (none: nil); false when they
+// cannot be encoded (reported).
+func (b *hostBuild) setProtocolOptions(c *clusterpb.Cluster, name string, opts *upstreamhttp.HttpProtocolOptions) bool {
 	if opts = finishProtocolOptions(opts); opts != nil {
 		body, err := pack(opts)
 		if err != nil {
 			b.invalid("Cluster", name, err)
-			return
+			return false
 		}
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: body}
 	}
-	b.put(ClusterType, name, c)
-	if b.t.grpcClusters {
-		b.addGRPCCluster(c, pol)
-	}
+	return true
+}
+
+// credentialForGatewaysOnly tells TLS settings istiod applies to gateways only: SIMPLE or
+// MUTUAL from a credentialName (a Kubernetes secret; a configmap:// one is for everyone),
+// which a sidecar does not get from a DestinationRule without a workloadSelector
+// (buildUpstreamClusterTLSContext: the secret would hold every sidecar's startup). The
+// bridge reads no workloadSelector of DestinationRules (reported), so always.
+func credentialForGatewaysOnly(tls *networking.ClientTLSSettings) bool {
+	name := tls.GetCredentialName()
+	mode := tls.GetMode()
+	return name != "" && !strings.HasPrefix(name, "configmap://") &&
+		(mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL)
 }
 
 // statPrefixDelimiter ends istiod's alt_stat_name of a cluster (util.DelimitedStatsPrefix).

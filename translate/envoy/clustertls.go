@@ -56,7 +56,7 @@ func (p *policy) applyTLS(c *clusterpb.Cluster, t tlsTarget, opts *upstreamhttp.
 			return opts
 		}
 		if tls.GetCredentialName() != "" {
-			p.fault(fs, "tls.credentialName: %q is fetched over ADS as istiod names it (%s), but the bridge serves no secrets: the proxy's cluster %s waits for it (istiod also leaves the TLS out for sidecars when the rule has no workloadSelector; a shared configuration cannot)",
+			p.fault(fs, "tls.credentialName: %q is fetched over ADS as istiod names it (%s), but the bridge serves no secrets: a gateway proxy's cluster %s waits for it (sidecars get the cluster without TLS, as istiod gives it them for a rule without workloadSelector)",
 				tls.GetCredentialName(), credentialResourceName(tls.GetCredentialName()), c.GetName())
 		}
 		ctx = simpleOrMutualContext(tls, t, mutual, h2)

@@ -128,7 +128,9 @@
 // origination (SIMPLE, MUTUAL, ISTIO_MUTUAL) is istiod's upstream TLS context: the workload's
 // certificate ("default", "ROOTCA") and files ("file-cert:CERT~KEY", "file-root:CA", the
 // system CA by default) from the proxy's agent, credentialName as "kubernetes://NAME" over
-// ADS, Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
+// ADS for gateway proxies alone (their overlay of the clusters, translate.GatewayCollection:
+// sidecars get such a cluster without TLS, as istiod's for a rule without workloadSelector),
+// Istio's SNI and ALPN for ISTIO_MUTUAL, the ServiceEntry's subjectAltNames when the rule
 // names none, auto SNI and SAN validation where istiod sets them.
 // Each subset is a cluster of the endpoints that carry all its labels.
 //
@@ -211,8 +213,7 @@
 // # Left out
 //
 // Not translated, and reported as faults where a resource asks for them: the secrets of
-// credentialName (the bridge serves none; istiod also leaves a sidecar's TLS out for a rule
-// without workloadSelector, which a shared configuration cannot), SIMPLE and MUTUAL TLS for
+// credentialName (the bridge serves none), SIMPLE and MUTUAL TLS for
 // proxyless clients (as istiod's gRPC generator), proxyProtocol, tunnel, the deprecated
 // outlierDetection.consecutiveErrors (istiod ignores it), Gateway TCP servers (and with them
 // tcp routes bound to Gateways), TLS servers that terminate (only PASSTHROUGH is translated)

@@ -66,6 +66,11 @@ func newBuild(t *Translator, kind, key string) *build {
 // put adds an output. One that fails Envoy's validation is left out with a fault: a client
 // would reject it, and with it every other resource of its response.
 func (b *build) put(typeURL, name string, m validatable) {
+	b.putIn(b.collection(typeURL), typeURL, name, m)
+}
+
+// putIn is put into a collection other than the type's own (an overlay of it).
+func (b *build) putIn(collection, typeURL, name string, m validatable) {
 	if err := m.ValidateAll(); err != nil {
 		b.invalid(typeName(typeURL), name, err)
 		return
@@ -75,7 +80,7 @@ func (b *build) put(typeURL, name string, m validatable) {
 		b.invalid(typeName(typeURL), name, err)
 		return
 	}
-	b.u.set(output{b.collection(typeURL), enc})
+	b.u.set(output{collection, enc})
 }
 
 // collection is where the build puts outputs of a type: the type's own collection, or the

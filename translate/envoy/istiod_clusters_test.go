@@ -386,8 +386,12 @@ func TestTLSOriginationBuildsIstiodTransportSocket(t *testing.T) {
 		t.Errorf("MUTUAL with sni: protocol options %v, want none", o)
 	}
 
-	// credentialName, insecureSkipVerify: kubernetes://NAME over ADS, no validation; a fault.
-	cc := upstreamTLS(t, clusterOf(t, by, ClusterType, ClusterName(9444, "", host))).GetCommonTlsContext()
+	// credentialName, insecureSkipVerify: for gateways (their overlay of the clusters),
+	// kubernetes://NAME over ADS, no validation; a fault. Sidecars get no TLS.
+	if ts := clusterOf(t, by, ClusterType, ClusterName(9444, "", host)).GetTransportSocket(); ts != nil {
+		t.Errorf("credentialName: the sidecars' cluster has TLS %v, want none (istiod's, without workloadSelector)", ts)
+	}
+	cc := upstreamTLS(t, clusterOf(t, by, translate.GatewayCollection(ClusterType), ClusterName(9444, "", host))).GetCommonTlsContext()
 	if s := cc.GetTlsCertificateSdsSecretConfigs(); len(s) != 1 || s[0].GetName() != "kubernetes://api-cred" || s[0].GetSdsConfig().GetAds() == nil {
 		t.Errorf("credentialName: certificate %v, want kubernetes://api-cred over ADS", s)
 	}

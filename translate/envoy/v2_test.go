@@ -3,12 +3,13 @@ package envoy
 import (
 	"compress/gzip"
 	"fmt"
-	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"

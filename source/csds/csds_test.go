@@ -28,6 +28,7 @@ import (
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/bridgetest"
 	"github.com/mcpbridge/mcpbridge/source/csds"
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -632,5 +633,54 @@ func TestCSDSGroupsTheStreamsOfOneNode(t *testing.T) {
 	})
 	if got := nodes(resp); !slices.Equal(got, []string{"", "envoy-1"}) {
 		t.Errorf("ClientConfigs of nodes %v, want one for envoy-1 and one for the stream without a node", got)
+	}
+}
+
+// A proxyless gRPC client of a namespace (GENERATOR=grpc, Istio's sidecar node ID) is served
+// the clusters of their gRPC form, through its namespace's view: CSDS reports them under the
+// cluster type it asked for, at the versions of that form, SYNCED once it ACKed.
+func TestCSDSReportsAProxylessClientsOwnClusters(t *testing.T) {
+	b := bridgetest.Start(t)
+	b.LoadYAML(t, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [echo.e2e.svc.cluster.local]
+  ports: [{number: 8080, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+  endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
+`)
+	const id = "sidecar~10.0.0.9~echo-client-1.e2e~e2e.svc.cluster.local"
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+		"node": {"id": %q, "metadata": {"GENERATOR": "grpc", "NAMESPACE": "e2e"}}
+	}`, b.GRPCAddr(), id)
+	resolver, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := grpc.NewClient("xds:///echo.e2e.svc.cluster.local:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	client.Connect()
+	const name = "outbound|8080||echo.e2e.svc.cluster.local"
+	waitFor(t, b.Dial(t), hasStatus(id, translate.EnvoyClusterType, map[string]status.ConfigStatus{"": status.ConfigStatus_SYNCED, name: status.ConfigStatus_SYNCED}))
+	// What it was served is read from the gRPC form's collection, through e2e's view.
+	want := store.Layered(translate.EnvoyGRPCClusterCollection, translate.ScopeCollection("e2e", translate.EnvoyGRPCClusterCollection))
+	var got []string
+	for _, c := range b.Clients() {
+		if c.Node != id {
+			continue
+		}
+		for _, sub := range c.Subscriptions {
+			if sub.Type == translate.EnvoyClusterType {
+				got = append(got, sub.Collection)
+			}
+		}
+	}
+	if !slices.Equal(got, []string{want}) {
+		t.Errorf("the client's clusters are read from %q, want %q", got, want)
 	}
 }

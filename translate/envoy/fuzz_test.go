@@ -10,6 +10,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -45,6 +46,10 @@ func FuzzBuild(f *testing.F) {
 	f.Add([]byte(meshYAML + gatewayYAML("shop", "edge", 1, "istio: ingressgateway",
 		"  - port: {number: 443, name: tls, protocol: TLS}\n    hosts: [\"*.pass.example.com\"]\n    tls: {mode: PASSTHROUGH}\n"+
 			"  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [\"web.example.com\"]\n    tls: {mode: MUTUAL, credentialName: web}\n")))
+	// Namespaces' views: exportTo, Sidecars, namespace-local VirtualServices (scope.go).
+	f.Add([]byte(exportYAML))
+	f.Add([]byte(vsExportYAML))
+	f.Add([]byte(sidecarYAML + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: bookinfo}\nspec:\n  egress: [{hosts: [\"./*\"]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, _ := filesource.DecodeUnchecked(data, "fuzz.yaml")
 		in := map[string][]*mcpapi.Resource{}
@@ -53,14 +58,28 @@ func FuzzBuild(f *testing.F) {
 		}
 		// Gateway proxies of two classes: one selecting Istio's default ingress, one selecting
 		// only Gateways without a selector.
-		outs, faults := Build(in, TranslatorOptions{GatewayClasses: []translate.GatewayClass{ingressClass, {}}})
+		// and sidecars of three namespaces, whose views are built too.
+		outs, faults := Build(in, TranslatorOptions{GatewayClasses: []translate.GatewayClass{ingressClass, {}},
+			Scopes: []string{"default", "bookinfo", "foo"}})
 		for _, r := range outs {
+			if typeURL, _ := r.Encoded.Body(); typeURL == store.HiddenTypeURL {
+				continue // a namespace's view hides the name
+			}
 			if err := validateDeep(r.Body()); err != nil {
 				t.Fatalf("%s %q is served but invalid: %v", typeName(r.TypeURL), r.Name, err)
 			}
 		}
 		if !slices.IsSortedFunc(faults, compareFaults) {
 			t.Fatalf("faults are not sorted: %v", faults)
+		}
+		// A name is built once per collection.
+		seen := map[[2]string]bool{}
+		for _, r := range outs {
+			k := [2]string{r.TypeURL, r.Name}
+			if seen[k] {
+				t.Fatalf("%s %q is built twice", r.TypeURL, r.Name)
+			}
+			seen[k] = true
 		}
 	})
 }

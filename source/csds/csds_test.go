@@ -368,20 +368,7 @@ spec:
   resolution: STATIC
   endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
 `)
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "grpc-client-1", "metadata": {"app": "echo-client"}}
-	}`, b.GRPCAddr())
-	resolver, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := grpc.NewClient("xds:///echo.e2e.svc.cluster.local:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	client.Connect() // resolving starts the xDS watches
+	dialXDS(t, b, `{"id": "grpc-client-1", "metadata": {"app": "echo-client"}}`)
 	conn := b.Dial(t)
 	all := func(types ...string) func(*status.ClientStatusResponse) error {
 		return func(resp *status.ClientStatusResponse) error {
@@ -651,20 +638,7 @@ spec:
   endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
 `)
 	const id = "sidecar~10.0.0.9~echo-client-1.e2e~e2e.svc.cluster.local"
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": %q, "metadata": {"GENERATOR": "grpc", "NAMESPACE": "e2e"}}
-	}`, b.GRPCAddr(), id)
-	resolver, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := grpc.NewClient("xds:///echo.e2e.svc.cluster.local:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	client.Connect()
+	dialXDS(t, b, fmt.Sprintf(`{"id": %q, "metadata": {"GENERATOR": "grpc", "NAMESPACE": "e2e"}}`, id))
 	const name = "outbound|8080||echo.e2e.svc.cluster.local"
 	waitFor(t, b.Dial(t), hasStatus(id, translate.EnvoyClusterType, map[string]status.ConfigStatus{"": status.ConfigStatus_SYNCED, name: status.ConfigStatus_SYNCED}))
 	// What it was served is read from the gRPC form's collection, through e2e's view.
@@ -683,4 +657,24 @@ spec:
 	if !slices.Equal(got, []string{want}) {
 		t.Errorf("the client's clusters are read from %q, want %q", got, want)
 	}
+}
+
+// dialXDS starts grpc-go's xDS client, of the given bootstrap node (JSON), on
+// xds:///echo.e2e.svc.cluster.local:8080 through the bridge, until the test ends.
+func dialXDS(t *testing.T, b *bridgetest.Bridge, node string) {
+	t.Helper()
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+		"node": %s
+	}`, b.GRPCAddr(), node)
+	resolver, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := grpc.NewClient("xds:///echo.e2e.svc.cluster.local:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	client.Connect() // resolving starts the xDS watches
 }

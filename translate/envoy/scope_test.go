@@ -3,6 +3,7 @@ package envoy
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -508,17 +509,8 @@ func TestVirtualServiceExportToRoutesOnlyTheNamespacesItTakes(t *testing.T) {
 		t.Fatalf("bar's scope set later upserted %v in its overlay, want 8000 and %s", got, hostRoute)
 	}
 	// bar's default route is the mesh-wide one of a host without a VirtualService.
-	plain, _ := Build(decodeYAML(t, `
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: public, namespace: foo}
-spec:
-  hosts: [public.foo.svc.cluster.local]
-  addresses: [10.10.3.2]
-  ports: [{number: 8000, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.1.11.2}]
-`), TranslatorOptions{})
+	serviceEntryAlone, _, _ := strings.Cut(vsExportYAML, "---")
+	plain, _ := Build(decodeYAML(t, serviceEntryAlone), TranslatorOptions{})
 	if want := routesIn(t, plain, RouteType)["8000"]; !proto.Equal(bar["8000"], want) {
 		t.Errorf("bar's 8000:\n%v\nwant the route configuration without the VirtualService:\n%v", bar["8000"], want)
 	}

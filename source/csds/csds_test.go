@@ -359,15 +359,7 @@ func TestCSDSReportsDownstreams(t *testing.T) {
 // listener, route, cluster and endpoints SYNCED, and the table shows it so.
 func TestCSDSReportsAGRPCXDSClient(t *testing.T) {
 	b := bridgetest.Start(t)
-	b.LoadYAML(t, `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: e2e}
-spec:
-  hosts: [echo.e2e.svc.cluster.local]
-  ports: [{number: 8080, name: grpc, protocol: GRPC}]
-  resolution: STATIC
-  endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
-`)
+	b.LoadYAML(t, echoServiceYAML)
 	dialXDS(t, b, `{"id": "grpc-client-1", "metadata": {"app": "echo-client"}}`)
 	conn := b.Dial(t)
 	all := func(types ...string) func(*status.ClientStatusResponse) error {
@@ -625,18 +617,10 @@ func TestCSDSGroupsTheStreamsOfOneNode(t *testing.T) {
 
 // A proxyless gRPC client of a namespace (GENERATOR=grpc, Istio's sidecar node ID) is served
 // the clusters of their gRPC form, through its namespace's view: CSDS reports them under the
-// cluster type it asked for, at the versions of that form, SYNCED once it ACKed.
+// cluster type it asked for, SYNCED once it ACKed, read from that form's collection.
 func TestCSDSReportsAProxylessClientsOwnClusters(t *testing.T) {
 	b := bridgetest.Start(t)
-	b.LoadYAML(t, `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: e2e}
-spec:
-  hosts: [echo.e2e.svc.cluster.local]
-  ports: [{number: 8080, name: grpc, protocol: GRPC}]
-  resolution: STATIC
-  endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
-`)
+	b.LoadYAML(t, echoServiceYAML)
 	const id = "sidecar~10.0.0.9~echo-client-1.e2e~e2e.svc.cluster.local"
 	dialXDS(t, b, fmt.Sprintf(`{"id": %q, "metadata": {"GENERATOR": "grpc", "NAMESPACE": "e2e"}}`, id))
 	const name = "outbound|8080||echo.e2e.svc.cluster.local"
@@ -678,3 +662,14 @@ func dialXDS(t *testing.T, b *bridgetest.Bridge, node string) {
 	t.Cleanup(func() { client.Close() })
 	client.Connect() // resolving starts the xDS watches
 }
+
+// echoServiceYAML is the service dialXDS's client resolves.
+const echoServiceYAML = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: e2e}
+spec:
+  hosts: [echo.e2e.svc.cluster.local]
+  ports: [{number: 8080, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+  endpoints: [{address: 127.0.0.1, ports: {grpc: 9}}]
+`

@@ -36,8 +36,12 @@ func ScopeNamespace(collection string) (namespace string, ok bool) {
 
 const scopePrefix = "mcpbridge.io/scope/"
 
-// ScopedCollections are the derived collections that a namespace's proxies read through its
+// Scoped tells the derived collections that a namespace's proxies read through its
 // overlays: the four Envoy types and the proxyless gRPC clients' clusters.
-func ScopedCollections() []string {
-	return []string{EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType, EnvoyRouteType, EnvoyGRPCClusterCollection}
+func Scoped(collection string) bool {
+	switch collection {
+	case EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType, EnvoyRouteType, EnvoyGRPCClusterCollection:
+		return true
+	}
+	return false
 }

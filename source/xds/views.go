@@ -96,7 +96,7 @@ func Proxyless(node source.Node) bool {
 	return node.Generator == "grpc"
 }
 
-// ScopeOf is the namespace whose view a node is served (translate.ScopedCollection), as istiod
+// ScopeOf is the namespace whose view a node is served (ScopedCollection), as istiod
 // tells a proxy's namespace: a sidecar's (Envoy or proxyless gRPC, node ID "sidecar~..."), from
 // its metadata NAMESPACE, else from its ID (sidecar~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN).
 // Gateways are served their class's view, and nodes of other IDs the mesh-wide one. A

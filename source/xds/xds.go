@@ -5,7 +5,6 @@
 package xds
 
 import (
-	"slices"
 	"sync"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -287,7 +286,7 @@ func NodeCollection(coll string, node source.Node) string {
 	if coll == ClusterType && Proxyless(node) {
 		coll = translate.EnvoyGRPCClusterCollection
 	}
-	if ns, ok := ScopeOf(node); ok && slices.Contains(translate.ScopedCollections(), coll) {
+	if ns, ok := ScopeOf(node); ok && translate.Scoped(coll) {
 		coll = ScopedCollection(ns, coll)
 	}
 	if coll == ClusterType && isRouter(node.ID) {

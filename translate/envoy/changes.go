@@ -231,7 +231,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		return
 	}
 	if old := t.ses[key]; old != nil {
-		if old.limitsExport() {
+		if old.export().limited() {
 			t.limitedExports--
 			delete(t.limitedSEs, key)
 		}
@@ -250,7 +250,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		return
 	}
 	t.ses[key] = se
-	if se.limitsExport() {
+	if se.export().limited() {
 		t.limitedExports++
 		t.limitedSEs[key] = struct{}{}
 	}
@@ -279,7 +279,7 @@ func (t *Translator) markVIP(vip string) {
 
 func (t *Translator) setVirtualService(key string, vs *virtualService) {
 	if old := t.vss[key]; old != nil {
-		if old.limitsExport() {
+		if old.export().limited() {
 			t.limitedVSExports--
 			delete(t.limitedVSs, key)
 		}
@@ -299,7 +299,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 		return
 	}
 	t.vss[key] = vs
-	if vs.limitsExport() {
+	if vs.export().limited() {
 		t.limitedVSExports++
 		t.limitedVSs[key] = struct{}{}
 	}

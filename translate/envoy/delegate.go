@@ -68,7 +68,7 @@ func (rc *routeContext) mergedRoutes(vs *virtualService) []mergedRoute {
 		case len(dvs.spec.GetHosts()) > 0:
 			rc.fs.add(kindVirtualService, vs.Key, "%s.delegate: VirtualService %s has hosts, so it is no delegate; the route is left out", field, key)
 			continue
-		case !exportedTo(dvs, vs.Namespace):
+		case !dvs.export().takes(vs.Namespace):
 			rc.fs.add(kindVirtualService, vs.Key, "%s.delegate: VirtualService %s is not exported to namespace %s; the route is left out", field, key, vs.Namespace)
 			continue
 		}
@@ -87,21 +87,6 @@ func (rc *routeContext) mergedRoutes(vs *virtualService) []mergedRoute {
 		}
 	}
 	return out
-}
-
-// exportedTo reports whether a VirtualService is visible in a namespace: exportTo unset (the
-// mesh default, "*"), "*", "." (its own namespace) or the namespace.
-func exportedTo(vs *virtualService, ns string) bool {
-	to := vs.spec.GetExportTo()
-	if len(to) == 0 {
-		return true
-	}
-	for _, e := range to {
-		if e == "*" || e == ns || e == "." && vs.Namespace == ns {
-			return true
-		}
-	}
-	return false
 }
 
 // resolvedDelegate is a copy of a delegate's spec with its short names completed in its own

@@ -224,7 +224,7 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 	if len(vs.spec.GetTcp()) > 0 && len(vs.gateways) > 0 {
 		b.fs.add(kindVirtualService, key, "tcp routes are translated for the mesh only; Gateway TCP servers are not translated")
 	}
-	if vs.limitsExport() {
+	if vs.export().limited() {
 		if vs.mesh && len(vs.spec.GetTcp())+len(vs.spec.GetTls()) > 0 {
 			b.fs.add(kindVirtualService, key, "exportTo: its tcp and tls routes are served to every namespace's sidecars (the bridge scopes HTTP routes by exportTo)")
 		}

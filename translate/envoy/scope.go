@@ -172,19 +172,27 @@ func (t *Translator) narrowScopes() {
 	slices.Sort(t.narrowed)
 }
 
-// limitsExport tells a ServiceEntry whose exportTo leaves some namespace out.
-func (se *serviceEntry) limitsExport() bool {
-	return len(se.exportTo) > 0 && !slices.Contains(se.exportTo, "*")
+// exportTo is a resource's exportTo as written (empty: every namespace, Istio's default)
+// and the namespace the resource is in.
+type exportTo struct {
+	list      []string
+	namespace string
 }
 
-// exportedTo tells whether a ServiceEntry's exportTo takes a namespace: "*" every one (and
-// so does an empty exportTo, Istio's default), "." its own, "~" none, else the names listed.
-func (se *serviceEntry) exportedTo(namespace string) bool {
-	if len(se.exportTo) == 0 {
+func (se *serviceEntry) export() exportTo   { return exportTo{se.exportTo, se.Namespace} }
+func (vs *virtualService) export() exportTo { return exportTo{vs.spec.GetExportTo(), vs.Namespace} }
+
+// limited tells an exportTo that leaves some namespace out.
+func (e exportTo) limited() bool { return len(e.list) > 0 && !slices.Contains(e.list, "*") }
+
+// takes tells whether an exportTo takes a namespace: "*" every one (and so does an empty
+// exportTo), "." the resource's own, "~" none, else the names listed.
+func (e exportTo) takes(namespace string) bool {
+	if len(e.list) == 0 {
 		return true
 	}
-	for _, e := range se.exportTo {
-		if e == "*" || e == namespace || e == "." && se.Namespace == namespace {
+	for _, x := range e.list {
+		if x == "*" || x == namespace || x == "." && e.namespace == namespace {
 			return true
 		}
 	}
@@ -215,7 +223,7 @@ func (sc *sidecar) imports(proxyNamespace, serviceNamespace, host string) bool {
 
 // visibleIn tells whether a namespace's proxies see a host of a ServiceEntry.
 func (t *Translator) visibleIn(namespace, host string, se *serviceEntry) bool {
-	if se == nil || !se.exportedTo(namespace) {
+	if se == nil || !se.export().takes(namespace) {
 		return se == nil
 	}
 	sc := t.narrowing[namespace]
@@ -226,7 +234,7 @@ func (t *Translator) visibleIn(namespace, host string, se *serviceEntry) bool {
 // when its ServiceEntry limits its exportTo.
 func (t *Translator) hidingScopes(host string, se *serviceEntry) []string {
 	candidates := t.narrowed
-	if se.limitsExport() {
+	if se.export().limited() {
 		candidates = sortedKeys(t.scopes)
 	}
 	var out []string
@@ -402,26 +410,6 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	return b.u
 }
 
-// limitsExport tells a VirtualService whose exportTo leaves some namespace out.
-func (vs *virtualService) limitsExport() bool {
-	e := vs.spec.GetExportTo()
-	return len(e) > 0 && !slices.Contains(e, "*")
-}
-
-// exportedTo tells whether a VirtualService's exportTo takes a namespace (as a ServiceEntry's).
-func (vs *virtualService) exportedTo(namespace string) bool {
-	e := vs.spec.GetExportTo()
-	if len(e) == 0 {
-		return true
-	}
-	for _, x := range e {
-		if x == "*" || x == namespace || x == "." && vs.Namespace == namespace {
-			return true
-		}
-	}
-	return false
-}
-
 // scopedVS is the VirtualService that routes a host in a scope (nil: none, the default route).
 type scopedVS struct {
 	namespace string
@@ -432,15 +420,15 @@ type scopedVS struct {
 // host mesh-wide, each with the one that routes it there instead, as istiod chooses among the
 // VirtualServices exported to a proxy's namespace.
 func (b *hostBuild) scopedVirtualServices(vs *virtualService) []scopedVS {
-	if vs == nil || !vs.limitsExport() {
+	if vs == nil || !vs.export().limited() {
 		return nil
 	}
 	var out []scopedVS
 	for _, ns := range sortedKeys(b.t.scopes) {
-		if vs.exportedTo(ns) {
+		if vs.export().takes(ns) {
 			continue
 		}
-		other, _ := b.t.meshVirtualServiceWhere(b.host, func(v *virtualService) bool { return v.exportedTo(ns) })
+		other, _ := b.t.meshVirtualServiceWhere(b.host, func(v *virtualService) bool { return v.export().takes(ns) })
 		out = append(out, scopedVS{ns, other})
 	}
 	return out

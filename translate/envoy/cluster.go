@@ -101,10 +101,14 @@ func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, e
 	pol.applyOutlierDetection(c, b.fs)
 	pol.applyLoadBalancer(c, b.fs)
 	// A rule's TLS from a credentialName is for gateways: sidecars get the cluster without it
-	// (see credentialForGatewaysOnly), gateways from their overlay of the clusters.
+	// (see credentialForGatewaysOnly), gateways from their overlay of the clusters. A NONE
+	// host's sidecars get an original-destination cluster, its gateways the EDS one; a rule's
+	// PASSTHROUGH makes both original-destination ones (originalDestination). Proxyless gRPC
+	// clients get neither change (addGRPCCluster).
 	var sidecar *clusterpb.Cluster
 	var sidecarOpts *upstreamhttp.HttpProtocolOptions
-	if credentialForGatewaysOnly(pol.tls) {
+	credentialOnly := credentialForGatewaysOnly(pol.tls)
+	if credentialOnly {
 		sidecar = proto.Clone(c).(*clusterpb.Cluster)
 		if opts != nil {
 			sidecarOpts = proto.Clone(opts).(*upstreamhttp.HttpProtocolOptions)
@@ -115,15 +119,42 @@ func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, e
 	if !b.setProtocolOptions(c, name, opts) {
 		return
 	}
+	if sidecar != nil && !b.setProtocolOptions(sidecar, name, sidecarOpts) {
+		return
+	}
+	gateway := c
+	if pol.passthrough() {
+		gateway = proto.Clone(c).(*clusterpb.Cluster)
+		originalDestination(gateway)
+	}
+	headless := b.se.resolution == networking.ServiceEntry_NONE
+	if sidecar == nil && headless && !pol.passthrough() {
+		sidecar = proto.Clone(c).(*clusterpb.Cluster)
+	}
+	if sidecar != nil && (headless || pol.passthrough()) {
+		originalDestination(sidecar)
+	}
 	if sidecar == nil {
-		b.put(ClusterType, name, c)
-	} else if b.setProtocolOptions(sidecar, name, sidecarOpts) {
+		b.put(ClusterType, name, gateway)
+	} else {
 		b.put(ClusterType, name, sidecar)
-		b.putIn(translate.GatewayCollection(ClusterType), ClusterType, name, c)
+		b.putIn(translate.GatewayCollection(ClusterType), ClusterType, name, gateway)
 	}
 	if b.t.grpcClusters {
 		b.addGRPCCluster(c, pol)
 	}
+}
+
+// originalDestination makes a cluster istiod's original-destination one (convertResolution,
+// applyLoadBalancer): Envoy connects to the address the client dialled, with no endpoints of
+// its own and no load balancing (CLUSTER_PROVIDED). istiod builds one for a NONE host's sidecars
+// (gateways, which cannot use it, keep EDS) and for any host whose rule asks loadBalancer
+// PASSTHROUGH.
+func originalDestination(c *clusterpb.Cluster) {
+	c.ClusterDiscoveryType = &clusterpb.Cluster_Type{Type: clusterpb.Cluster_ORIGINAL_DST}
+	c.EdsClusterConfig, c.LoadAssignment = nil, nil
+	c.LbPolicy, c.LbConfig = clusterpb.Cluster_CLUSTER_PROVIDED, nil
+	// A DNS host's DNS settings stay, unused, as istiod leaves them.
 }
 
 // setProtocolOptions sets a cluster's upstream HTTP options (none: nil); false when they

@@ -62,9 +62,14 @@
 //
 // # Translation
 //
-// ServiceEntry: one cluster per host and port. STATIC and NONE are EDS clusters (ADS config
-// source) with a load assignment of the inline endpoints and of the WorkloadEntries of the same
-// namespace that the workloadSelector selects; DNS is STRICT_DNS and DNS_ROUND_ROBIN is
+// ServiceEntry: one cluster per host and port. STATIC is an EDS cluster (ADS config source)
+// with a load assignment of the inline endpoints and of the WorkloadEntries of the same
+// namespace that the workloadSelector selects. NONE is istiod's original-destination cluster
+// for sidecars (ORIGINAL_DST, CLUSTER_PROVIDED: Envoy connects where the client dialled) and
+// the EDS cluster for gateways, which cannot use one (their overlay of the clusters); a
+// DestinationRule's loadBalancer PASSTHROUGH makes any host's Envoy clusters
+// original-destination ones (without endpoints; a DNS host's DNS settings stay, as istiod's
+// do). DNS is STRICT_DNS and DNS_ROUND_ROBIN is
 // LOGICAL_DNS (its first endpoint only), with the load assignment inline, and the host itself
 // as the endpoint when none is listed. An endpoint's port is its own port of the service port's
 // name, else the service port's targetPort, else its number. Endpoints are grouped by locality
@@ -75,8 +80,15 @@
 // Ports whose protocol is not HTTP-based (TCP, TLS, HTTPS, MONGO, MYSQL, REDIS) get no routes
 // but outbound listeners (below); UDP and HBONE get neither. A port's protocol is its
 // protocol field alone, as istiod reads a ServiceEntry's (not its name); unset or unknown is
-// protocol sniffing, whose cluster uses the downstream protocol and whose routes and listener
-// are those of HTTP (istiod's sniffing listener also has a TCP path: not built).
+// protocol sniffing, whose cluster uses the downstream protocol, and which has both paths, as
+// istiod's sniffed ports (tcplisteners.go buildSniffedPort): it is listened for where a TCP
+// port would be, its tcp routes' chains (else its own TCP proxy) beside an HTTP chain matched
+// by the plaintext protocols the HTTP inspector detects. On 0.0.0.0_PORT (no address) the HTTP
+// chain is the port's shared one and the TCP proxy that matches everything the listener's
+// default chain (the first sniffed host's; the others are reported); on an address of its own
+// (VIP_PORT, or a NONE host's endpoint addresses) the HTTP chain's route configuration is the
+// host's, "HOST:PORT", its virtual host alone with the domain "*", and the host makes no
+// 0.0.0.0_PORT (the port's route configuration, where one is built, still lists it, as istiod's).
 //
 // Non-HTTP ports, as istiod's buildSidecarOutboundListener and its TLS and TCP filter chain
 // options: a host's address is its ServiceEntry's first address (a /32 is an IP; istiod keeps
@@ -218,8 +230,7 @@
 // outlierDetection.consecutiveErrors (istiod ignores it), Gateway TCP servers (and with them
 // tcp routes bound to Gateways), TLS servers that terminate (only PASSTHROUGH is translated)
 // and AUTO_PASSTHROUGH, sourceLabels and sourceNamespace matches (a shared configuration has
-// no client identity), PASSTHROUGH load balancing, DYNAMIC_DNS, locality load balancing
-// settings.
+// no client identity), DYNAMIC_DNS, locality load balancing settings.
 //
 // Nothing is left out silently (untranslated.go): every field of an input that the
 // translation neither reads nor reports a fault of its own for is a fault of its resource,

@@ -20,13 +20,18 @@ import (
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
 	var vhosts []vhostParts
+	shares := 0
 	if ps := t.gathered(p); ps != nil {
-		vhosts = ps.vhosts
+		vhosts, shares = ps.vhosts, ps.shares
 	}
 	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
 	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
-	// behind virtualOutbound (tcplisteners.go, sidecar.go).
-	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || len(vhosts) > 0 {
+	// behind virtualOutbound (tcplisteners.go, sidecar.go). Sniffed hosts with listeners of
+	// their own do not make one.
+	if shares == 0 {
+		vhosts = nil // no HTTP chain: its hosts' sidecars do not connect here
+	}
+	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || shares > 0 {
 		t.buildSharedPort(b, p, vhosts, tcp)
 	}
 	return b.u

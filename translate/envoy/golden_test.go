@@ -181,7 +181,7 @@ func render(t testing.TB, outs []Resource, faults []Fault) []byte {
 		doc["faults"] = faults
 	}
 	section := map[string]string{ClusterType: "clusters", EndpointType: "endpoints", ListenerType: "listeners", RouteType: "routes",
-		GRPCClusterType: "grpc_clusters"}
+		GRPCClusterType: "grpc_clusters", translate.GatewayCollection(ClusterType): "gateway_clusters"}
 	for _, r := range outs {
 		if isPlumbing(r.Name) {
 			continue // the same for every input: sidecar_test.go holds it, field by field

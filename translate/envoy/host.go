@@ -209,11 +209,16 @@ func (b *hostBuild) buildPorts() {
 		b.buildClusters(p, eps)
 		if p.protocol.routed() {
 			b.buildRoutes(p, vs)
-		} else {
+		}
+		if p.protocol == protoAuto || !p.protocol.routed() {
 			if l4 == nil {
 				l4 = b.t.meshL4VirtualServices(b.host)
 			}
-			b.buildTCPPort(p, rawProtocol(b.se, p.number), l4) // tcplisteners.go
+			if p.protocol == protoAuto {
+				b.buildSniffedPort(p, l4) // tcplisteners.go
+			} else {
+				b.buildTCPPort(p, rawProtocol(b.se, p.number), l4)
+			}
 		}
 	}
 }

@@ -126,8 +126,8 @@ func (p *policy) applyLoadBalancer(c *clusterpb.Cluster, fs *faults) {
 	case networking.LoadBalancerSettings_RANDOM:
 		c.LbPolicy = clusterpb.Cluster_RANDOM
 	case networking.LoadBalancerSettings_PASSTHROUGH:
-		c.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
-		p.fault(fs, "loadBalancer.simple: PASSTHROUGH is not translated (it needs an original-destination cluster); LEAST_REQUEST is used")
+		// An original-destination cluster (originalDestination, applied by addCluster).
+		c.LbPolicy = clusterpb.Cluster_CLUSTER_PROVIDED
 	default: // UNSPECIFIED, LEAST_CONN, LEAST_REQUEST
 		c.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
 		if ss := slowStart(lb); ss != nil {
@@ -140,6 +140,11 @@ func (p *policy) applyLoadBalancer(c *clusterpb.Cluster, fs *faults) {
 	if lb.GetLocalityLbSetting() != nil {
 		p.fault(fs, "loadBalancer.localityLbSetting is not translated (it depends on each proxy's own locality)")
 	}
+}
+
+// passthrough tells a rule asking loadBalancer PASSTHROUGH: an original-destination cluster.
+func (p *policy) passthrough() bool {
+	return p.lb.GetSimple() == networking.LoadBalancerSettings_PASSTHROUGH
 }
 
 // slowStart is warmup (or the deprecated warmupDurationSecs) as istiod sets it (setWarmup):

@@ -366,6 +366,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	}
 	changed := false
 	var vhosts []vhostParts
+	shares := 0
 	if ps != nil {
 		vhosts = make([]vhostParts, 0, len(ps.vhosts))
 		for i, vh := range ps.vhosts {
@@ -373,6 +374,9 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 			if mayHide && !t.hostVisibleIn(ns, host) {
 				changed = true
 				continue
+			}
+			if ps.shared[i] {
+				shares++
 			}
 			if ps.local[i] != nil && hostNamespace(host, t.suffix) == ns {
 				vh.head, changed = ps.local[i], true
@@ -398,11 +402,12 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	}
 	b.scope = ns
 	switch {
-	case len(vhosts) == 0 && len(tcp) == 0:
+	case shares == 0 && len(tcp) == 0:
 		b.u.set(output{b.collection(ListenerType), store.Hidden(OutboundListenerName(p))})
 		b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
 	default:
-		if len(vhosts) == 0 {
+		if shares == 0 {
+			vhosts = nil
 			b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
 		}
 		t.buildSharedPort(b, p, vhosts, tcp)

@@ -11,11 +11,13 @@ import (
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	httpinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	tlsinspectorpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	mongopb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/mongo_proxy/v3"
 	tcpproxypb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	hashpolicypb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/mcpbridge/mcpbridge/translate"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -84,20 +86,20 @@ var tcpListenerFilters = func() (c struct {
 type l4Protocol uint8
 
 const (
-	l4None  l4Protocol = iota // UDP, HBONE, or HTTP: no TCP listener
-	l4TCP                     // TCP (and REDIS, whose filter istiod leaves off by default)
-	l4TLS                     // TLS and HTTPS: chains matched by SNI
-	l4Mongo                   // MONGO: mongo_proxy, then the TCP proxy
-	l4MySQL                   // MYSQL: the TCP proxy (the mysql filter is off by default)
+	l4None    l4Protocol = iota // UDP, HBONE, or HTTP: no TCP listener
+	l4TCP                       // TCP (and REDIS, whose filter istiod leaves off by default)
+	l4TLS                       // TLS and HTTPS: chains matched by SNI
+	l4Mongo                     // MONGO: mongo_proxy, then the TCP proxy
+	l4MySQL                     // MYSQL: the TCP proxy (the mysql filter is off by default)
+	l4Sniffed                   // unset: the TCP proxy beside an HTTP chain (protocol sniffing)
 )
 
-// l4Of reads a port's protocol as parseProtocol does (the protocol, else the name's prefix).
-func l4Of(declared, portName string) l4Protocol {
-	p := declared
-	if p == "" {
-		p, _, _ = strings.Cut(portName, "-")
+// l4Of reads a port's protocol as parseProtocol does: the protocol field alone.
+func l4Of(declared string) l4Protocol {
+	if parseProtocol(declared) == protoAuto {
+		return l4Sniffed
 	}
-	switch strings.ToUpper(p) {
+	switch strings.ToUpper(declared) {
 	case "TCP", "REDIS":
 		return l4TCP
 	case "TLS", "HTTPS":
@@ -124,6 +126,9 @@ type tcpContribution struct {
 	host     string    // the host whose port it is
 	created  time.Time // its creation time: istiod takes older services first
 	chains   []tcpChain
+	// sniffedRoute, for a port of no declared protocol on a listener bound to an address of
+	// the host's own, names the route configuration of its HTTP chain: "HOST:PORT".
+	sniffedRoute string
 }
 
 // tcpChain is one filter chain, built and validated, with its runtime match as a key that
@@ -223,8 +228,8 @@ func (b *hostBuild) hostAddress() (string, bool) {
 
 // buildTCPPort adds a non-HTTP port's filter chains to the listeners of its addresses.
 func (b *hostBuild) buildTCPPort(p port, raw string, vss []*virtualService) {
-	proto := l4Of(raw, p.name)
-	if proto == l4None {
+	proto := l4Of(raw)
+	if proto == l4None || proto == l4Sniffed {
 		return
 	}
 	for _, tg := range b.tcpTargets(p) {
@@ -241,6 +246,55 @@ func (b *hostBuild) buildTCPPort(p port, raw string, vss []*virtualService) {
 			listener: listenerName(tg.bind, p.number), bind: tg.bind, port: p.number, proto: proto,
 			seKey: b.se.Key, created: b.se.Created, chains: chains, host: b.host,
 		})
+	}
+}
+
+// buildSniffedPort adds the TCP path of a port of no declared protocol, which istiod sniffs
+// (buildSidecarOutboundListener, ListenerProtocolAuto): at each address the port is listened
+// for on, as a TCP port's, the tcp routes' chains (else the host's own), beside an HTTP chain
+// matched by the plaintext protocols the HTTP inspector detects. On 0.0.0.0_PORT that HTTP
+// chain is the port's shared one (route configuration PORT, where buildRoutes put the host's
+// virtual host). On an address of the host's own (its VIP; a headless host's endpoints) the
+// listener is the host's, VIP_PORT, and so is the route configuration its HTTP chain names,
+// "HOST:PORT", istiod's for a sniffed service: the host's sidecar virtual host alone, with the
+// domain "*" (getVirtualHostsForSniffedServicePort), and the port's settings.
+func (b *hostBuild) buildSniffedPort(p port, vss []*virtualService) {
+	n := len(b.u.vhosts)
+	if n == 0 || b.u.vhosts[n-1].port != p.number {
+		return // its virtual host was invalid: reported, and no listener either
+	}
+	pv := &b.u.vhosts[n-1]
+	route := domainName(b.host, p.number)
+	targets := b.tcpTargets(p)
+	pv.ownListener = !slices.ContainsFunc(targets, func(tg tcpTarget) bool { return tg.bind == wildcardBind })
+	for _, tg := range targets {
+		c := tcpContribution{
+			listener: listenerName(tg.bind, p.number), bind: tg.bind, port: p.number, proto: l4Sniffed,
+			seKey: b.se.Key, created: b.se.Created, host: b.host,
+			chains: b.tcpChains(p, l4Sniffed, tg, vss),
+		}
+		if tg.bind != wildcardBind {
+			c.sniffedRoute = route
+		}
+		b.u.tcp = append(b.u.tcp, c)
+	}
+	if !pv.ownListener || len(targets) == 0 {
+		return
+	}
+	if sidecarRouteSettings.err != nil {
+		b.invalid("RouteConfiguration", route, sidecarRouteSettings.err)
+		return
+	}
+	head, err := deterministic.Marshal(&routepb.VirtualHost{Name: route, Domains: []string{"*"}})
+	if err != nil {
+		b.invalid("VirtualHost", route, err)
+		return
+	}
+	vh, _, _ := b.u.vhost(p.number)
+	b.putRouteConfiguration(route, []vhostParts{{head: head, tail: vh.tail}}, sidecarRouteSettings.enc)
+	for _, v := range pv.variants {
+		b.putRouteConfigurationIn(translate.ScopeCollection(v.namespace, RouteType), route,
+			[]vhostParts{{head: head, tail: v.sidecar}}, sidecarRouteSettings.enc)
 	}
 }
 
@@ -701,11 +755,27 @@ func (t *Translator) buildSharedPort(b *build, p uint32, vhosts []vhostParts, tc
 			b.invalid("Listener", OutboundListenerName(p), err)
 			return
 		}
-		httpChain = l.GetFilterChains()[0]
-		httpChain.FilterChainMatch = &listenerpb.FilterChainMatch{ApplicationProtocols: plaintextHTTPALPNs, TransportProtocol: rawBufferTransport}
-		httpChain.TransportSocketConnectTimeout = durationpb.New(chainConnectTimeout)
+		httpChain = sniffing(l.GetFilterChains()[0])
 	}
 	t.putTCPListener(b, OutboundListenerName(p), wildcardBind, p, httpChain, tcp)
+}
+
+// sniffingHTTPChain is the HTTP chain of a sniffed port's listener of its own (VIP_PORT): a
+// sidecar's connection manager with the host's route configuration "HOST:PORT".
+func sniffingHTTPChain(statPrefix, route string, port uint32) (*listenerpb.FilterChain, error) {
+	l, err := httpListener("", statPrefix, route, port, corepb.TrafficDirection_OUTBOUND, hcmSidecar)
+	if err != nil {
+		return nil, err
+	}
+	return sniffing(l.GetFilterChains()[0]), nil
+}
+
+// sniffing matches an HTTP chain by the plaintext HTTP protocols the HTTP inspector detects,
+// as istiod matches it beside TCP chains, with istiod's connect timeout.
+func sniffing(fc *listenerpb.FilterChain) *listenerpb.FilterChain {
+	fc.FilterChainMatch = &listenerpb.FilterChainMatch{ApplicationProtocols: plaintextHTTPALPNs, TransportProtocol: rawBufferTransport}
+	fc.TransportSocketConnectTimeout = durationpb.New(chainConnectTimeout)
+	return fc
 }
 
 // putTCPListener merges the chains of a listener's contributions, in order, as istiod's
@@ -738,10 +808,16 @@ func (t *Translator) putTCPListener(b *build, name, bind string, port uint32, ht
 	} else if len(tcp) > 0 {
 		current = tcp[0].proto
 	}
+	sniffedBy := ""
 	for _, c := range tcp {
 		if c.proto != current && (c.proto.wellKnown() || current.wellKnown()) {
 			b.fs.add(kindServiceEntry, c.seKey, "port %d: listener %s already serves %s, and a MONGO or MYSQL port shares a listener with no other protocol (its clients speak first); this %s port gets no chain there",
 				port, name, protoName(current), protoName(c.proto))
+			continue
+		}
+		if c.sniffedRoute != "" && sniffedBy != "" {
+			// istiod keeps the first sniffed service of a listener (a second one exits early).
+			b.fs.add(kindServiceEntry, c.seKey, "port %d: listener %s already sniffs HTTP for %s; host %s gets no chain there", port, name, sniffedBy, c.host)
 			continue
 		}
 		for _, ch := range c.chains {
@@ -758,6 +834,17 @@ func (t *Translator) putTCPListener(b *build, name, bind string, port uint32, ht
 			if len(ch.chain.GetFilterChainMatch().GetServerNames()) > 0 {
 				needTLS = true
 			}
+		}
+		if c.sniffedRoute != "" {
+			// After its TCP chains, as istiod appends the HTTP options to the TCP ones.
+			hc, err := sniffingHTTPChain("outbound_"+name, c.sniffedRoute, port)
+			if err != nil {
+				b.invalid("Listener", name, err)
+				return
+			}
+			sniffedBy = "host " + c.host
+			l.FilterChains = append(l.FilterChains, hc)
+			needHTTP = true
 		}
 	}
 	if len(l.FilterChains) == 0 && l.DefaultFilterChain == nil {
@@ -799,6 +886,8 @@ func protoName(p l4Protocol) string {
 		return "MONGO"
 	case l4MySQL:
 		return "MYSQL"
+	case l4Sniffed:
+		return "sniffed (no protocol)"
 	}
 	return "TCP"
 }
@@ -821,5 +910,5 @@ func listensOnEndpoints(se *serviceEntry) bool {
 	if se.resolution != networking.ServiceEntry_NONE || len(se.addresses) > 0 {
 		return false
 	}
-	return slices.ContainsFunc(se.ports, func(p servicePort) bool { return l4Of(p.protocol, p.name) != l4None })
+	return slices.ContainsFunc(se.ports, func(p servicePort) bool { return l4Of(p.protocol) != l4None })
 }

@@ -370,7 +370,7 @@ func TestHTTPAndTCPHostsShareAPortThroughTheHTTPInspector(t *testing.T) {
 // A NONE host without an address is listened for on each endpoint address (istiod's headless
 // services), and follows its endpoints as they change, as a fresh build would.
 func TestNoneResolutionWithoutAnAddressListensOnEachEndpoint(t *testing.T) {
-	yaml := tcpServiceYAML("cass", 1, "cass.db.svc.cluster.local", "[{number: 9042, name: tcp, protocol: TCP}, {number: 80, name: http}]", "", "NONE", "[{address: 10.1.0.1}, {address: 10.1.0.2}, {address: db.example.com}]")
+	yaml := tcpServiceYAML("cass", 1, "cass.db.svc.cluster.local", "[{number: 9042, name: tcp, protocol: TCP}, {number: 80, name: http, protocol: HTTP}]", "", "NONE", "[{address: 10.1.0.1}, {address: 10.1.0.2}, {address: db.example.com}]")
 	got := buildMesh(t, yaml)
 	want := []string{"0.0.0.0_80", "10.1.0.1_9042", "10.1.0.2_9042"}
 	if n := listenerNames(got); !slices.Equal(n, want) {

@@ -194,6 +194,10 @@ type portVhost struct {
 	// variants are the sidecar's rests for the scopes that do not see the VirtualService
 	// that routes the host (scope.go).
 	variants []scopedRest
+	// ownListener: a sniffed port (no protocol declared) listened for on addresses of the
+	// host's own (buildSniffedPort), whose sidecars reach it through VIP_PORT and not
+	// 0.0.0.0_PORT; the port's route configuration still lists it, as istiod's does.
+	ownListener bool
 }
 
 // scopedRest is the rest of a sidecar's virtual host as one namespace's proxies see it.
@@ -547,6 +551,11 @@ type portState struct {
 	locals   int
 	variant  []bool
 	variants int
+	// shared tells the hosts reached through 0.0.0.0_PORT (all but sniffed ports with
+	// listeners of their own, portVhost.ownListener); shares counts them: the port's
+	// listener is built only for those.
+	shared []bool
+	shares int
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -587,6 +596,7 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 // reset drops the order, which the next build makes again.
 func (ps *portState) reset() {
 	ps.order, ps.vhosts, ps.local, ps.locals, ps.variant, ps.variants = nil, nil, nil, 0, nil, 0
+	ps.shared, ps.shares = nil, 0
 }
 
 // setOf records what a host's virtual host holds for scopes (local head, variants).
@@ -597,9 +607,15 @@ func (ps *portState) setOf(i int, pv *portVhost) {
 	if ps.variant[i] {
 		ps.variants--
 	}
-	ps.local[i], ps.variant[i] = nil, false
+	if ps.shared[i] {
+		ps.shares--
+	}
+	ps.local[i], ps.variant[i], ps.shared[i] = nil, false, false
 	if pv == nil {
 		return
+	}
+	if ps.shared[i] = !pv.ownListener; ps.shared[i] {
+		ps.shares++
 	}
 	if ps.local[i] = pv.local; pv.local != nil {
 		ps.locals++
@@ -629,6 +645,7 @@ func (t *Translator) gathered(p uint32) *portState {
 		ps.vhosts = make([]vhostParts, len(ps.order))
 		ps.local = make([][]byte, len(ps.order))
 		ps.variant = make([]bool, len(ps.order))
+		ps.shared = make([]bool, len(ps.order))
 		for i, h := range ps.order {
 			var pv *portVhost
 			ps.vhosts[i], pv, _ = t.units[unitKey{unitHost, h}].vhost(p)

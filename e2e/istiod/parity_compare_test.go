@@ -89,6 +89,15 @@ import (
 //     istio.metadata_exchange network filter of listener chains (telemetry, normalization 4).
 //     Endpoints' envoy.transport_socket_match metadata stays
 //     compared, so an endpoint that would take the mTLS match still shows.
+//  6. A host with several addresses (a dual-stack ServiceEntry): istiod makes a service of
+//     each address (serviceentry conversion), and a sidecar keeps one of them per host name,
+//     the first in an order that is not stable between runs (the services share their creation
+//     time, name and namespace): the address among a virtual host's domains is either. The
+//     host's addresses as domains are compared as one placeholder, "<an address of HOST>". And
+//     istiod lists a DNS cluster's endpoints once per service, each endpoint as many times as
+//     the host has addresses: repeated identical endpoints are counted once (the locality
+//     weight summed again), which balances as the repeats do; the bridge lists each once, as
+//     grpc-go requires of a load assignment.
 //
 // Nothing else is removed: defaults one side spells out and the other leaves implicit (a
 // 0s timeout, an empty filter, max_grpc_timeout), listener filters for protocol sniffing,
@@ -171,11 +180,11 @@ func (r *scenarioResult) totals() (matched, total int) {
 }
 
 // compareNode compares what one node was sent by each side and adds it to res.
-func compareNode(res *scenarioResult, n parityNode, istiod, bridge *xdsDump) {
+func compareNode(res *scenarioResult, n parityNode, istiod, bridge *xdsDump, ma multiAddress) {
 	if res.Counts == nil {
 		res.Counts = map[string]*count{}
 	}
-	pi, pb := project(istiod), project(bridge)
+	pi, pb := project(istiod, ma), project(bridge, ma)
 	for _, fam := range families {
 		keys := map[string]bool{}
 		for k := range pi[fam] {
@@ -368,8 +377,34 @@ func isInfraCluster(name string) bool {
 	return false
 }
 
-// normCLA normalizes a load assignment: istio metadata off, localities and endpoints sorted.
-func normCLA(v any) any {
+// multiAddress maps each address of the scenario's hosts with several addresses to its host
+// (normalization 6).
+type multiAddress map[string]string
+
+// domain is a virtual host domain under normalization 6.
+func (ma multiAddress) domain(d any) any {
+	s, _ := d.(string)
+	if h, ok := ma[strings.Trim(s, "[]")]; ok {
+		return "<an address of " + h + ">"
+	}
+	return d
+}
+
+// repeats tells the clusters whose repeated endpoints normalization 6 counts once: those of
+// the hosts with several addresses.
+func (ma multiAddress) repeats(cluster string) bool {
+	host := cluster[strings.LastIndex(cluster, "|")+1:]
+	for _, h := range ma {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+// normCLA normalizes a load assignment: istio metadata off, localities and endpoints sorted,
+// and with dedupe, repeated endpoints once (normalization 6).
+func normCLA(v any, dedupe bool) any {
 	m := obj(v)
 	if m == nil {
 		return v
@@ -378,10 +413,23 @@ func normCLA(v any) any {
 	for _, g := range list(m["endpoints"]) {
 		gm := obj(g)
 		var eps []any
+		seen := map[string]bool{}
+		weight, repeated := 0.0, false
 		for _, e := range list(gm["lbEndpoints"]) {
 			em := obj(e)
 			dropIstioMetadata(em)
+			if key := canonJSON(em, false); dedupe && seen[key] {
+				repeated = true
+				continue
+			} else {
+				seen[key] = true
+			}
+			w, _ := em["loadBalancingWeight"].(float64)
+			weight += w
 			eps = append(eps, em)
+		}
+		if repeated {
+			gm["loadBalancingWeight"] = weight
 		}
 		if eps != nil {
 			gm["lbEndpoints"] = sortList(eps)
@@ -395,7 +443,7 @@ func normCLA(v any) any {
 }
 
 // project cuts a dump into its families' items.
-func project(d *xdsDump) projection {
+func project(d *xdsDump, ma multiAddress) projection {
 	p := projection{}
 	hashPolicies := map[string][]any{} // cluster -> hash policies of routes to it alone
 
@@ -413,6 +461,9 @@ func project(d *xdsDump) projection {
 			}
 			domains := list(vm["domains"])
 			key := name + " " + firstHost(domains)
+			for i, d := range domains {
+				domains[i] = ma.domain(d)
+			}
 			vm["domains"] = sortList(domains)
 			routes := list(vm["routes"])
 			delete(vm, "routes")
@@ -456,7 +507,7 @@ func project(d *xdsDump) projection {
 		}
 		parent := famClusters + "|" + name
 		if la, ok := m["loadAssignment"]; ok {
-			p.put(famEndpoints, "inline "+name, "", normCLA(la))
+			p.put(famEndpoints, "inline "+name, "", normCLA(la, ma.repeats(name)))
 			delete(m, "loadAssignment")
 		}
 		lb := take(m, "ringHashLbConfig", "maglevLbConfig", "leastRequestLbConfig", "roundRobinLbConfig",
@@ -479,7 +530,7 @@ func project(d *xdsDump) projection {
 		if isInfraCluster(name) {
 			continue
 		}
-		p.put(famEndpoints, name, "", normCLA(protoJSON(e)))
+		p.put(famEndpoints, name, "", normCLA(protoJSON(e), ma.repeats(name)))
 	}
 
 	for name, l := range d.Listeners {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The comparison's own tests: they need no istiod (go test -tags e2e_istiod -run
@@ -43,7 +44,7 @@ func mustAny(t *testing.T, m proto.Message) *anypb.Any {
 
 func compareOne(istiod, bridge *xdsDump) *scenarioResult {
 	res := &scenarioResult{}
-	compareNode(res, parityNode{Name: "n"}, istiod, bridge)
+	compareNode(res, parityNode{Name: "n"}, istiod, bridge, nil)
 	return res
 }
 
@@ -133,5 +134,56 @@ func TestParityLineDiff(t *testing.T) {
 	got := lineDiff("a\nb\nc\n", "a\nx\nc\n")
 	if got != "  a\n+ x\n- b\n  c\n" {
 		t.Fatalf("lineDiff: %q", got)
+	}
+}
+
+// TestParityCompareMultiAddressHost: normalization 6 makes a dual-stack host's address domain
+// and its endpoints repeated once per address compare equal, and nothing else; without the
+// scenario's multi-address hosts they are mismatches.
+func TestParityCompareMultiAddressHost(t *testing.T) {
+	const name = "outbound|8080||dual.example.com"
+	ep := func(addr string) *endpoint.LbEndpoint {
+		return &endpoint.LbEndpoint{
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{
+				Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{Address: addr,
+					PortSpecifier: &core.SocketAddress_PortValue{PortValue: 8080}}}}}},
+			LoadBalancingWeight: wrapperspb.UInt32(1),
+		}
+	}
+	dump := func(domain string, eps ...*endpoint.LbEndpoint) *xdsDump {
+		d := emptyDump()
+		c := testCluster(name)
+		c.LoadAssignment = &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{{
+			Locality: &core.Locality{}, LbEndpoints: eps, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(eps))),
+		}}}
+		d.Clusters[name] = c
+		d.Routes["8080"] = &route.RouteConfiguration{Name: "8080", VirtualHosts: []*route.VirtualHost{
+			{Name: "dual.example.com:8080", Domains: []string{"dual.example.com", domain}},
+		}}
+		return d
+	}
+	i := dump("[2001:db8::10]", ep("v4.dual.example.com"), ep("v4.dual.example.com"), ep("v6.dual.example.com"), ep("v6.dual.example.com"))
+	b := dump("240.240.0.10", ep("v4.dual.example.com"), ep("v6.dual.example.com"))
+	ma := multiAddress{"240.240.0.10": "dual.example.com", "2001:db8::10": "dual.example.com"}
+
+	res := &scenarioResult{}
+	compareNode(res, parityNode{Name: "n"}, i, b, ma)
+	if m, tot := res.totals(); m != tot {
+		t.Fatalf("with the host's addresses: matched %d of %d: %+v", m, tot, res.Mismatches)
+	}
+	res = compareOne(i, b)
+	fams := map[string]bool{}
+	for _, mm := range res.Mismatches {
+		fams[mm.Family] = true
+	}
+	if !fams[famEndpoints] || !fams[famVhosts] || len(res.Mismatches) != 2 {
+		t.Fatalf("without them: mismatches %+v, want one of endpoints and one of virtual hosts", res.Mismatches)
+	}
+	// A different endpoint is still a difference.
+	b = dump("240.240.0.10", ep("v4.dual.example.com"), ep("v7.dual.example.com"))
+	res = &scenarioResult{}
+	compareNode(res, parityNode{Name: "n"}, i, b, ma)
+	if len(res.Mismatches) != 1 || res.Mismatches[0].Family != famEndpoints {
+		t.Fatalf("another endpoint: mismatches %+v, want one of endpoints", res.Mismatches)
 	}
 }

@@ -185,6 +185,7 @@ func (b *Bridge) wireSink() error {
 	s, err := sink.NewServer(sink.Options{
 		Store: b.store, Writer: b.writer, Collections: sinkCollections(b.cfg), SinkNode: node, Expiry: b.cfg.Sink.Expiry, AnonymousExpiry: b.cfg.Sink.AnonymousExpiry,
 		Logger: b.log, Metrics: b.metrics, Authz: b.authz, MaxResourcesPerProducer: b.cfg.Limits.ResourcesPerProducer,
+		DomainSuffix: b.cfg.Translate.DomainSuffix,
 	})
 	if err != nil {
 		return ConfigErrorf("collections: %v", err)
@@ -377,7 +378,7 @@ func (b *Bridge) sharedSources() ([]runner, *filesource.Source, error) {
 		}
 		up, err := sink.NewUpstream(sink.UpstreamOptions{
 			Target: t, Store: b.store, Writer: b.writer, Collections: sinkCollections(cfg), SinkNode: node,
-			Logger: b.log, Metrics: b.metrics,
+			Logger: b.log, Metrics: b.metrics, DomainSuffix: cfg.Translate.DomainSuffix,
 		})
 		if err != nil {
 			return nil, nil, ConfigErrorf("sources.upstreams[%d]: %v", i, err)
@@ -411,7 +412,7 @@ func (b *Bridge) wireAdmin() error {
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
 		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
-		Admin: b.adminCheck(), GatewayClasses: b.gatewayClasses(), Replica: b.replicaStatus(),
+		Admin: b.adminCheck(), NotServed: b.debugNotServed(), GatewayClasses: b.gatewayClasses(), Replica: b.replicaStatus(),
 	})
 	if b.rest != nil {
 		b.rest.Register(mux)
@@ -438,6 +439,18 @@ func (b *Bridge) adminCheck() func(*http.Request) error {
 		return nil
 	}
 	return func(r *http.Request) error { return b.authz.CheckAdmin(r.TLS) }
+}
+
+// debugNotServed is why the debug views are not served, or "" when they are: on an HTTP
+// address off loopback whose TLS names no client CA nobody can be told apart, and what they
+// show (every resource, every client, profiles of the process) would be open to whoever
+// reaches the port, unless http.debug_without_client_auth says so.
+func (b *Bridge) debugNotServed() string {
+	h := b.cfg.HTTP
+	if h.TLS.ClientCAFile != "" || h.DebugWithoutClientAuth || IsLoopback(h.Address) {
+		return ""
+	}
+	return "not served: the debug views, profiles and status page need administrators' client certificates on an HTTP port off loopback; set http.tls.client_ca_file (and an authz rule with admin: true), or http.debug_without_client_auth: true to serve them to anyone who reaches " + h.Address
 }
 
 // Store is the bridge's store.

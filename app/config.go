@@ -2,6 +2,9 @@ package app
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
@@ -236,6 +239,24 @@ type HTTPConfig struct {
 	Insecure bool `mapstructure:"insecure"`
 	// REST is xDS over REST-JSON long polling on this port (package source/rest).
 	REST RESTConfig `mapstructure:"rest"`
+	// DebugWithoutClientAuth serves /debug/*, the profiles and the status page on an Address
+	// that is not loopback although TLS names no client CA, so that anyone who reaches the
+	// port may read them. Off: they answer 404 with a hint there (see Bridge.adminCheck).
+	DebugWithoutClientAuth bool `mapstructure:"debug_without_client_auth"`
+}
+
+// IsLoopback reports whether a listen address stays on this host: 127.0.0.0/8, ::1 or
+// localhost. An empty host is every interface, and any other name may resolve anywhere.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // RESTConfig configures REST-JSON polling (POST /v3/discovery:clusters and the others).

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	conduitcommon "github.com/mcpbridge/mcpbridge/api/linkerd/conduit/common"
+	linkerdpb "github.com/mcpbridge/mcpbridge/api/linkerd/destination"
 	"github.com/mcpbridge/mcpbridge/source/linkerd"
 )
 
@@ -79,9 +82,44 @@ func assertAddrs(t *testing.T, u *linkerd.Update, kind string, want ...string) {
 	}
 }
 
+// rawCodec reads a stream's messages as the bytes sent: to compare two answers byte for byte.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)   { return proto.Marshal(v.(proto.Message)) }
+func (rawCodec) Unmarshal(b []byte, v any) error { *(v.(*[]byte)) = slices.Clone(b); return nil }
+func (rawCodec) Name() string                    { return "proto" }
+
+// linkerdFirstBytes opens a Get stream and returns its first message as sent, and whether the
+// stream is still open a moment later.
+func linkerdFirstBytes(t *testing.T, conn *grpc.ClientConn, conduit bool, path string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	method, req := "/io.linkerd.proxy.destination.Destination/Get", proto.Message(&linkerdpb.GetDestination{Scheme: "k8s", Path: path})
+	if conduit {
+		method, req = "/conduit.proxy.destination.Destination/Get", &conduitcommon.Destination{Scheme: "k8s", Path: path}
+	}
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if err := stream.RecvMsg(&b); err != nil {
+		t.Fatalf("Get %s: %v", path, err)
+	}
+	return b
+}
+
 // Consumer authorization: a peer resolves only services whose ServiceEntry its consume rules
-// let it read; others are refused PermissionDenied naming the identity, the namespace and
-// the service, and counted; a peer no rule matches is refused before anything.
+// let it read; a service it may not read is answered byte for byte as a service that does not
+// exist (no oracle: the peer cannot tell it exists), and the refusal counted; a peer no rule
+// matches is refused before anything.
 func TestLinkerdAuthzConsumeRules(t *testing.T) {
 	s := startSecured(t, nil)
 	if _, err := s.Store().ReplaceOwner("test", map[string][]*mcpapi.Resource{seColl: {
@@ -96,13 +134,19 @@ func TestLinkerdAuthzConsumeRules(t *testing.T) {
 		if u := linkerdGet(t, app, conduit, "unknown.payments.svc.cluster.local:9080").next(); u.Kind != "no_endpoints" || u.Exists {
 			t.Fatalf("unknown service: %v", u)
 		}
-		assertStatus(t, "a service of another namespace", linkerdGet(t, app, conduit, "secret.other.svc.cluster.local:9080").end(),
-			codes.PermissionDenied, idApp, "namespace other", "secret.other.svc.cluster.local:9080")
+		hidden := linkerdFirstBytes(t, app, conduit, "secret.other.svc.cluster.local:9080")
+		absent := linkerdFirstBytes(t, app, conduit, "absent.other.svc.cluster.local:9080")
+		if !bytes.Equal(hidden, absent) || len(hidden) == 0 {
+			t.Fatalf("conduit %v: a hidden service is answered %x, a missing one %x: want the same bytes", conduit, hidden, absent)
+		}
+		if u := linkerdGet(t, app, conduit, "secret.other.svc.cluster.local:9080").next(); u.Kind != "no_endpoints" || u.Exists {
+			t.Fatalf("a service of another namespace: %v, want no_endpoints{exists: false}", u)
+		}
 		assertStatus(t, "a peer no rule matches", linkerdGet(t, s.conn(t, idStranger), conduit, "ledger.payments.svc.cluster.local:9080").end(),
 			codes.PermissionDenied, "no authorization rule")
 		assertAddrs(t, linkerdGet(t, s.conn(t, idIstiod), conduit, "secret.other.svc.cluster.local:9080").next(), "add", "10.0.0.2:9080")
 	}
-	eventually(t, s.running, 2, "mcpbridge_authz_refusals_total", "role", "source", "reason", "collection")
+	eventually(t, s.running, 4, "mcpbridge_authz_refusals_total", "role", "source", "reason", "collection")
 	eventually(t, s.running, 2, "mcpbridge_authz_refusals_total", "role", "source", "reason", "no_rule")
 }
 

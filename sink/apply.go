@@ -3,16 +3,21 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
 	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
+	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
 // applier checks Resources messages against the collections the bridge asked for, writes
@@ -26,6 +31,9 @@ type applier struct {
 	// maxOwned is the most resources one owner may hold in all collections
 	// (limits.resources_per_producer); 0: no limit (upstreams, which the operator chose).
 	maxOwned int
+	// domainSuffix completes short hosts and names the service domains that authorization
+	// gives a namespace (translate.domain_suffix).
+	domainSuffix string
 
 	metrics *metrics.Metrics
 	// colls are the metrics of each asked collection (by canonical name), of the trigger and
@@ -35,8 +43,14 @@ type applier struct {
 	unasked *metrics.Collection
 }
 
-func newApplier(st *store.Store, w store.Writer, a asked, node SinkNode, m *metrics.Metrics) applier {
-	ap := applier{store: st, writer: w, asked: a, node: node, metrics: m}
+// DefaultDomainSuffix is the mesh's domain suffix when none is given: Kubernetes' default.
+const DefaultDomainSuffix = "cluster.local"
+
+func newApplier(st *store.Store, w store.Writer, a asked, node SinkNode, m *metrics.Metrics, domainSuffix string) applier {
+	if domainSuffix == "" {
+		domainSuffix = DefaultDomainSuffix
+	}
+	ap := applier{store: st, writer: w, asked: a, node: node, metrics: m, domainSuffix: domainSuffix}
 	if m == nil {
 		return ap
 	}
@@ -116,6 +130,7 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 		a.metrics.AuthzRefused(metrics.RoleSink, metrics.RefusedResource)
 		return a.nack(m, codes.PermissionDenied, err)
 	}
+	a.stampCreation(owner, update)
 	res, err := a.writer.ApplyWithin(owner, a.maxOwned, update)
 	var over *store.OwnerLimitError
 	if errors.As(err, &over) {
@@ -151,7 +166,48 @@ func (a *applier) check(m *mcp.Resources) (store.Update, error) {
 		// In a full state, removed_resources is meaningless and the protocol says to ignore it.
 		u.Removed = m.GetRemovedResources()
 	}
+	for _, r := range u.Resources {
+		if err := checkNameLength(r.GetMetadata().GetName()); err != nil {
+			return store.Update{}, err
+		}
+	}
+	for _, name := range u.Removed {
+		if err := checkNameLength(name); err != nil {
+			return store.Update{}, err
+		}
+	}
 	return u, nil
+}
+
+// Kubernetes' limits on a resource's name: a namespace is a DNS label, a name a DNS subdomain.
+const (
+	maxNamespaceLength = 63
+	maxNameLength      = 253
+)
+
+// checkNameLength refuses a name, "namespace/name" or "name", longer than Kubernetes allows:
+// no Istio resource has one, and every consumer of its namespace would be sent it.
+func checkNameLength(full string) error {
+	ns, name, namespaced := strings.Cut(full, "/")
+	if !namespaced {
+		ns, name = "", full
+	}
+	switch {
+	case len(ns) > maxNamespaceLength:
+		return &store.ValidationError{Resource: abbreviate(full), Err: fmt.Errorf("the namespace is %d characters long, over Kubernetes' limit of %d", len(ns), maxNamespaceLength)}
+	case len(name) > maxNameLength:
+		return &store.ValidationError{Resource: abbreviate(full), Err: fmt.Errorf("the name is %d characters long, over Kubernetes' limit of %d", len(name), maxNameLength)}
+	}
+	return nil
+}
+
+// abbreviate keeps a refused name's NACK short: its first 64 bytes, then how many more.
+func abbreviate(name string) string {
+	const keep = 64
+	if len(name) <= keep {
+		return name
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", strings.ToValidUTF8(name[:keep], ""), len(name)-keep)
 }
 
 func (a *applier) ack(m *mcp.Resources) *mcp.RequestResources {
@@ -240,6 +296,63 @@ func (r producerRights) who() string {
 	return "identity " + r.grant.Identity
 }
 
+// stampCreation sets each upserted resource's metadata.create_time to when the bridge first
+// accepted its name from this owner, kept across the owner's updates of it, as the Kubernetes
+// API server stamps creationTimestamp: whatever the producer sent is ignored. Istio's
+// "oldest wins" (a host defined by two ServiceEntries, routed by two VirtualServices, the
+// order of services) reads it, and a producer that could write 1970 there would win every
+// such choice. It goes with the resource into the store, and so survives restarts and
+// replicas (store.backend: etcd).
+func (a *applier) stampCreation(owner string, u store.Update) {
+	v := a.store.View()
+	now := timestamppb.New(time.Now().UTC().Truncate(time.Second))
+	for _, r := range u.Resources {
+		md := r.GetMetadata()
+		if md == nil {
+			continue // the store refuses it
+		}
+		ct := now
+		if e := v.OwnedCopy(u.Collection, owner, md.GetName()); e != nil && !e.Deleted {
+			if t := e.CreateTime(); !t.IsZero() {
+				ct = timestamppb.New(t)
+			}
+		}
+		md.CreateTime = ct
+	}
+}
+
+// authorizeHosts refuses a resource that defines or routes a host outside the producer's
+// hosts (authz.Scope.Hosts: by default the service domains of its namespaces). A host
+// belongs to a namespace: without this, a producer of one namespace could define another's
+// service (a ServiceEntry for billing.bookinfo.svc.cluster.local), route it, set its traffic
+// policy or bind it on a shared gateway. Short names are completed in the resource's
+// namespace first, as the translation completes them. A body that does not decode names no
+// host here; the store's validation refuses it.
+func (a *applier) authorizeHosts(rights producerRights, collection, name string, r *mcpapi.Resource) error {
+	hosts, err := kinds.HostsOf(collection, r)
+	if err != nil || len(hosts) == 0 {
+		return nil
+	}
+	ns, namespaced := authz.NamespaceOf(name)
+	for _, h := range hosts {
+		host := completeHost(h.Host, ns, a.domainSuffix)
+		if !rights.grant.MayProduceHost(collection, ns, namespaced, host, a.domainSuffix) {
+			return fmt.Errorf("%s may not define host %q (resource %q, %s): a host belongs to a namespace, and its rules allow the hosts %s here (authz.rules produce.hosts)",
+				rights.who(), host, name, h.Field, rights.grant.HostsAllowed(collection, ns, namespaced, a.domainSuffix))
+		}
+	}
+	return nil
+}
+
+// completeHost completes a short host as Istio does (and the translation): a name without a
+// dot is a Kubernetes service of the resource's namespace; any other is taken as written.
+func completeHost(host, namespace, suffix string) string {
+	if host == "" || strings.Contains(host, ".") || strings.Contains(host, "*") || namespace == "" {
+		return host
+	}
+	return host + "." + namespace + ".svc." + suffix
+}
+
 // authorize refuses an update that would change a resource outside the producer's rights,
 // naming the first: what it upserts, the owner's copies it removes, and, for a full state, the
 // owner's copies it would remove by leaving them out. Removing a name the owner holds no copy
@@ -254,8 +367,12 @@ func (a *applier) authorize(owner string, rights producerRights, u store.Update)
 		return fmt.Errorf("%s may not produce resource %q", rights.who(), name)
 	}
 	for _, r := range u.Resources {
-		if name := r.GetMetadata().GetName(); !rights.may(u.Collection, name) {
+		name := r.GetMetadata().GetName()
+		if !rights.may(u.Collection, name) {
 			return refuse(name)
+		}
+		if err := a.authorizeHosts(rights, u.Collection, name, r); err != nil {
+			return err
 		}
 	}
 	var held map[string]string

@@ -26,8 +26,24 @@ const (
 // ProducerOwner returns the store owner ID of the producer on a stream: its mcp-producer-id,
 // else its SPIFFE ID, else its IP address. It is deterministic, so a producer that
 // reconnects gets the same ID and finds its own resources.
-func ProducerOwner(ctx context.Context) string {
+//
+// bound (authz.rules are set) scopes an mcp-producer-id to the identity that sends it,
+// "producer:IDENTITY#ID": any client may send any id, and an owner named by the id alone would
+// let a second identity read the first's resource names and versions (the resumption's
+// initial_resource_versions), plant resources under it that block the first's next full state,
+// and spend its limits.resources_per_producer. Without rules (loopback development) the id
+// alone names the owner, so that a producer's instances share one.
+func ProducerOwner(ctx context.Context, bound bool) string {
 	if id := metadataID(ctx); id != "" {
+		if bound {
+			who := authz.PeerIdentity(ctx)
+			if who == "" {
+				// Peers without a verified certificate are one identity: they share one rule's
+				// rights, and no one of them can be told from another.
+				who = authz.Unauthenticated
+			}
+			return producerPrefix + who + "#" + id
+		}
 		return producerPrefix + id
 	}
 	p, ok := peer.FromContext(ctx)

@@ -50,6 +50,10 @@ type Options struct {
 	// collections together (limits.resources_per_producer): a message that would take it
 	// over is NACKed with ResourceExhausted and nothing of it applied. Zero: no limit.
 	MaxResourcesPerProducer int
+	// DomainSuffix is the mesh's domain suffix (translate.domain_suffix): short hosts are
+	// completed with it, and authorization gives each namespace its service domains under it.
+	// Empty: DefaultDomainSuffix.
+	DomainSuffix string
 }
 
 // Server is the istio.mcp.v1alpha1.ResourceSink service: producers dial in and push. Register
@@ -89,7 +93,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("sink: resources per producer %d is negative", opts.MaxResourcesPerProducer)
 	}
 	w := writerOr(opts.Writer, opts.Store)
-	ap := newApplier(opts.Store, w, a, opts.SinkNode, opts.Metrics)
+	ap := newApplier(opts.Store, w, a, opts.SinkNode, opts.Metrics, opts.DomainSuffix)
 	ap.maxOwned = opts.MaxResourcesPerProducer
 	return &Server{
 		applier:  ap,
@@ -131,7 +135,7 @@ func (s *Server) EstablishResourceStream(stream grpc.BidiStreamingServer[mcp.Res
 		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	rights := producerRights{grant: grant}
-	owner := ProducerOwner(ctx)
+	owner := ProducerOwner(ctx, s.authz.Enabled())
 	log := s.log.With("owner", owner, "peer", rpcpeer.Addr(ctx))
 	s.presence.open(owner)
 	defer s.presence.close(owner)

@@ -36,6 +36,8 @@ type UpstreamOptions struct {
 	// Metrics, if set, counts the stream, what it receives and answers, reconnections, and
 	// reports the connection state (mcpbridge_peer_connected, the status page). Nil: none.
 	Metrics *metrics.Metrics
+	// DomainSuffix is as Options.DomainSuffix.
+	DomainSuffix string
 }
 
 // Upstream subscribes the bridge to a remote ResourceSource: it dials it, asks for every
@@ -99,7 +101,7 @@ func NewUpstream(opts UpstreamOptions) (*Upstream, error) {
 		owner:   UpstreamOwner(opts.Target.Address),
 		rights:  rights,
 		asking:  asking,
-		applier: newApplier(opts.Store, writerOr(opts.Writer, opts.Store), a, opts.SinkNode, opts.Metrics),
+		applier: newApplier(opts.Store, writerOr(opts.Writer, opts.Store), a, opts.SinkNode, opts.Metrics, opts.DomainSuffix),
 		backoff: opts.Backoff,
 		metrics: opts.Metrics,
 		peer:    opts.Metrics.Peer(metrics.Upstream, opts.Target.Address),

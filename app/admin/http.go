@@ -40,6 +40,9 @@ type Options struct {
 	// Admin, if set, guards the debug views, the profiles and the status page: a request it
 	// refuses is answered 403 with its reason. /healthz, /readyz and /metrics stay open.
 	Admin func(r *http.Request) error
+	// NotServed, if set, is why the debug views, the profiles and the status page are not
+	// served at all: each answers 404 with it (a hint naming the settings that serve them).
+	NotServed string
 }
 
 // Handler returns the HTTP mux of the admin port: /healthz, /readyz, /metrics, /debug/... and
@@ -93,6 +96,14 @@ func Handler(opts Options) *http.ServeMux {
 // client) is for administrators when the port authenticates its clients.
 func guarded(opts Options) func(http.HandlerFunc) http.Handler {
 	return func(h http.HandlerFunc) http.Handler {
+		if opts.NotServed != "" {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				opts.Metrics.AuthzRefused(metrics.RoleAdmin, metrics.RefusedNoClientCA)
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprintln(w, opts.NotServed)
+			})
+		}
 		if opts.Admin == nil {
 			return h
 		}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"reflect"
 	"strconv"
@@ -300,25 +299,11 @@ func (l listener) validate(fs *pflag.FlagSet) error {
 	if err := l.tls.Validate(l.name + ".tls"); err != nil {
 		return configErrorf("%v", err)
 	}
-	if l.tls.Enabled() || l.insecure || isLoopback(l.address) {
+	if l.tls.Enabled() || l.insecure || app.IsLoopback(l.address) {
 		return nil
 	}
 	return configErrorf("%s: %q is not a loopback address and %s.tls is not set: set %s.tls.cert_file and %s.tls.key_file to serve TLS, or %s.insecure: true to serve plaintext to the network",
 		origin(fs, l.name+".address"), l.address, l.name, l.name, l.name, l.name)
-}
-
-// isLoopback reports whether a listen address stays on this host: 127.0.0.0/8, ::1 or
-// localhost. An empty host is every interface, and any other name may resolve anywhere.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // validateLimits refuses a limit that is not positive: none has a value meaning "no limit"

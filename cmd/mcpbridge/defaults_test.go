@@ -27,6 +27,7 @@ var defaultsBefore = map[string]any{
 	"grpc.tls.client_auth":             "", // require with a client_ca_file, else none
 	"http.address":                     "127.0.0.1:15014",
 	"http.insecure":                    false,
+	"http.debug_without_client_auth":   false,
 	"http.tls.cert_file":               "",
 	"http.tls.key_file":                "",
 	"http.tls.client_ca_file":          "",

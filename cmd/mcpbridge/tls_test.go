@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mcpbridge/mcpbridge/app"
 	"github.com/mcpbridge/mcpbridge/internal/certtest"
 )
 
@@ -23,8 +24,8 @@ func TestIsLoopback(t *testing.T) {
 		":15010":               false, "0.0.0.0:1": false, "[::]:1": false, "10.0.0.1:1": false, "example.com:1": false,
 		"localhost.example.com:1": false,
 	} {
-		if got := isLoopback(addr); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		if got := app.IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

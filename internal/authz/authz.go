@@ -45,6 +45,13 @@ type Rule struct {
 type Scope struct {
 	Collections []string `mapstructure:"collections"`
 	Namespaces  []string `mapstructure:"namespaces"`
+	// Hosts, of a produce scope, are the hosts its resources may define or route (a
+	// ServiceEntry's hosts, a VirtualService's, a DestinationRule's host, a Gateway's server
+	// hosts): names ("api.payments.example.com"), patterns ("*.payments.example.com") or "*",
+	// any host. Empty: the Kubernetes service domains of its namespaces
+	// ("*.NS.svc.SUFFIX" and "*.NS.svc"), or any host when its namespaces are "*". As Istio
+	// has it, a host belongs to a namespace; unlike Istio, the bridge refuses the push.
+	Hosts []string `mapstructure:"hosts"`
 }
 
 // Policy is the compiled rules. The zero Policy, and a Policy of no rules, allows everything.
@@ -60,10 +67,12 @@ type rule struct {
 	admin    bool
 }
 
-// scope is a compiled Scope: canonical collections and namespaces, each a set or all.
+// scope is a compiled Scope: canonical collections and namespaces, each a set or all, and
+// the host patterns (nil: the namespaces' service domains).
 type scope struct {
 	collections set
 	namespaces  set
+	hosts       []string
 }
 
 type set struct {
@@ -120,6 +129,9 @@ func compileRule(r Rule, canonical Canonical) (rule, error) {
 	if c.consume, err = compileScope(r.Consume, canonical); err != nil {
 		return c, fmt.Errorf("consume.%w", err)
 	}
+	if len(r.Consume.Hosts) > 0 {
+		return c, errors.New("consume.hosts: hosts limit what a producer defines; a consumer reads by namespace")
+	}
 	return c, nil
 }
 
@@ -134,6 +146,12 @@ func compileScope(s Scope, canonical Canonical) (scope, error) {
 	}
 	if len(s.Collections) > 0 && len(s.Namespaces) == 0 {
 		return c, errors.New(`namespaces: empty; the collections are of no namespace: name some, or "*"`)
+	}
+	for _, h := range s.Hosts {
+		if !ValidHostPattern(h) {
+			return c, fmt.Errorf(`hosts: %q is not a host name, a pattern "*.domain" or "*"`, h)
+		}
+		c.hosts = append(c.hosts, strings.ToLower(h))
 	}
 	return c, nil
 }
@@ -157,7 +175,7 @@ func compileSet(field string, names []string, canonical Canonical) (set, error) 
 
 // ScopeGrant is the grant of one produce scope, for a producer the bridge dials (an upstream)
 // rather than one that presents an identity: who names it in refusals. An error names the
-// field of the scope ("namespaces: ...").
+// field of the scope ("namespaces: ..."). Unlike a rule's, its hosts default to any host.
 func ScopeGrant(who string, produce Scope, canonical Canonical) (*Grant, error) {
 	if canonical == nil {
 		canonical = func(s string) string { return s }
@@ -168,6 +186,10 @@ func ScopeGrant(who string, produce Scope, canonical Canonical) (*Grant, error) 
 	}
 	if len(produce.Collections) == 0 {
 		return nil, errors.New(`collections: empty; name the collections the upstream may produce, or "*"`)
+	}
+	if s.hosts == nil {
+		// The operator chose the upstream and its namespaces: any host, unless hosts says.
+		s.hosts = []string{All}
 	}
 	return &Grant{Identity: who, rules: []rule{{identity: Unauthenticated, produce: s}}}, nil
 }
@@ -255,6 +277,127 @@ func (g *Grant) in(collection string, of func(rule) scope) bool {
 		}
 	}
 	return false
+}
+
+// MayProduceHost reports whether the peer may define or route a host (a ServiceEntry's, a
+// VirtualService's, ...; short names completed already) by a resource of a collection
+// (canonical) in a namespace: a rule that lets it produce there must allow the host (its
+// produce.hosts, else the service domains "*.NS.svc.SUFFIX" and "*.NS.svc" of its
+// namespaces, else, with namespaces "*", any host). suffix is the mesh's domain suffix.
+func (g *Grant) MayProduceHost(collection, namespace string, namespaced bool, host, suffix string) bool {
+	if g.all {
+		return true
+	}
+	host = strings.ToLower(host)
+	for _, r := range g.rules {
+		s := r.produce
+		if !s.collections.has(collection) || !(s.namespaces.all || namespaced && s.namespaces.has(namespace)) {
+			continue
+		}
+		if s.allowsHost(host, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsHost reports whether a produce scope allows a host (lower case).
+func (s scope) allowsHost(host, suffix string) bool {
+	if s.hosts != nil {
+		for _, p := range s.hosts {
+			if HostCovers(p, host) {
+				return true
+			}
+		}
+		return false
+	}
+	if s.namespaces.all {
+		return true
+	}
+	ns, ok := ServiceNamespace(host, suffix)
+	return ok && s.namespaces.has(ns)
+}
+
+// HostsAllowed describes the hosts a peer may define in a namespace, for refusals.
+func (g *Grant) HostsAllowed(collection, namespace string, namespaced bool, suffix string) string {
+	var out []string
+	for _, r := range g.rules {
+		s := r.produce
+		if !s.collections.has(collection) || !(s.namespaces.all || namespaced && s.namespaces.has(namespace)) {
+			continue
+		}
+		switch {
+		case s.hosts != nil:
+			out = append(out, s.hosts...)
+		case s.namespaces.all:
+			out = append(out, "*")
+		default:
+			for _, ns := range s.namespaces.names {
+				out = append(out, "*."+ns+".svc."+suffix, "*."+ns+".svc")
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ", ")
+}
+
+// ServiceNamespace is the namespace of a Kubernetes service's host, NAME.NS.svc.SUFFIX or
+// NAME.NS.svc (NAME one label or more, or "*"); false for any other host.
+func ServiceNamespace(host, suffix string) (string, bool) {
+	rest, ok := strings.CutSuffix(host, ".svc."+suffix)
+	if !ok || suffix == "" {
+		if rest, ok = strings.CutSuffix(host, ".svc"); !ok {
+			return "", false
+		}
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 || i == len(rest)-1 {
+		return "", false
+	}
+	return rest[i+1:], true
+}
+
+// ValidHostPattern reports whether s is "*", a host name, or "*." and a host name, each label
+// of letters, digits, '-' and '_' (Istio's hosts), at most 253 characters.
+func ValidHostPattern(s string) bool {
+	if s == "*" {
+		return true
+	}
+	name := strings.TrimPrefix(s, "*.")
+	if name == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// HostCovers reports whether a host pattern covers a host (itself a name or a pattern), as
+// Istio's host.Name.SubsetOf: "*" covers every host; "*.example.com" covers "a.example.com",
+// "a.b.example.com" and "*.b.example.com" (and itself), not "example.com"; a name covers only
+// itself. Case is ignored.
+func HostCovers(pattern, host string) bool {
+	pattern, host = strings.ToLower(pattern), strings.ToLower(host)
+	if pattern == "*" || pattern == host {
+		return true
+	}
+	suffix, wild := strings.CutPrefix(pattern, "*")
+	if !wild {
+		return false
+	}
+	if h, hostWild := strings.CutPrefix(host, "*"); hostWild {
+		return strings.HasSuffix(h, suffix) && len(h) > len(suffix)
+	}
+	return strings.HasSuffix(host, suffix)
 }
 
 func (g *Grant) may(collection, name string, of func(rule) scope) bool {

@@ -162,3 +162,59 @@ func TestNodeMustNameItsIdentitysNamespace(t *testing.T) {
 		t.Errorf("an identity without a namespace: %v", err)
 	}
 }
+
+// TestHostsBelongToNamespaces: a rule's produce hosts default to its namespaces' service
+// domains (with and without the suffix), "*" namespaces allow any host, explicit hosts
+// replace the default, and an upstream's scope allows any host unless it names some.
+func TestHostsBelongToNamespaces(t *testing.T) {
+	const id, suffix = "spiffe://t/ns/payments/sa/p", "cluster.local"
+	p := mustCompile(t,
+		Rule{Identity: id, Produce: Scope{Collections: []string{seColl}, Namespaces: []string{"payments", "billing"}}},
+		Rule{Identity: id, Produce: Scope{Collections: []string{vsColl}, Namespaces: []string{"payments"}, Hosts: []string{"api.payments.example.com", "*.pay.example.com"}}},
+		Rule{Identity: "spiffe://t/ops", Produce: Scope{Collections: []string{seColl}, Namespaces: []string{"*"}}},
+	)
+	g, _ := p.Grant(id)
+	ops, _ := p.Grant("spiffe://t/ops")
+	for _, c := range []struct {
+		g        *Grant
+		coll, ns string
+		host     string
+		want     bool
+	}{
+		{g, seColl, "payments", "ledger.payments.svc.cluster.local", true},
+		{g, seColl, "payments", "ledger.payments.svc", true},
+		{g, seColl, "payments", "*.payments.svc.cluster.local", true},
+		{g, seColl, "payments", "ledger.billing.svc.cluster.local", true}, // the rule's other namespace
+		{g, seColl, "payments", "billing.bookinfo.svc.cluster.local", false},
+		{g, seColl, "payments", "payments.svc.cluster.local", false},
+		{g, seColl, "payments", "*.svc.cluster.local", false},
+		{g, seColl, "payments", "api.example.com", false},
+		{g, seColl, "payments", "*", false},
+		{g, seColl, "bookinfo", "ledger.payments.svc.cluster.local", false}, // not its namespace at all
+		{g, vsColl, "payments", "api.payments.example.com", true},
+		{g, vsColl, "payments", "a.b.pay.example.com", true},
+		{g, vsColl, "payments", "ledger.payments.svc.cluster.local", false}, // explicit hosts replace the default
+		{ops, seColl, "anything", "api.example.com", true},
+		{ops, seColl, "anything", "*", true},
+	} {
+		if got := c.g.MayProduceHost(c.coll, c.ns, true, c.host, suffix); got != c.want {
+			t.Errorf("%s in %s, host %s: %v, want %v", c.g.Identity, c.ns, c.host, got, c.want)
+		}
+	}
+	if got := g.HostsAllowed(seColl, "payments", true, suffix); got != "*.billing.svc, *.billing.svc.cluster.local, *.payments.svc, *.payments.svc.cluster.local" {
+		t.Errorf("HostsAllowed: %q", got)
+	}
+	up, err := ScopeGrant("upstream", Scope{Collections: []string{seColl}, Namespaces: []string{"payments"}}, canonical)
+	if err != nil || !up.MayProduceHost(seColl, "payments", true, "api.example.com", suffix) {
+		t.Errorf("an upstream's scope without hosts: %v", err)
+	}
+	for _, bad := range []Rule{
+		{Identity: id, Produce: Scope{Collections: []string{seColl}, Namespaces: []string{"a"}, Hosts: []string{"a.*.com"}}},
+		{Identity: id, Produce: Scope{Collections: []string{seColl}, Namespaces: []string{"a"}, Hosts: []string{""}}},
+		{Identity: id, Consume: Scope{Collections: []string{seColl}, Namespaces: []string{"a"}, Hosts: []string{"*"}}},
+	} {
+		if _, err := Compile([]Rule{bad}, canonical); err == nil || !strings.Contains(err.Error(), "hosts") {
+			t.Errorf("rule %+v: %v, want an error naming hosts", bad, err)
+		}
+	}
+}

@@ -118,3 +118,41 @@ func modelAllows(s Scope, coll, name string) bool {
 	ns, _, namespaced := strings.Cut(name, "/")
 	return namespaced && slices.Contains(s.Namespaces, ns)
 }
+
+// FuzzHostCovers: for valid host patterns and hosts (ValidHostPattern), HostCovers agrees with
+// a reference reading of Istio's host matching by labels: "*" covers everything; "*.REST"
+// covers a host whose last labels are REST's, with at least one label before them (a "*"
+// among them included); a name covers only itself; case is ignored.
+func FuzzHostCovers(f *testing.F) {
+	for _, s := range [][2]string{
+		{"*", "a.b"}, {"*.example.com", "a.example.com"}, {"*.example.com", "example.com"},
+		{"*.example.com", "*.b.example.com"}, {"*.b.example.com", "*.example.com"},
+		{"*.example.com", "evil-example.com"}, {"A.Example.com", "a.example.COM"}, {"*.svc", "*"},
+		{"*.payments.svc.cluster.local", "billing.bookinfo.svc.cluster.local"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	ref := func(p, h string) bool {
+		p, h = strings.ToLower(p), strings.ToLower(h)
+		if p == "*" {
+			return true
+		}
+		pl, hl := strings.Split(p, "."), strings.Split(h, ".")
+		if pl[0] != "*" {
+			return slices.Equal(pl, hl)
+		}
+		rest := pl[1:]
+		if len(hl) < len(rest)+1 {
+			return false
+		}
+		return slices.Equal(hl[len(hl)-len(rest):], rest)
+	}
+	f.Fuzz(func(t *testing.T, pattern, host string) {
+		if !ValidHostPattern(pattern) || !ValidHostPattern(host) {
+			return
+		}
+		if got, want := HostCovers(pattern, host), ref(pattern, host); got != want {
+			t.Fatalf("HostCovers(%q, %q) = %v, the reference says %v", pattern, host, got, want)
+		}
+	})
+}

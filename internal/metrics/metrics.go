@@ -269,6 +269,9 @@ const (
 	RefusedResource     = "resource"
 	RefusedNodeIdentity = "node_identity"
 	RefusedNotAdmin     = "not_admin"
+	// RefusedNoClientCA: a debug view asked for on a non-loopback HTTP port that cannot
+	// authenticate its clients (no http.tls.client_ca_file).
+	RefusedNoClientCA = "no_client_ca"
 )
 
 // DeclareAuthz exports the authorization refusals at zero, so that an alert on them sees the
@@ -285,6 +288,7 @@ func (m *Metrics) DeclareAuthz() {
 	m.authzRefusals.WithLabelValues(string(RoleSink), RefusedResource)
 	m.authzRefusals.WithLabelValues(string(RoleSource), RefusedNodeIdentity)
 	m.authzRefusals.WithLabelValues(string(RoleAdmin), RefusedNotAdmin)
+	m.authzRefusals.WithLabelValues(string(RoleAdmin), RefusedNoClientCA)
 }
 
 // AuthzRefused counts one authorization refusal. Refusals are rare: the label lookup is paid

@@ -185,22 +185,21 @@ func (s *Server) serve(ss grpc.ServerStream, path string, a api) error {
 	defer s.hub.unsubscribe(sub)
 	keep := time.NewTimer(s.keepalive)
 	defer keep.Stop()
-	var sent *snapshot
+	var seen *snapshot // the last snapshot handled
+	var told tellState // what the client was told
 	for {
-		if cur := sub.auth.cur.Load(); cur != sent {
-			if err := s.authorize(ctx, grant, key, cur.answer, protocol); err != nil {
-				return err
-			}
-			frames := cur.updatesFrom(sent, a)
+		if cur := sub.auth.cur.Load(); cur != seen {
+			seen = cur
+			frames := told.next(cur, s.visible(grant, key, cur.answer, protocol), a)
 			for _, f := range frames {
 				if err := s.send(ss, f, m); err != nil {
 					return err
 				}
 			}
-			if sent != nil && len(frames) > 0 {
+			if told.started && len(frames) > 0 {
 				m.Pushed(time.Since(cur.changed).Seconds()) // a change, not a first answer
 			}
-			sent = cur
+			told.started = true
 			if len(frames) > 0 {
 				keep.Reset(s.keepalive)
 			}
@@ -277,14 +276,51 @@ func (s *Server) grant(ctx context.Context, protocol string) (*authz.Grant, erro
 	return g, nil
 }
 
-// authorize checks that the peer may read the ServiceEntry behind an answer: the namespace
-// of the one that defines the host. A service that does not exist shows nothing.
-func (s *Server) authorize(_ context.Context, g *authz.Grant, key authority, ans *answer, protocol string) error {
+// visible reports whether the peer may read the ServiceEntry behind an answer: the namespace
+// of the one that defines the host. One it may not read is answered as a service that does
+// not exist (tellState), so that a client learns nothing of what it may not see, not even
+// that it exists; the refusal is counted and logged here, for the operator.
+func (s *Server) visible(g *authz.Grant, key authority, ans *answer, protocol string) bool {
 	if g == nil || !ans.exists || g.MayConsumeNamespace(ServiceEntries, ans.namespace, true) {
-		return nil
+		return true
 	}
-	return s.refuse(protocol, metrics.RefusedCollection, fmt.Sprintf(
-		"identity %s may not read %s in namespace %s, where %s is defined (authz.rules consume)", g.Identity, ServiceEntries, ans.namespace, key))
+	s.metrics.AuthzRefused(metrics.RoleSource, metrics.RefusedCollection)
+	s.authzLog.Log(s.log, slog.LevelWarn, "consumer refused; answered as a service that does not exist",
+		"protocol", protocol, "error", fmt.Sprintf("identity %s may not read %s in namespace %s, where %s is defined (authz.rules consume)", g.Identity, ServiceEntries, ans.namespace, key))
+	return false
+}
+
+// missing is the answer for a service that does not exist.
+var missing = &answer{}
+
+// tellState is what one stream told its client: the snapshot it holds, while that is what it
+// was told (its shared encodings apply), and the answer it holds.
+type tellState struct {
+	sent    *snapshot // nil: none, or the client was told another answer (held)
+	held    *answer   // nil: nothing yet
+	started bool      // a first answer was sent
+}
+
+// next is the updates that take the client to cur, or, when it may not see cur, to the
+// answer of a service that does not exist: the very bytes a missing service's stream is sent.
+func (t *tellState) next(cur *snapshot, visible bool, a api) []*wire.Frame {
+	to := cur.answer
+	if !visible {
+		to = missing
+	}
+	var frames []*wire.Frame
+	switch {
+	case visible && (t.held == nil || t.sent != nil):
+		frames = cur.updatesFrom(t.sent, a) // encoded once for every stream at the same step
+	default:
+		frames = encode(diff(t.held, to), a) // rare: a hidden service, or one coming into view
+	}
+	t.held = to
+	t.sent = nil
+	if visible {
+		t.sent = cur
+	}
+	return frames
 }
 
 func (s *Server) refuse(protocol, reason, msg string) error {

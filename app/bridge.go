@@ -74,6 +74,9 @@ type Bridge struct {
 	translationFaults metrics.FaultsFunc
 	// rest serves REST-JSON polling on the HTTP port; nil when http.rest.enabled is false.
 	rest *rest.Server
+	// guard holds the limits of every stream and unary call, and the per-peer request
+	// buckets REST polls draw on too.
+	guard *limits.Guard
 	// authz is the compiled authz.rules (no rules: everything allowed).
 	authz *authz.Policy
 	// writer takes the producers' writes: the store, or etcd in front of it.
@@ -195,7 +198,8 @@ func (b *Bridge) wireSink() error {
 }
 
 func (b *Bridge) wireSource(ttls *xds.TTLs) {
-	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS, b.streamGuard())...)
+	b.guard = b.streamGuard()
+	b.grpc = grpc.NewServer(serverOptions(b.cfg.GRPC, b.grpcTLS, b.guard)...)
 	b.health = health.NewServer()
 	b.engine = source.New(source.Options{
 		Store: b.store, Logger: b.log.With("component", "source"),
@@ -314,6 +318,7 @@ func (b *Bridge) streamGuard() *limits.Guard {
 func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server, guard *limits.Guard) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainStreamInterceptor(guard.Intercept),
+		grpc.ChainUnaryInterceptor(guard.InterceptUnary),
 		grpc.ForceServerCodecV2(wire.Codec{}), // pre-encoded responses pass through
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		// A connection's write buffer is taken from a pool while it writes, not held by
@@ -474,8 +479,13 @@ func (b *Bridge) Ready() *admin.Readiness { return b.ready }
 func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Both ports' connections count against limits.connections, and each peer address's
+	// against limits.connections_per_peer.
+	conns := limits.NewConns(b.cfg.Limits.Connections, b.cfg.Limits.ConnectionsPerPeer, limits.NewRefuser(b.metrics), b.log)
+	grpcLis, httpLis = conns.Listen(grpcLis), conns.Listen(httpLis)
 	grpcReady := b.ready.Wait("grpc")
-	httpServer := &http.Server{Handler: b.http, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(b.log)}
+	httpServer := &http.Server{Handler: b.http, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(b.log),
+		ReadTimeout: b.cfg.HTTP.ReadTimeout, IdleTimeout: b.cfg.HTTP.IdleTimeout}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 3+len(b.runners))

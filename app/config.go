@@ -125,12 +125,15 @@ type LimitsConfig struct {
 	// stream (a wildcard counts as its type). 200,000: Envoy subscribes to each cluster's
 	// endpoints by name, 100,000 names in a mesh of 100,000 services; twice that.
 	SubscriptionsPerStream int `mapstructure:"subscriptions_per_stream"`
-	// RequestsPerSecond and RequestBurst bound the messages a client sends on one stream (a
-	// consumer's requests and ACKs, a producer's Resources): a token bucket of RequestBurst
-	// refilled at RequestsPerSecond, as istiod's PILOT_MAX_REQUESTS_PER_SECOND bounds its
-	// requests. 100/s and 1,000: Envoy sends one ACK per response, and a stream gets at
-	// most one response per type every xds.push_interval (10/s at 100ms); a reconnecting
-	// client's subscriptions come at once, well under 1,000.
+	// RequestsPerSecond and RequestBurst bound the messages one peer sends (its verified
+	// SPIFFE ID, else its IP): on all its streams (a consumer's requests and ACKs, a
+	// producer's Resources), its unary calls (CSDS) and its REST polls together, a token
+	// bucket of RequestBurst refilled at RequestsPerSecond, as istiod's
+	// PILOT_MAX_REQUESTS_PER_SECOND bounds its requests; per peer, not per stream, so that
+	// reopening streams does not reset it. 100/s and 1,000: Envoy sends one ACK per
+	// response, and a stream gets at most one response per type every xds.push_interval
+	// (10/s at 100ms); a reconnecting client's subscriptions come at once, well under 1,000.
+	// Behind a NAT that hides many clients' addresses, raise both.
 	RequestsPerSecond float64 `mapstructure:"requests_per_second"`
 	RequestBurst      int     `mapstructure:"request_burst"`
 	// ResourcesPerProducer bounds the resources one producer of the ResourceSink holds in
@@ -143,6 +146,13 @@ type LimitsConfig struct {
 	// once; as xds.send_timeout. ResourceExhausted like every limit (the client held a
 	// slot it did not use), not DeadlineExceeded.
 	FirstRequestTimeout time.Duration `mapstructure:"first_request_timeout"`
+	// Connections and ConnectionsPerPeer bound the connections of the gRPC and HTTP ports
+	// together, and those of one IP address (counted before any handshake, so by address):
+	// one over is closed as soon as it is accepted. 100,000 (as Streams) and 10,000: a
+	// client needs one connection; the rest is room for clients behind one address and for
+	// HTTP/1.1 pollers.
+	Connections        int `mapstructure:"connections"`
+	ConnectionsPerPeer int `mapstructure:"connections_per_peer"`
 }
 
 // SinkConfig is how the bridge asks producers (ResourceSink service and upstreams).
@@ -239,6 +249,13 @@ type HTTPConfig struct {
 	Insecure bool `mapstructure:"insecure"`
 	// REST is xDS over REST-JSON long polling on this port (package source/rest).
 	REST RESTConfig `mapstructure:"rest"`
+	// IdleTimeout closes a keep-alive connection with no request for this long; ReadTimeout
+	// bounds the reading of one request, headers and body (a long poll's wait comes after).
+	// 2m and 30s: a poller's next request comes within http.rest.poll_timeout; a request is
+	// at most http.rest.max_request_bytes. Without them an idle or trickling client holds a
+	// connection for ever.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
 	// DebugWithoutClientAuth serves /debug/*, the profiles and the status page on an Address
 	// that is not loopback although TLS names no client CA, so that anyone who reaches the
 	// port may read them. Off: they answer 404 with a hint there (see Bridge.adminCheck).
@@ -275,6 +292,11 @@ type RESTConfig struct {
 	// MaxRequestBytes bounds a request's JSON body; larger is answered 413. 1 MiB: a
 	// request names resources, and 1 MiB is some 10,000 endpoint names.
 	MaxRequestBytes int64 `mapstructure:"max_request_bytes"`
+	// MaxPollsPerPeer bounds one peer's polls waiting at once (its verified SPIFFE ID, else
+	// its IP), so that one peer cannot hold every poll of MaxConcurrentPolls; one more is
+	// answered 503 with Retry-After, counted as max_polls_per_peer. 100: a poller holds one
+	// poll per type.
+	MaxPollsPerPeer int `mapstructure:"max_polls_per_peer"`
 }
 
 type LogConfig struct {
@@ -342,8 +364,9 @@ func DefaultConfig() *Config {
 	return &Config{
 		GRPC: GRPCConfig{Address: "127.0.0.1:15010", MaxRecvMsgSize: 4 << 20, ShutdownGrace: 5 * time.Second,
 			Keepalive: KeepaliveConfig{MinPingInterval: 5 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}},
-		HTTP: HTTPConfig{Address: "127.0.0.1:15014", REST: RESTConfig{Enabled: true, PollTimeout: 30 * time.Second,
-			MaxConcurrentPolls: 10_000, MaxRequestBytes: 1 << 20}},
+		HTTP: HTTPConfig{Address: "127.0.0.1:15014", IdleTimeout: 2 * time.Minute, ReadTimeout: 30 * time.Second,
+			REST: RESTConfig{Enabled: true, PollTimeout: 30 * time.Second, MaxConcurrentPolls: 10_000, MaxRequestBytes: 1 << 20,
+				MaxPollsPerPeer: 100}},
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
 		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
@@ -360,7 +383,7 @@ func DefaultConfig() *Config {
 		Limits: LimitsConfig{
 			Streams: 100_000, StreamsPerPeer: 1_000, SubscriptionsPerStream: 200_000,
 			RequestsPerSecond: 100, RequestBurst: 1_000, ResourcesPerProducer: 1_000_000,
-			FirstRequestTimeout: 10 * time.Second,
+			FirstRequestTimeout: 10 * time.Second, Connections: 100_000, ConnectionsPerPeer: 10_000,
 		},
 		Collections: []string{},
 		Downstreams: []dial.Target{},

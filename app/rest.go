@@ -26,11 +26,13 @@ func (b *Bridge) wireREST() error {
 		return ConfigErrorf("http.rest.max_concurrent_polls: must be positive, got %d", c.MaxConcurrentPolls)
 	case c.MaxRequestBytes <= 0:
 		return ConfigErrorf("http.rest.max_request_bytes: must be positive, got %d", c.MaxRequestBytes)
+	case c.MaxPollsPerPeer <= 0:
+		return ConfigErrorf("http.rest.max_polls_per_peer: must be positive, got %d", c.MaxPollsPerPeer)
 	}
 	b.rest = rest.New(rest.Options{
 		Engine: b.engine, Store: b.store, Views: b.views(), PollTimeout: c.PollTimeout,
-		MaxPolls: c.MaxConcurrentPolls, MaxRequestBytes: c.MaxRequestBytes,
-		Metrics: b.metrics, Logger: b.log.With("component", "rest"),
+		MaxPolls: c.MaxConcurrentPolls, MaxRequestBytes: c.MaxRequestBytes, MaxPollsPerPeer: c.MaxPollsPerPeer,
+		Peers: b.guard.Peers(), Metrics: b.metrics, Logger: b.log.With("component", "rest"),
 	})
 	return nil
 }

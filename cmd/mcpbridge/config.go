@@ -265,6 +265,11 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 	if err := validateLimits(c.Limits); err != nil {
 		return err
 	}
+	for key, d := range map[string]time.Duration{"http.idle_timeout": c.HTTP.IdleTimeout, "http.read_timeout": c.HTTP.ReadTimeout} {
+		if d <= 0 {
+			return configErrorf("%s: must be a positive duration, got %s", key, d)
+		}
+	}
 	if err := validateStore(c.Store); err != nil {
 		return err
 	}
@@ -312,7 +317,8 @@ func validateLimits(l app.LimitsConfig) error {
 	for key, n := range map[string]int{
 		"limits.streams": l.Streams, "limits.streams_per_peer": l.StreamsPerPeer,
 		"limits.subscriptions_per_stream": l.SubscriptionsPerStream, "limits.request_burst": l.RequestBurst,
-		"limits.resources_per_producer": l.ResourcesPerProducer,
+		"limits.resources_per_producer": l.ResourcesPerProducer, "limits.connections": l.Connections,
+		"limits.connections_per_peer": l.ConnectionsPerPeer,
 	} {
 		if n <= 0 {
 			return configErrorf("%s: must be a positive number, got %d", key, n)

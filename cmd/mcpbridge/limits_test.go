@@ -22,8 +22,10 @@ func TestLimitsAreReadFromTheConfiguration(t *testing.T) {
   request_burst: 4
   resources_per_producer: 50
   first_request_timeout: 3s
+  connections: 40
 `), 0o600)
 	t.Setenv("MCPBRIDGE_LIMITS_STREAMS_PER_PEER", "3")
+	t.Setenv("MCPBRIDGE_LIMITS_CONNECTIONS_PER_PEER", "7")
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	addConfigFlags(fs)
 	fs.Parse([]string{"--config", file})
@@ -32,7 +34,7 @@ func TestLimitsAreReadFromTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := app.LimitsConfig{Streams: 10, StreamsPerPeer: 3, SubscriptionsPerStream: 30, RequestsPerSecond: 0.5,
-		RequestBurst: 4, ResourcesPerProducer: 50, FirstRequestTimeout: 3 * time.Second}
+		RequestBurst: 4, ResourcesPerProducer: 50, FirstRequestTimeout: 3 * time.Second, Connections: 40, ConnectionsPerPeer: 7}
 	if cfg.Limits != want {
 		t.Fatalf("limits %+v, want %+v", cfg.Limits, want)
 	}

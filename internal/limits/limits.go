@@ -27,13 +27,18 @@ const (
 	FirstRequestTimeout    = "first_request_timeout"
 	MaxRecvMsgSize         = "max_recv_msg_size"
 	// MaxConcurrentPolls is http.rest.max_concurrent_polls: REST-JSON long polls waiting at
-	// once (package source/rest), refused with HTTP 503.
+	// once (package source/rest), refused with HTTP 503; MaxPollsPerPeer those of one peer.
 	MaxConcurrentPolls = "max_concurrent_polls"
+	MaxPollsPerPeer    = "max_polls_per_peer"
+	// Connections and ConnectionsPerPeer bound the connections of both ports (Conns).
+	Connections        = "connections"
+	ConnectionsPerPeer = "connections_per_peer"
 )
 
 // Names lists every limit, for the metric's series at zero.
 var Names = []string{Streams, StreamsPerPeer, SubscriptionsPerStream, RequestsPerSecond,
-	ResourcesPerProducer, FirstRequestTimeout, MaxRecvMsgSize, MaxConcurrentPolls}
+	ResourcesPerProducer, FirstRequestTimeout, MaxRecvMsgSize, MaxConcurrentPolls, MaxPollsPerPeer,
+	Connections, ConnectionsPerPeer}
 
 // Refuser counts and logs refusals and makes the status a client is refused with. It is safe
 // for concurrent use; the zero value neither counts nor logs less: it has a log per limit.

@@ -22,8 +22,9 @@ type StreamOptions struct {
 	// Streams bounds the streams open at once, of every service; StreamsPerPeer those of one
 	// peer identity.
 	Streams, StreamsPerPeer int
-	// RequestsPerSecond and RequestBurst bound the messages a client sends on one stream: a
-	// token bucket of RequestBurst tokens refilled at RequestsPerSecond.
+	// RequestsPerSecond and RequestBurst bound the messages a peer sends on all its streams
+	// and its unary calls together (and, through Peers, its REST polls): a token bucket of
+	// RequestBurst tokens refilled at RequestsPerSecond, per peer identity.
 	RequestsPerSecond float64
 	RequestBurst      int
 	// FirstRequestTimeout ends a stream whose client sends nothing within it.
@@ -43,6 +44,7 @@ type Guard struct {
 	opts     StreamOptions
 	log      *slog.Logger
 	refusals *Refuser
+	peers    *Peers // nil: no request limit
 
 	mu      sync.Mutex
 	total   int
@@ -58,7 +60,31 @@ func NewGuard(opts StreamOptions) *Guard {
 	if opts.Identity == nil {
 		opts.Identity = peerHost
 	}
-	return &Guard{opts: opts, log: log.With("component", "limits"), refusals: NewRefuser(opts.Metrics), perPeer: map[string]int{}}
+	return &Guard{opts: opts, log: log.With("component", "limits"), refusals: NewRefuser(opts.Metrics), perPeer: map[string]int{},
+		peers: NewPeers(opts.RequestsPerSecond, opts.RequestBurst)}
+}
+
+// Peers are the guard's per-peer request buckets, for the other entry points of a peer's
+// requests (REST polls); nil without a request limit.
+func (g *Guard) Peers() *Peers { return g.peers }
+
+// InterceptUnary is a grpc.UnaryServerInterceptor: a unary call (CSDS FetchClientStatus, a
+// health check) takes a token of its peer's bucket, as a stream's message does, and is
+// refused ResourceExhausted without one.
+func (g *Guard) InterceptUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if g.peers != nil {
+		id := g.opts.Identity(ctx)
+		if !g.peers.Take(id) {
+			return nil, g.refusals.Refuse(g.log, RequestsPerSecond, g.overRate(id), "method", info.FullMethod, "peer", peerAddr(ctx), "identity", id)
+		}
+	}
+	return handler(ctx, req)
+}
+
+// overRate is the refusal of a peer over its request bucket.
+func (g *Guard) overRate(id string) string {
+	return fmt.Sprintf("limits.requests_per_second: %q sent more than %d messages at once or %g a second, on all its streams and calls together",
+		id, g.opts.RequestBurst, g.opts.RequestsPerSecond)
 }
 
 // Intercept is a grpc.StreamServerInterceptor: it refuses a stream over Streams or
@@ -72,7 +98,7 @@ func (g *Guard) Intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 		return err
 	}
 	defer g.release(id)
-	ls := g.watch(ss, log)
+	ls := g.watch(ss, id, log)
 	defer ls.stop()
 	err := handler(srv, ls)
 	if refused := ls.refused.Load(); refused != nil {
@@ -121,19 +147,20 @@ type limitedStream struct {
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
-	// bucket is touched only by RecvMsg, which gRPC calls from one goroutine at a time.
-	bucket bucket
+	// id is the peer, pb its request bucket (nil: no request limit), held while the stream is.
+	id string
+	pb *peerBucket
 	// spoke: a first message arrived; refused: the refusal that ended the stream.
 	spoke   atomic.Bool
 	refused atomic.Pointer[error]
 	timer   *time.Timer // FirstRequestTimeout; nil without one
 }
 
-func (g *Guard) watch(ss grpc.ServerStream, log *slog.Logger) *limitedStream {
+func (g *Guard) watch(ss grpc.ServerStream, id string, log *slog.Logger) *limitedStream {
 	ctx, cancel := context.WithCancel(ss.Context())
-	ls := &limitedStream{ServerStream: ss, g: g, log: log, ctx: ctx, cancel: cancel}
-	if g.opts.RequestsPerSecond > 0 && g.opts.RequestBurst > 0 {
-		ls.bucket = newBucket(g.opts.RequestsPerSecond, g.opts.RequestBurst, time.Now())
+	ls := &limitedStream{ServerStream: ss, g: g, log: log, ctx: ctx, cancel: cancel, id: id}
+	if g.peers != nil {
+		ls.pb = g.peers.acquire(id)
 	}
 	if d := g.opts.FirstRequestTimeout; d > 0 {
 		ls.timer = time.AfterFunc(d, ls.silent)
@@ -164,10 +191,8 @@ func (s *limitedStream) RecvMsg(m any) error {
 		return err
 	}
 	s.spoke.Store(true)
-	if s.bucket.rate > 0 && !s.bucket.take(time.Now()) {
-		return s.end(RequestsPerSecond, fmt.Sprintf(
-			"limits.requests_per_second: more than %d messages at once or %g a second on one stream",
-			s.g.opts.RequestBurst, s.g.opts.RequestsPerSecond))
+	if s.pb != nil && !s.pb.take(time.Now()) {
+		return s.end(RequestsPerSecond, s.g.overRate(s.id))
 	}
 	return nil
 }
@@ -216,6 +241,9 @@ func (s *limitedStream) stop() {
 		s.timer.Stop()
 	}
 	s.cancel()
+	if s.pb != nil {
+		s.g.peers.release(s.id, s.pb)
+	}
 }
 
 // peerAddr is a stream's peer address, for logs.

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -173,12 +174,14 @@ func ask(r reflectionpb.ServerReflection_ServerReflectionInfoClient) error {
 	return err
 }
 
-// A stream sending faster than its bucket allows is ended; its neighbour on the same
-// connection, at a lawful pace, is not.
-func TestRequestRateEndsOnlyTheStreamOverIt(t *testing.T) {
+// A peer sending faster than its bucket allows has the stream over it ended; another peer at
+// a lawful pace is not. The bucket is the peer's, not the stream's: its other streams draw on
+// it, and a stream it opens again finds it spent (reopening streams does not reset it), until
+// it refills.
+func TestRequestRateIsPerPeerAndSurvivesReopening(t *testing.T) {
 	s := startServer(t, StreamOptions{RequestsPerSecond: 1, RequestBurst: 3})
-	fast, calm := s.reflect(t, "a"), s.reflect(t, "a")
-	if err := ask(calm); err != nil {
+	fast, sibling, other := s.reflect(t, "a"), s.reflect(t, "a"), s.reflect(t, "b")
+	if err := ask(sibling); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -189,8 +192,35 @@ func TestRequestRateEndsOnlyTheStreamOverIt(t *testing.T) {
 	if got := s.refusals(t, RequestsPerSecond); got != 1 {
 		t.Fatalf("refusals = %v, want 1", got)
 	}
-	if err := ask(calm); err != nil {
-		t.Fatalf("the neighbour after the refusal: %v", err)
+	if err := ask(other); err != nil {
+		t.Fatalf("another peer after the refusal: %v", err)
+	}
+	wantExhausted(t, ask(s.reflect(t, "a")), "limits.requests_per_second")
+	time.Sleep(1100 * time.Millisecond) // a token back
+	if err := ask(s.reflect(t, "a")); err != nil {
+		t.Fatalf("after a second: %v", err)
+	}
+}
+
+// The buckets of peers that left are forgotten once they would be full again: a peer's
+// memory does not outlive its budget.
+func TestPeerBucketsAreForgottenWhenFull(t *testing.T) {
+	p := NewPeers(100, 2)
+	for i := range 50 {
+		p.Take(fmt.Sprint("peer-", i))
+	}
+	if n := p.Len(); n != 50 {
+		t.Fatalf("%d buckets kept right after, want 50 (each spent a token)", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.Len(); n != 0 {
+		t.Fatalf("%d buckets kept after they refilled", n)
+	}
+	if NewPeers(0, 5) != nil || !(*Peers)(nil).Take("x") {
+		t.Fatal("no rate: no limit")
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -55,8 +56,16 @@ type Options struct {
 	// MaxRequestBytes bounds a request's body; a larger one is answered 413; positive. The
 	// bridge passes http.rest.max_request_bytes.
 	MaxRequestBytes int64
-	Metrics         *metrics.Metrics
-	Logger          *slog.Logger
+	// MaxPollsPerPeer bounds the polls of one peer (its verified SPIFFE ID, else its IP)
+	// waiting at once, so that one peer cannot take every poll of MaxPolls; one more is
+	// answered 503 with Retry-After and counted (limit "max_polls_per_peer"). 0: no bound.
+	// The bridge passes http.rest.max_polls_per_peer.
+	MaxPollsPerPeer int
+	// Peers, if set, are the per-peer request buckets of the gRPC port (limits.Guard): each
+	// poll takes a token of its peer's, and is answered 429 with Retry-After without one.
+	Peers   *limits.Peers
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 }
 
 // Server answers REST-JSON polls. Register its handlers on the HTTP port's mux.
@@ -65,6 +74,8 @@ type Server struct {
 	log      *slog.Logger
 	polls    atomic.Int64
 	refusals *limits.Refuser
+	peerMu   sync.Mutex
+	byPeer   map[string]int // polls waiting per peer
 	cache    answers
 	holds    classHolds
 	stop     chan struct{}
@@ -76,7 +87,7 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: opts.Logger, refusals: limits.NewRefuser(opts.Metrics), stop: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, refusals: limits.NewRefuser(opts.Metrics), stop: make(chan struct{}), byPeer: map[string]int{}}
 	s.cache.init(256, 64<<20)
 	s.holds.classes, s.holds.linger = opts.Views, opts.PollTimeout
 	return s
@@ -133,7 +144,7 @@ func (s *Server) handler(typeURL string) http.HandlerFunc {
 			if !errors.As(err, &he) {
 				he = fail(http.StatusInternalServerError, "%v", err)
 			}
-			if he.code == http.StatusServiceUnavailable {
+			if he.code == http.StatusServiceUnavailable || he.code == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", "1")
 			}
 			writeJSON(w, he.code, []byte(strconv.Quote(he.msg)), true)
@@ -147,6 +158,18 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 	if err != nil {
 		return err
 	}
+	peer := peerOf(r)
+	if !s.opts.Peers.Take(peer) {
+		msg := fmt.Sprintf("limits.requests_per_second: %q polls faster than its share (all its requests, gRPC ones included); poll again later", peer)
+		s.refusals.Refuse(s.log, limits.RequestsPerSecond, msg, "peer", r.RemoteAddr)
+		return fail(http.StatusTooManyRequests, "%s", msg)
+	}
+	if !s.acquirePoll(peer) {
+		msg := fmt.Sprintf("%q has http.rest.max_polls_per_peer (%d) polls waiting already; poll again", peer, s.opts.MaxPollsPerPeer)
+		s.refusals.Refuse(s.log, limits.MaxPollsPerPeer, msg, "peer", r.RemoteAddr)
+		return fail(http.StatusServiceUnavailable, "%s", msg)
+	}
+	defer s.releasePoll(peer)
 	if n := s.polls.Add(1); n > int64(s.opts.MaxPolls) {
 		s.polls.Add(-1)
 		msg := fmt.Sprintf("more than http.rest.max_concurrent_polls (%d) polls are waiting; poll again", s.opts.MaxPolls)
@@ -188,6 +211,37 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 		case <-s.stop:
 			return fail(http.StatusServiceUnavailable, "mcpbridge is shutting down")
 		}
+	}
+}
+
+// peerOf names a poll's peer as the gRPC port names its streams' (sink.PeerIdentity): the
+// SPIFFE ID of its verified client certificate, else its IP address.
+func peerOf(r *http.Request) string {
+	if id := authz.TLSIdentity(r.TLS); id != "" {
+		return id
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// acquirePoll counts a waiting poll of a peer, or refuses it over MaxPollsPerPeer.
+func (s *Server) acquirePoll(peer string) bool {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	if s.opts.MaxPollsPerPeer > 0 && s.byPeer[peer] >= s.opts.MaxPollsPerPeer {
+		return false
+	}
+	s.byPeer[peer]++
+	return true
+}
+
+func (s *Server) releasePoll(peer string) {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	if s.byPeer[peer]--; s.byPeer[peer] <= 0 {
+		delete(s.byPeer, peer)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +28,7 @@ import (
 	csdspb "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/streamtest"
 )
 
 // The tenant isolation tests (docs/security.md, "Tenants"): each over real mutual TLS on
@@ -395,4 +397,37 @@ func TestTenancyIdleHTTPConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("%d of %d idle connections closed by the bridge", closed, n)
 	}
 	t.Logf("%d idle connections closed within %s", n, time.Since(start).Round(time.Millisecond))
+}
+
+// A stream's node is fixed by its first request: a later request naming another node (here,
+// a sidecar of another namespace) ends the stream InvalidArgument, on xDS and on MCP, and
+// nothing of the second node shows in CSDS.
+func TestTenancyNodeRenamedMidStreamEndsTheStream(t *testing.T) {
+	s := startSecured(t, nil)
+	s.mesh(t, "payments/a")
+	const own, victim = "sidecar~10.0.0.1~app.payments~payments.svc.cluster.local", "sidecar~10.0.0.2~victim.payments~payments.svc.cluster.local"
+	a := ads(t, s.conn(t, idApp))
+	a.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: own}, TypeUrl: clusterType})
+	first := a.Recv()
+	a.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: victim}, TypeUrl: clusterType, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce})
+	assertStatus(t, "an ADS stream renaming its node", a.Ended(), codes.InvalidArgument, own, victim)
+
+	mcpClient := mcp.NewResourceSourceClient(s.conn(t, idApp))
+	m := streamtest.Open(t, func(ctx context.Context) (grpc.BidiStreamingClient[mcp.RequestResources, mcp.Resources], error) {
+		return mcpClient.EstablishResourceStream(ctx)
+	})
+	m.Send(&mcp.RequestResources{Collection: seColl, SinkNode: &mcp.SinkNode{Id: "sink-a"}})
+	got := m.Recv()
+	m.Send(&mcp.RequestResources{Collection: seColl, SinkNode: &mcp.SinkNode{Id: "sink-b"}, ResponseNonce: got.Nonce})
+	assertStatus(t, "an MCP stream renaming its sink node", m.Ended(), codes.InvalidArgument, "sink-a", "sink-b")
+
+	nodes, err := csdsNodes(t, s, idOncall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n == victim || n == "sink-b" {
+			t.Fatalf("CSDS shows the node a stream renamed itself to: %v", nodes)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,7 +374,9 @@ func (p *socketProducer) Disconnect() error {
 	for time.Now().Before(deadline) {
 		gone := true
 		for _, info := range p.tr.sink.Producers() {
-			if info.Owner == "producer:"+p.id && info.Connected {
+			// The bridge's owner of the id: "producer:ID", or, under authz rules, scoped to
+			// the identity sending it, "producer:IDENTITY#ID" (sink.ProducerOwner).
+			if (info.Owner == "producer:"+p.id || strings.HasSuffix(info.Owner, "#"+p.id)) && info.Connected {
 				gone = false
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
@@ -430,4 +431,21 @@ func TestTenancyNodeRenamedMidStreamEndsTheStream(t *testing.T) {
 			t.Fatalf("CSDS shows the node a stream renamed itself to: %v", nodes)
 		}
 	}
+}
+
+// A node's metadata NAMESPACE, which chooses a sidecar's namespace view, is held to its
+// identity's namespace as its node ID is: another namespace's is refused PermissionDenied.
+func TestTenancyNodeMetadataNamespaceIsHeldToTheIdentity(t *testing.T) {
+	s := startSecured(t, nil)
+	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": "bookinfo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ads(t, s.conn(t, idApp))
+	a.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "sidecar~10.0.0.1~app.payments~payments.svc.cluster.local", Metadata: md}, TypeUrl: clusterType})
+	assertStatus(t, "a payments sidecar claiming namespace bookinfo", a.Ended(), codes.PermissionDenied, "NAMESPACE", "bookinfo")
+	md, _ = structpb.NewStruct(map[string]any{"NAMESPACE": "payments"})
+	ok := ads(t, s.conn(t, idApp))
+	ok.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "sidecar~10.0.0.1~app.payments~payments.svc.cluster.local", Metadata: md}, TypeUrl: clusterType})
+	ok.Recv()
 }

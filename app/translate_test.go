@@ -102,25 +102,36 @@ func TestGatewayProxyGetsItsClassBuiltOnConnect(t *testing.T) {
 		t.Fatalf("route configuration %v, want the bookinfo virtual host", rc.VirtualHosts)
 	}
 
-	// /debug/gateways shows the class, its proxy, its Gateway and its listener.
-	code, body := httpGet(t, b.httpURL+"/debug/gateways")
-	if code != http.StatusOK {
-		t.Fatalf("/debug/gateways: %d %s", code, body)
-	}
-	var dbg struct {
-		Classes []struct {
-			ID        string
-			Proxies   int
-			Gateways  []string
-			Listeners []string
+	// /debug/gateways shows the class, its proxy, its Gateway and its listener: a moment after
+	// the listener is served, as the translation publishes what it built once it has written
+	// it to the store, where streams may read it first.
+	var body string
+	shows := func() bool {
+		var code int
+		code, body = httpGet(t, b.httpURL+"/debug/gateways")
+		if code != http.StatusOK {
+			t.Fatalf("/debug/gateways: %d %s", code, body)
 		}
+		var dbg struct {
+			Classes []struct {
+				ID        string
+				Proxies   int
+				Gateways  []string
+				Listeners []string
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &dbg); err != nil {
+			t.Fatal(err)
+		}
+		return len(dbg.Classes) == 1 && dbg.Classes[0].ID == class && dbg.Classes[0].Proxies == 1 &&
+			slices.Equal(dbg.Classes[0].Gateways, []string{"bookinfo/bookinfo-gateway"}) && slices.Equal(dbg.Classes[0].Listeners, []string{want})
 	}
-	if err := json.Unmarshal([]byte(body), &dbg); err != nil {
-		t.Fatal(err)
-	}
-	if len(dbg.Classes) != 1 || dbg.Classes[0].ID != class || dbg.Classes[0].Proxies != 1 ||
-		!slices.Equal(dbg.Classes[0].Gateways, []string{"bookinfo/bookinfo-gateway"}) || !slices.Equal(dbg.Classes[0].Listeners, []string{want}) {
-		t.Fatalf("/debug/gateways: %s", body)
+	deadline := time.Now().Add(5 * time.Second)
+	for !shows() {
+		if time.Now().After(deadline) {
+			t.Fatalf("/debug/gateways: %s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	other := listeners("router~10.0.0.3~edge-1.edge~edge.svc.cluster.local", map[string]any{"app": "edge"})

@@ -96,6 +96,13 @@ func (a *access) checkNode(n *Node) error {
 		if err := authz.CheckNode(a.grant.Identity, n.ID); err != nil {
 			return err
 		}
+		// Istio's node metadata NAMESPACE names the proxy's namespace too (istiod reads it
+		// first, and so does the bridge's choice of a sidecar's namespace view).
+		if ns := n.Metadata.GetFields()["NAMESPACE"].GetStringValue(); ns != "" {
+			if err := authz.CheckNodeNamespace(a.grant.Identity, n.ID, ns); err != nil {
+				return err
+			}
+		}
 	}
 	a.node = n.Namespaces
 	return nil

@@ -534,6 +534,18 @@ func CheckNode(identity, node string) error {
 	return fmt.Errorf("%w: node %q names namespace %q, identity %s is of %q", ErrNodeIdentity, node, nodeNS, identity, idNS)
 }
 
+// CheckNodeNamespace holds a namespace a node claims in its metadata (Istio's NAMESPACE, which
+// istiod reads before the node ID, and which chooses a sidecar's namespace view) to the
+// namespace of the peer's SPIFFE ID, as CheckNode holds the node ID's. An identity that names
+// no namespace is not checked.
+func CheckNodeNamespace(identity, node, namespace string) error {
+	idNS, ok := spiffeNamespace(identity)
+	if !ok || idNS == namespace {
+		return nil
+	}
+	return fmt.Errorf("%w: node %q names namespace %q in its metadata (NAMESPACE), identity %s is of %q", ErrNodeIdentity, node, namespace, identity, idNS)
+}
+
 // spiffeNamespace reads the namespace of a Kubernetes workload's SPIFFE ID.
 func spiffeNamespace(id string) (string, bool) {
 	rest, ok := strings.CutPrefix(id, "spiffe://")

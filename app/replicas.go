@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -56,7 +57,9 @@ func (b *Bridge) wireStoreBackend() error {
 	loaded := make(chan struct{})
 	b.runners = append(b.runners, runner{name: "store.etcd", run: func(ctx context.Context) error {
 		defer cli.Close()
-		b.loadFromEtcd(ctx, be, loaded)
+		if err := b.loadFromEtcd(ctx, be, loaded); err != nil {
+			return err
+		}
 		<-ctx.Done()
 		be.Close()
 		return nil
@@ -65,19 +68,23 @@ func (b *Bridge) wireStoreBackend() error {
 	return nil
 }
 
-// loadFromEtcd loads the prefix and follows it, trying again until etcd answers.
-func (b *Bridge) loadFromEtcd(ctx context.Context, be *etcdbackend.Backend, loaded chan struct{}) {
+// loadFromEtcd loads the prefix and follows it, trying again until etcd answers. A replica
+// name another live replica holds is a configuration error (exit 2).
+func (b *Bridge) loadFromEtcd(ctx context.Context, be *etcdbackend.Backend, loaded chan struct{}) error {
 	backoff := 200 * time.Millisecond
 	for {
 		err := be.Start(ctx)
 		if err == nil {
 			close(loaded)
-			return
+			return nil
+		}
+		if errors.Is(err, etcdbackend.ErrReplicaNameTaken) {
+			return ConfigErrorf("%v", err)
 		}
 		b.log.Warn("could not load the store from etcd; trying again", "error", err, "in", backoff)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)

@@ -115,6 +115,14 @@ func (a *applier) handle(owner string, rights producerRights, m *mcp.Resources) 
 }
 
 func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) outcome {
+	// A replicated store fences the write by the owner's state as the message arrives: if
+	// another replica writes for the owner meanwhile (a newer message of the producer, sent
+	// there while this replica was slow), this one is abandoned, never applied over it.
+	fenced, isFenced := a.writer.(store.FencedWriter)
+	var fence int64
+	if isFenced {
+		fence = fenced.OwnerFence(owner)
+	}
 	if m.GetCollection() == mcp.TriggerCollection {
 		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
 	}
@@ -131,7 +139,12 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 		return a.nack(m, codes.PermissionDenied, err)
 	}
 	a.stampCreation(owner, update)
-	res, err := a.writer.ApplyWithin(owner, a.maxOwned, update)
+	var res store.Result
+	if isFenced {
+		res, err = fenced.ApplyFenced(owner, fence, a.maxOwned, update)
+	} else {
+		res, err = a.writer.ApplyWithin(owner, a.maxOwned, update)
+	}
 	var over *store.OwnerLimitError
 	if errors.As(err, &over) {
 		o := a.nack(m, codes.ResourceExhausted, fmt.Errorf("limits.resources_per_producer: %w; nothing of this message was applied", over))

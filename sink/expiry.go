@@ -26,6 +26,7 @@ type presence struct {
 	mu      sync.Mutex
 	owners  map[string]*ownerPresence
 	stopped bool
+	done    chan struct{} // closed by stop: record's retries end
 }
 
 type ownerPresence struct {
@@ -33,10 +34,13 @@ type ownerPresence struct {
 	expire  *time.Timer // armed while streams == 0
 	// armed counts expiries armed; a timer that fires knows it is the current one by it.
 	armed uint64
+	// want is the presence to record, and applying tells that a goroutine records it
+	// (record): with a writer behind a network (store.ExpiringWriter), never under mu.
+	want, applying bool
 }
 
 func newPresence(st store.Writer, expiry, anonymousExpiry time.Duration, log *slog.Logger) *presence {
-	return &presence{store: st, expiry: expiry, anonymousExpiry: anonymousExpiry, log: log, owners: map[string]*ownerPresence{}}
+	return &presence{store: st, expiry: expiry, anonymousExpiry: anonymousExpiry, log: log, owners: map[string]*ownerPresence{}, done: make(chan struct{})}
 }
 
 // expiryOf is how long owner's resources outlive its last stream (0: for ever). A producer
@@ -63,7 +67,7 @@ func (p *presence) open(owner string) {
 		p.owners[owner] = op
 	}
 	if op.streams++; op.streams == 1 {
-		p.setPresent(owner, true)
+		p.present(owner, op, true)
 	}
 	if op.expire != nil {
 		op.expire.Stop() // if it already fired, expire sees it was superseded and does nothing
@@ -83,10 +87,12 @@ func (p *presence) close(owner string) {
 	if op.streams--; op.streams > 0 {
 		return
 	}
-	p.setPresent(owner, false)
+	p.present(owner, op, false)
 	expiry := p.expiryOf(owner)
 	if _, itself := p.store.(store.ExpiringWriter); expiry <= 0 || p.stopped || itself {
-		delete(p.owners, owner) // nothing to remember about an owner without streams
+		if !op.applying {
+			delete(p.owners, owner) // nothing to remember about an owner without streams
+		}
 		return
 	}
 	op.armed++
@@ -94,18 +100,68 @@ func (p *presence) close(owner string) {
 	op.expire = time.AfterFunc(expiry, func() { p.expire(owner, op, armed) })
 }
 
+// present records whether the owner has a stream; mu is held. The in-memory store takes it
+// at once. A writer behind a network (store.ExpiringWriter: etcd) takes it on a goroutine of
+// the owner's, so that no stream's opening requests wait for etcd and no lock shared by
+// every producer is held across a network call; it records the latest wish, in order, and
+// tries again while etcd does not answer.
+func (p *presence) present(owner string, op *ownerPresence, present bool) {
+	ew, ok := p.store.(store.ExpiringWriter)
+	if !ok {
+		p.setPresent(owner, present)
+		return
+	}
+	op.want = present
+	if !op.applying {
+		op.applying = true
+		go p.record(ew, owner, op)
+	}
+}
+
+// record records op.want until what it recorded is still the wish, then lets the owner go if
+// it has no stream left.
+func (p *presence) record(ew store.ExpiringWriter, owner string, op *ownerPresence) {
+	backoff := 100 * time.Millisecond
+	for {
+		p.mu.Lock()
+		want, stopped := op.want, p.stopped
+		p.mu.Unlock()
+		var err error
+		if !stopped {
+			var res store.Result
+			res, err = ew.SetOwnerPresence(owner, want, p.expiryOf(owner))
+			p.logPresence(owner, want, res, err)
+		}
+		p.mu.Lock()
+		if stopped || err == nil && op.want == want {
+			op.applying = false
+			if op.streams == 0 && op.expire == nil && p.owners[owner] == op {
+				delete(p.owners, owner)
+			}
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if err != nil {
+			select {
+			case <-time.After(backoff):
+			case <-p.done:
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+}
+
 // setPresent tells the store whether the owner has a stream: a present owner's copies win
 // conflicts over an absent one's, so a producer that went away never shadows a live one.
 func (p *presence) setPresent(owner string, present bool) {
-	var res store.Result
-	var err error
-	if ew, ok := p.store.(store.ExpiringWriter); ok {
-		res, err = ew.SetOwnerPresence(owner, present, p.expiryOf(owner))
-	} else {
-		res, err = p.store.SetOwnerPresent(owner, present)
-	}
+	res, err := p.store.SetOwnerPresent(owner, present)
+	p.logPresence(owner, present, res, err)
+}
+
+func (p *presence) logPresence(owner string, present bool, res store.Result, err error) {
 	if err != nil {
-		p.log.Error("could not record the producer's presence", "owner", owner, "present", present, "error", err)
+		p.log.Warn("could not record the producer's presence", "owner", owner, "present", present, "error", err)
 		return
 	}
 	if res.Changed > 0 {
@@ -136,6 +192,9 @@ func (p *presence) expire(owner string, op *ownerPresence, armed uint64) {
 func (p *presence) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.stopped {
+		close(p.done)
+	}
 	p.stopped = true
 	for _, op := range p.owners {
 		if op.expire != nil {

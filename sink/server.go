@@ -164,6 +164,10 @@ func (s *Server) serve(ctx context.Context, stream grpc.BidiStreamingServer[mcp.
 			if r.err != nil {
 				return endOfStream(r.err)
 			}
+			if ctx.Err() != nil {
+				// The producer is gone (it gave up on this message): nothing of it is applied.
+				return endOfStream(status.FromContextError(ctx.Err()).Err())
+			}
 			o := s.applier.handle(owner, rights, r.msg)
 			s.logOutcome(log, r.msg, o)
 			s.producers.answered(owner, o, r.msg.GetNonce())

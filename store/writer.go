@@ -28,6 +28,19 @@ type ExpiringWriter interface {
 	SetOwnerPresence(owner string, present bool, expiry time.Duration) (Result, error)
 }
 
+// FencedWriter is a Writer shared by replicas (the etcd backend) whose writes can be fenced by
+// the owner's state when a producer's message arrived: a write that finds the owner written
+// since (a newer message of the same producer, taken by another replica while this one was
+// slow or frozen) is abandoned, an *UnavailableError, never committed over the newer one.
+type FencedWriter interface {
+	Writer
+	// OwnerFence is the owner's write sequence as this replica has applied it: read when a
+	// message arrives, before it is decoded or checked.
+	OwnerFence(owner string) int64
+	// ApplyFenced is ApplyWithin, committed only if the owner's sequence is still fence.
+	ApplyFenced(owner string, fence int64, limit int, updates ...Update) (Result, error)
+}
+
 var _ Writer = (*Store)(nil)
 
 // Prepare validates, versions and encodes updates as Apply would, without writing: each

@@ -30,7 +30,9 @@ type replicaProcess struct {
 	exited     chan struct{}
 }
 
-func startReplicaProcess(t *testing.T, bin string, endpoints []string, prefix, name string) *replicaProcess {
+// replicaConfig writes the configuration of a replica process: loopback ports, no
+// translation, the etcd backend with a short session and request timeout, small chunks.
+func replicaConfig(t *testing.T, endpoints []string, prefix, name string) string {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	text := fmt.Sprintf(`grpc: {address: "127.0.0.1:0"}
@@ -43,6 +45,12 @@ store:
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func startReplicaProcess(t *testing.T, bin string, endpoints []string, prefix, name string) *replicaProcess {
+	t.Helper()
+	cfg := replicaConfig(t, endpoints, prefix, name)
 	p := &replicaProcess{cmd: exec.Command(bin, "serve", "--config", cfg), exited: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -249,4 +257,35 @@ func waitUntilSeen(t *testing.T, mu *sync.Mutex, seen *[]int, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("b's subscriber never held the %d ServiceEntries", n)
+}
+
+// waitServing subscribes to a replica's ServiceEntries over MCP until a full state satisfies
+// done, for at most 10s.
+func waitServing(t *testing.T, addr string, done func([]*mcpapi.Resource) bool) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := mcp.NewResourceSourceClient(conn).EstablishResourceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &mcp.SinkNode{Id: "waiting-sink"}
+	if err := s.Send(&mcp.RequestResources{SinkNode: node, Collection: seCollection}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("%s never served the state waited for: %v", addr, err)
+		}
+		if done(m.Resources) {
+			return
+		}
+		s.Send(&mcp.RequestResources{SinkNode: node, Collection: m.Collection, ResponseNonce: m.Nonce})
+	}
 }

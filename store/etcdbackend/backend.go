@@ -85,7 +85,13 @@ type Backend struct {
 	chunks   map[string]map[string][]byte
 	present  map[string]map[string]bool // owner → replicas with a stream of it
 	owners   map[string]bool            // owners seen in etcd (and so to be reset by a reload)
-	notReady string                     // why the replica is not serving etcd's state; "" when it is
+	// seqs is each owner's write sequence as applied here: the mod revision of its s/ key
+	// (OwnerFence).
+	seqs     map[string]int64
+	notReady string // why the replica is not serving etcd's state; "" when it is
+	// unreachable is why etcd does not answer this replica's probes (probe), "" while it does:
+	// writes fail fast and /readyz says not ready meanwhile.
+	unreachable string
 
 	ownerLocks sync.Map // owner → *sync.Mutex: one write per owner at a time on this replica
 	leases     leases
@@ -110,6 +116,7 @@ func New(opts Options) (*Backend, error) {
 		chunks:     map[string]map[string][]byte{},
 		present:    map[string]map[string]bool{},
 		owners:     map[string]bool{},
+		seqs:       map[string]int64{},
 		notReady:   "not loaded from etcd yet",
 	}
 	if b.prefix == "" {
@@ -160,7 +167,10 @@ func (b *Backend) Replica() string { return b.name }
 func (b *Backend) Ready() (bool, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.notReady == "", b.notReady
+	if b.notReady != "" {
+		return false, b.notReady
+	}
+	return b.unreachable == "", b.unreachable
 }
 
 // Applied is the etcd revision this replica's store reflects.
@@ -183,7 +193,95 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	go b.follow(ctx, rev)
 	go b.collectOrphansEvery(ctx, b.gcInterval)
+	go b.probe(ctx)
 	return nil
+}
+
+// probeInterval is how often probe asks etcd: a second, or a fifth of the request timeout
+// when that is shorter.
+func (b *Backend) probeInterval() time.Duration { return min(time.Second, b.timeout/5) }
+
+// probe asks etcd for a linearizable read every probeInterval, each bounded by the interval.
+// When none has answered for the request timeout less an interval, the replica is not ready
+// (and its writes fail fast): within request_timeout of losing etcd, however the watch
+// retries. Once one answers and this replica has applied up to its revision, it is ready
+// again: within an interval or so of etcd's return. The etcd client alone says neither: its
+// watch retries silently while no member answers.
+func (b *Backend) probe(ctx context.Context) {
+	interval := b.probeInterval()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := b.cli.Get(pctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if since := time.Since(lastOK); since >= b.timeout-interval {
+				b.setUnreachable(fmt.Sprintf("etcd unreachable: no answer for %s (%v); serving the last state applied, revision %d", since.Round(time.Second), err, b.Applied()))
+			}
+			continue
+		}
+		lastOK = time.Now()
+		wctx, cancel := context.WithTimeout(ctx, interval)
+		err = b.waitRevision(wctx, resp.Header.Revision)
+		cancel()
+		if err != nil {
+			b.setUnreachable(fmt.Sprintf("catching up with etcd: revision %d applied of %d", b.Applied(), resp.Header.Revision))
+			continue
+		}
+		b.setUnreachable("")
+	}
+}
+
+// waitRevision waits until this replica has applied etcd revision rev.
+func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
+	for {
+		b.mu.Lock()
+		applied, advanced := b.applied, b.advanced
+		b.mu.Unlock()
+		if applied >= rev {
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *Backend) setUnreachable(reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unreachable != reason {
+		switch {
+		case reason != "" && b.unreachable == "":
+			b.log.Warn("not ready", "reason", reason)
+		case reason == "":
+			b.log.Info("etcd answers again; ready")
+		}
+	}
+	b.unreachable = reason
+}
+
+// reachable is nil while etcd answers this replica's probes, else the Unavailable error a
+// write or a presence change fails with at once, rather than after its timeouts.
+func (b *Backend) reachable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unreachable == "" {
+		return nil
+	}
+	return &store.UnavailableError{Err: errors.New(b.unreachable)}
 }
 
 // load replaces every etcd owner's state in the store with the prefix's at its current
@@ -199,9 +297,14 @@ func (b *Backend) load(ctx context.Context) (int64, error) {
 	chunks := map[string]map[string][]byte{}
 	present := map[string]map[string]bool{}
 	var commits []commitRef
+	seqs := map[string]int64{}
 	for _, kv := range resp.Kvs {
 		rel := strings.TrimPrefix(string(kv.Key), b.prefix)
 		switch {
+		case strings.HasPrefix(rel, sequencePrefix):
+			if owner, err := unesc(strings.TrimPrefix(rel, sequencePrefix)); err == nil {
+				seqs[owner] = kv.ModRevision
+			}
 		case strings.HasPrefix(rel, resourcePrefix):
 			owner, coll, _, err := resourceOf(rel)
 			if err != nil {
@@ -244,6 +347,7 @@ func (b *Backend) load(ctx context.Context) (int64, error) {
 	defer b.mu.Unlock()
 	b.chunks = chunks
 	b.present = present
+	b.seqs = seqs
 	// Owners etcd no longer has lose everything; the others get etcd's state whole.
 	for owner := range b.owners {
 		if state[owner] == nil {
@@ -435,6 +539,14 @@ func (b *Backend) applyRevision(rev int64, events []*clientv3.Event) {
 		rel := strings.TrimPrefix(string(ev.Kv.Key), b.prefix)
 		del := ev.Type == clientv3.EventTypeDelete
 		switch {
+		case strings.HasPrefix(rel, sequencePrefix):
+			if owner, err := unesc(strings.TrimPrefix(rel, sequencePrefix)); err == nil {
+				if del {
+					delete(b.seqs, owner)
+				} else {
+					b.seqs[owner] = ev.Kv.ModRevision
+				}
+			}
 		case strings.HasPrefix(rel, resourcePrefix):
 			if err := w.addOp(op{del: del, key: rel, value: ev.Kv.Value}); err != nil {
 				b.log.Error("ignoring a malformed resource in etcd", "key", rel, "error", err)

@@ -2,7 +2,10 @@ package etcdbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,6 +28,15 @@ func (b *Backend) SetOwnerPresent(owner string, present bool) (store.Result, err
 func (b *Backend) SetOwnerPresence(owner string, present bool, expiry time.Duration) (store.Result, error) {
 	if err := store.CheckOwner(owner); err != nil {
 		return store.Result{}, err // every replica's store would refuse it
+	}
+	if err := b.reachable(); err != nil {
+		if !present {
+			// Not kept alive from here any more, whatever etcd hears: the session's renewal
+			// puts back only the owners still tracked.
+			b.leases.release(owner)
+			b.session.track(owner, false)
+		}
+		return store.Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(b.servingContext(), 2*b.timeout)
 	defer cancel()
@@ -210,16 +222,72 @@ func (s *session) start(ctx context.Context) error {
 		s.end()
 		return fmt.Errorf("etcd backend: session: %w", err)
 	}
-	if err := s.markAlive(ctx, sess); err != nil {
+	if err := s.claimName(ctx, sess); err != nil {
 		sess.Close()
 		s.end()
-		return fmt.Errorf("etcd backend: session: %w", err)
+		return err
 	}
 	s.mu.Lock()
 	s.s = sess
 	s.mu.Unlock()
 	go s.renew(ctx, sess)
 	return nil
+}
+
+// ErrReplicaNameTaken is a replica name held by another live replica: two replicas of one
+// name would share presence and election keys (store.etcd.replica must be unique).
+var ErrReplicaNameTaken = errors.New("store.etcd.replica: the name is held by another live replica")
+
+// claimName puts this replica's alive key on the session's lease, unless another live session
+// holds it. A holder's lease that runs out within its TTL (a replica killed without closing
+// its session, restarting under its own name) is waited for; one still held after that is a
+// second live replica of the same name: ErrReplicaNameTaken, naming the holder.
+func (s *session) claimName(ctx context.Context, sess *concurrency.Session) error {
+	key := s.b.prefix + aliveKey(s.b.name)
+	value := fmt.Sprintf("%s (pid %d on %s, since %s)", s.b.name, os.Getpid(), hostname(), time.Now().UTC().Format(time.RFC3339))
+	deadline := time.Now().Add(s.b.sessionTTL + s.b.timeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, s.b.timeout)
+		resp, err := s.b.cli.Txn(pctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, value, clientv3.WithLease(sess.Lease()))).
+			Else(clientv3.OpGet(key)).Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("etcd backend: session: %w", err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		var holder string
+		var rev int64
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			holder, rev = string(kvs[0].Value), kvs[0].ModRevision
+			if clientv3.LeaseID(kvs[0].Lease) == sess.Lease() {
+				return nil // ours already
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %q is held by %s; give each replica a name of its own", ErrReplicaNameTaken, s.b.name, holder)
+		}
+		s.b.log.Warn("this replica's name is held by another session; waiting for it to expire", "holder", holder, "until", deadline.Format(time.RFC3339))
+		// Wait for the key's deletion (its lease running out), at most until the deadline.
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		for wr := range s.b.cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+			if slices.ContainsFunc(wr.Events, func(e *clientv3.Event) bool { return e.Type == clientv3.EventTypeDelete }) {
+				break
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // renew makes a new session when one ends while ctx lives.

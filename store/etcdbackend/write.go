@@ -17,7 +17,10 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
-var _ store.ExpiringWriter = (*Backend)(nil)
+var (
+	_ store.ExpiringWriter = (*Backend)(nil)
+	_ store.FencedWriter   = (*Backend)(nil)
+)
 
 // Apply commits updates for owner to etcd and returns once this replica applied them.
 func (b *Backend) Apply(owner string, updates ...store.Update) (store.Result, error) {
@@ -26,8 +29,26 @@ func (b *Backend) Apply(owner string, updates ...store.Update) (store.Result, er
 
 // ApplyWithin is Apply within an owner's quota (store.Store.ApplyWithin).
 func (b *Backend) ApplyWithin(owner string, limit int, updates ...store.Update) (store.Result, error) {
-	return b.write(owner, limit, false, updates)
+	return b.write(owner, limit, false, updates, nil)
 }
+
+// OwnerFence is the owner's write sequence as this replica has applied it (store.FencedWriter).
+func (b *Backend) OwnerFence(owner string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seqs[owner]
+}
+
+// ApplyFenced is ApplyWithin committed only while the owner's sequence is fence, the one read
+// when the producer's message arrived: a write that finds the owner written since, or loses
+// the race to a write of it, is abandoned (store.FencedWriter), never retried from the old
+// message over the newer write.
+func (b *Backend) ApplyFenced(owner string, fence int64, limit int, updates ...store.Update) (store.Result, error) {
+	return b.write(owner, limit, false, updates, &fence)
+}
+
+// errFenced is a fenced write that found its owner written since its message arrived.
+var errFenced = errors.New("a newer write of this producer was committed (on another replica) after this message arrived; it is not applied over it: send your current state again")
 
 // ReplaceOwner makes state the owner's whole state (store.Store.ReplaceOwner).
 func (b *Backend) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource) (store.Result, error) {
@@ -35,7 +56,7 @@ func (b *Backend) ReplaceOwner(owner string, state map[string][]*mcpapi.Resource
 	for coll, rs := range state {
 		updates = append(updates, store.Update{Collection: coll, Full: true, Resources: rs})
 	}
-	return b.write(owner, 0, true, updates)
+	return b.write(owner, 0, true, updates, nil)
 }
 
 // ReplaceOwnerEncoded is ReplaceOwner for encoded resources.
@@ -44,7 +65,7 @@ func (b *Backend) ReplaceOwnerEncoded(owner string, state map[string][]store.Enc
 	for coll, es := range state {
 		updates = append(updates, store.Update{Collection: coll, Full: true, Encoded: es})
 	}
-	return b.write(owner, 0, true, updates)
+	return b.write(owner, 0, true, updates, nil)
 }
 
 // maxAttempts bounds the retries of a write that lost a race with another replica writing for
@@ -57,12 +78,16 @@ const (
 	maxBackoff   = 100 * time.Millisecond
 )
 
-func (b *Backend) write(owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, error) {
+func (b *Backend) write(owner string, limit int, replaceAll bool, updates []store.Update, fence *int64) (store.Result, error) {
 	if err := store.CheckOwner(owner); err != nil {
 		return store.Result{}, err
 	}
 	prepared, err := b.st.Prepare(updates...)
 	if err != nil {
+		return store.Result{}, err
+	}
+	// Fail fast while etcd does not answer: an Unavailable now, not after the timeouts.
+	if err := b.reachable(); err != nil {
 		return store.Result{}, err
 	}
 	unlock := b.lockOwner(owner)
@@ -71,7 +96,7 @@ func (b *Backend) write(owner string, limit int, replaceAll bool, updates []stor
 	defer cancel()
 	backoff := firstBackoff
 	for range maxAttempts {
-		res, retry, err := b.attempt(ctx, owner, limit, replaceAll, prepared)
+		res, retry, err := b.attempt(ctx, owner, limit, replaceAll, prepared, fence)
 		if !retry {
 			return res, err
 		}
@@ -95,17 +120,30 @@ func (b *Backend) lockOwner(owner string) func() {
 // attempt reads the owner's sequence, waits for this replica to reflect it, computes the
 // write's ops against the owner's state and commits them if nobody wrote for the owner
 // meanwhile. retry says the commit lost such a race.
-func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceAll bool, updates []store.Update) (store.Result, bool, error) {
+func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceAll bool, updates []store.Update, fence *int64) (store.Result, bool, error) {
 	seq, pending, rev, err := b.ownerState(ctx, owner)
 	if err != nil {
 		return store.Result{}, false, unavailable(err)
+	}
+	if fence != nil && seq != *fence {
+		return store.Result{}, false, &store.UnavailableError{Err: errFenced}
 	}
 	if len(pending) > 0 {
 		// A large write of this owner is committed but not yet copied to its keys (its
 		// replica died, or is still at it): finish it first; every later write builds on it.
 		for _, txid := range pending {
-			if err := b.materialize(ctx, owner, txid, nil); err != nil {
+			moved, err := b.materializeAt(ctx, owner, txid, nil)
+			if err != nil {
 				return store.Result{}, false, unavailable(err)
+			}
+			if fence != nil {
+				if moved == 0 {
+					// Someone else finished it: whether a newer write came too is unknown.
+					return store.Result{}, false, &store.UnavailableError{Err: errFenced}
+				}
+				// Finishing an earlier write, applied already, moved the sequence: that is
+				// no newer write.
+				*fence = moved
 			}
 		}
 		return store.Result{}, true, nil
@@ -134,6 +172,9 @@ func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceA
 		txid, committed, err = b.commitChunked(ctx, owner, seq, lease, ops)
 	}
 	if errors.Is(err, errLostRace) {
+		if fence != nil {
+			return store.Result{}, false, &store.UnavailableError{Err: errFenced}
+		}
 		return store.Result{}, true, nil
 	}
 	if err != nil {
@@ -144,9 +185,14 @@ func (b *Backend) attempt(ctx context.Context, owner string, limit int, replaceA
 		return store.Result{}, false, unavailable(err)
 	}
 	if txid != "" {
-		if err := b.materialize(ctx, owner, txid, ops); err != nil {
+		moved, err := b.materializeAt(ctx, owner, txid, ops)
+		if err != nil {
 			// Committed and applied everywhere; the next write of the owner finishes it.
 			b.log.Warn("a committed write is not yet copied to its keys; the owner's next write will", "owner", owner, "txid", txid, "error", err)
+		} else if moved > 0 {
+			// The owner's sequence moved with it: the producer's next message is fenced by
+			// it (OwnerFence), so it is applied here before the ACK.
+			_ = b.waitRevision(ctx, moved)
 		}
 	}
 	return res, false, nil
@@ -314,24 +360,26 @@ func (b *Backend) dropChunks(owner, txid string) {
 	}
 }
 
-// materialize copies a committed chunked write to the owner's r/ keys, in transactions that
+// materializeAt copies a committed chunked write to the owner's r/ keys, in transactions that
 // each hold only while the commit record exists (so a slow copier cannot overwrite a later
 // write), then deletes the record and its chunks and moves the owner's sequence. Replicas
 // applying the copies find them equal to what they hold: nothing changes for them. ops are the
 // write's, when the caller has them; else they are read from the chunks.
-func (b *Backend) materialize(ctx context.Context, owner, txid string, ops []op) error {
+// It returns the revision at which it moved the owner's sequence (0 when someone else
+// finished it).
+func (b *Backend) materializeAt(ctx context.Context, owner, txid string, ops []op) (int64, error) {
 	record := b.prefix + commitKey(owner, txid)
 	if ops == nil {
 		rctx, cancel := context.WithTimeout(ctx, b.timeout)
 		resp, err := b.cli.Get(rctx, b.prefix+chunksPrefix(owner, txid), clientv3.WithPrefix())
 		cancel()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, kv := range resp.Kvs {
 			chunkOps, err := decodeChunk(kv.Value)
 			if err != nil {
-				return fmt.Errorf("commit %s of %q: %w", txid, owner, err)
+				return 0, fmt.Errorf("commit %s of %q: %w", txid, owner, err)
 			}
 			ops = append(ops, chunkOps...)
 		}
@@ -352,21 +400,27 @@ func (b *Backend) materialize(ctx context.Context, owner, txid string, ops []op)
 		resp, err := b.cli.Txn(rctx).If(exists).Then(batch...).Commit()
 		cancel()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !resp.Succeeded {
-			return nil // someone else finished it
+			return 0, nil // someone else finished it
 		}
 		start = end
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	_, err := b.cli.Txn(rctx).If(exists).Then(
+	resp, err := b.cli.Txn(rctx).If(exists).Then(
 		clientv3.OpDelete(record),
 		clientv3.OpDelete(b.prefix+chunksPrefix(owner, txid), clientv3.WithPrefix()),
 		b.sequencePut(owner, lease),
 	).Commit()
-	return err
+	if err != nil {
+		return 0, err
+	}
+	if !resp.Succeeded {
+		return 0, nil
+	}
+	return resp.Header.Revision, nil
 }
 
 // newTxID is the writer's session lease in hex, then random bytes.

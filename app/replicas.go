@@ -12,6 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/mcpbridge/mcpbridge/store/etcdbackend"
 )
@@ -34,6 +36,13 @@ func (b *Bridge) wireStoreBackend() error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: e.Endpoints, DialTimeout: e.DialTimeout, TLS: tlsConfig,
 		Logger: zap.NewNop(), // the backend logs what matters, in the bridge's log
+		// Reconnect at least every second once etcd is back: gRPC's default backoff grows to
+		// minutes, and a replica would stay cut off (not ready, NACKing) long after etcd
+		// answers again.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: e.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return ConfigErrorf("store.etcd: %v", err)

@@ -205,18 +205,22 @@ func (b *Backend) probeInterval() time.Duration { return min(time.Second, b.time
 // When none has answered for the request timeout less an interval, the replica is not ready
 // (and its writes fail fast): within request_timeout of losing etcd, however the watch
 // retries. Once one answers and this replica has applied up to its revision, it is ready
-// again: within an interval or so of etcd's return. The etcd client alone says neither: its
+// again: within a quarter interval or so of etcd's return (it asks four times as often
+// meanwhile). The etcd client alone says neither: its
 // watch retries silently while no member answers.
 func (b *Backend) probe(ctx context.Context) {
 	interval := b.probeInterval()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	lastOK := time.Now()
 	for {
+		// While etcd is silent, ask four times as often: ready again soon after it answers.
+		wait := interval
+		if b.reachable() != nil {
+			wait = interval / 4
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		resp, err := b.cli.Get(pctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())

@@ -308,7 +308,7 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-time.After(250 * time.Millisecond):
 			}
 		}
 		if ctx.Err() != nil {

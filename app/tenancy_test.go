@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -453,4 +454,35 @@ func TestTenancyNodeMetadataNamespaceIsHeldToTheIdentity(t *testing.T) {
 	ok := ads(t, s.conn(t, idApp))
 	ok.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "sidecar~10.0.0.1~app.payments~payments.svc.cluster.local", Metadata: md}, TypeUrl: clusterType})
 	ok.Recv()
+}
+
+// An Envoy naming every cluster's endpoints, in a mesh with more clusters than
+// limits.subscriptions_per_stream, is served: the limit scales with what the store holds of
+// the type. A stream naming more than the limit and the store together is refused.
+func TestSubscriptionLimitServesAnEnvoyNamingWhatExists(t *testing.T) {
+	b := start(t, func(c *Config) { c.Limits.SubscriptionsPerStream = 20 })
+	var ses []*mcpapi.Resource
+	var clusters []string
+	for i := range 60 {
+		host := fmt.Sprintf("svc%d.shop.svc.cluster.local", i)
+		ses = append(ses, staticSE(fmt.Sprintf("shop/svc%d", i), host, fmt.Sprintf("10.1.0.%d", i)))
+		clusters = append(clusters, "outbound|9080||"+host)
+	}
+	if _, err := b.Store().ReplaceOwner("test", map[string][]*mcpapi.Resource{seColl: ses}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return b.Store().View().Collection(endpointType).Count >= 60 })
+	conn := dialConn(t, b.grpcAddr)
+	envoy := ads(t, conn)
+	envoy.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "sidecar~10.0.0.1~a.shop~shop.svc.cluster.local"}, TypeUrl: endpointType, ResourceNames: clusters})
+	if m := envoy.Recv(); len(m.Resources) != 60 {
+		t.Fatalf("an Envoy naming 60 clusters' endpoints (limit 20): %d load assignments", len(m.Resources))
+	}
+	var missing []string
+	for i := range 100 {
+		missing = append(missing, fmt.Sprint("outbound|80||nothing", i))
+	}
+	greedy := ads(t, conn)
+	greedy.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "x"}, TypeUrl: endpointType, ResourceNames: missing})
+	assertStatus(t, "a stream naming 100 endpoints (limit 20, 60 in the store)", greedy.Ended(), codes.ResourceExhausted, "limits.subscriptions_per_stream")
 }

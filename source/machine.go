@@ -176,7 +176,7 @@ func (m *machine) handle(ev event) effects {
 	fx := effects{outcome: noRequest}
 	defer func() { m.live.v, m.live.l = nil, nil }() // no view is kept between events
 	if ev.req != nil {
-		m.request(ev.req, ev.now, &fx)
+		m.request(ev.req, ev.now, ev.view, &fx)
 		if fx.refuse != nil {
 			return fx // nothing of a refused request is answered
 		}
@@ -196,7 +196,7 @@ func (m *machine) handle(ev event) effects {
 }
 
 // request applies one client request.
-func (m *machine) request(req *Request, now time.Time, fx *effects) {
+func (m *machine) request(req *Request, now time.Time, v *store.View, fx *effects) {
 	if fx.refuse = m.admitNode(req.Node); fx.refuse != nil {
 		return
 	}
@@ -205,10 +205,12 @@ func (m *machine) request(req *Request, now time.Time, fx *effects) {
 	fx.sub, fx.outcome = m.apply(req, now)
 	m.held += m.subs[req.Key].weight() - before
 	if m.maxSubs > 0 && m.held > m.maxSubs {
-		fx.refuse = &refusal{code: codes.ResourceExhausted, kind: overLimit, msg: fmt.Sprintf(
-			"limits.subscriptions_per_stream: this request (type %s) would take the stream to %d types and names, over the limit of %d",
-			req.Key, m.held, m.maxSubs)}
-		return
+		if allowance := m.namesAllowance(v); m.held > m.maxSubs+allowance {
+			fx.refuse = &refusal{code: codes.ResourceExhausted, kind: overLimit, msg: fmt.Sprintf(
+				"limits.subscriptions_per_stream: this request (type %s) would take the stream to %d types and names, over the limit of %d and the %d names the store can hold of what it asks",
+				req.Key, m.held, m.maxSubs, allowance)}
+			return
+		}
 	}
 	if fx.outcome == subscribed && !m.watched[fx.sub.Collection] {
 		fx.watch = fx.sub.Collection
@@ -244,6 +246,25 @@ func (m *machine) admitNode(n *Node) *refusal {
 // subscriptionCount is how many types the stream subscribed plus the names it subscribed
 // explicitly (a wildcard counts as its type alone).
 func (m *machine) subscriptionCount() int { return m.held }
+
+// namesAllowance is what the store adds to limits.subscriptions_per_stream: for each
+// subscription with explicit names, as many as its collection holds, at most its names; the
+// limit scales with the mesh. It is meant against names that do not exist (state a client
+// makes the bridge keep for nothing); an Envoy subscribing to every cluster's endpoints by
+// name in a mesh larger than the limit names what exists, within what the store holds.
+// Counted only when the plain count is over the limit: O(subscriptions), not names.
+func (m *machine) namesAllowance(v *store.View) int {
+	if v == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range m.subs {
+		if k := len(s.want.names); k > 0 {
+			n += min(k, v.Collection(store.BaseCollection(s.Collection)).Count)
+		}
+	}
+	return n
+}
 
 func (m *machine) apply(req *Request, now time.Time) (*subscription, outcome) {
 	sub := m.subs[req.Key]

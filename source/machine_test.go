@@ -1,8 +1,10 @@
 package source
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -550,5 +552,35 @@ func TestMachineShortSplitStaysShortUntilAResponseGoesWhole(t *testing.T) {
 	}
 	if !slices.Equal(routes["r1"], []string{"z"}) || !removed["y"] {
 		t.Fatalf("after everything was answered the client holds %v (removed %v), want r1 naming z and y removed", routes, removed)
+	}
+}
+
+// The subscription limit scales with the store: names over the limit are taken while the store
+// holds as many of their type (an Envoy naming every cluster's endpoints in a mesh larger than
+// the limit), and a request taking the stream past the limit plus what the store holds of the
+// type is refused.
+func TestSubscriptionLimitScalesWithTheStore(t *testing.T) {
+	h := newMachineHarness(t)
+	h.m.maxSubs = 10
+	existing := map[string][]string{}
+	var names []string
+	for i := range 50 {
+		n := fmt.Sprintf("e%d", i)
+		existing[n] = nil
+		names = append(names, n)
+	}
+	h.write(map[string]map[string][]string{"E": existing})
+	h.send("E", Incremental, func(r *Request) { r.Subscribe = names }) // 51 held, the limit 10 + 50 existing
+	if got := h.m.subscriptionCount(); got != 51 {
+		t.Fatalf("held %d, want 51", got)
+	}
+	var missing []string
+	for i := range 20 {
+		missing = append(missing, fmt.Sprintf("nothing%d", i))
+	}
+	tr := &typedRequest{Request: Request{Key: "E", Subscribe: missing}, Type: testType("E", Incremental)}
+	fx, _ := h.d.send(tr, h.st.View(), h.now)
+	if fx.refuse == nil || fx.refuse.kind != overLimit || !strings.Contains(fx.refuse.msg, "limits.subscriptions_per_stream") {
+		t.Fatalf("20 names that do not exist on top: %+v, want a refusal naming the limit", fx.refuse)
 	}
 }

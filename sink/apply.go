@@ -13,6 +13,7 @@ import (
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
 	"github.com/mcpbridge/mcpbridge/internal/authz"
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"github.com/mcpbridge/mcpbridge/internal/limits"
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/kinds"
@@ -342,28 +343,22 @@ func (a *applier) stampCreation(owner string, u store.Update) {
 // namespace first, as the translation completes them. A body that does not decode names no
 // host here; the store's validation refuses it.
 func (a *applier) authorizeHosts(rights producerRights, collection, name string, r *mcpapi.Resource) error {
+	ns, namespaced := authz.NamespaceOf(name)
+	if rights.grant.MayProduceAnyHost(collection, ns, namespaced) {
+		return nil // not decoded for nothing: an operator's producer, or hosts "*"
+	}
 	hosts, err := kinds.HostsOf(collection, r)
 	if err != nil || len(hosts) == 0 {
 		return nil
 	}
-	ns, namespaced := authz.NamespaceOf(name)
 	for _, h := range hosts {
-		host := completeHost(h.Host, ns, a.domainSuffix)
+		host := hostname.Complete(h.Host, ns, a.domainSuffix)
 		if !rights.grant.MayProduceHost(collection, ns, namespaced, host, a.domainSuffix) {
 			return fmt.Errorf("%s may not define host %q (resource %q, %s): a host belongs to a namespace, and its rules allow the hosts %s here (authz.rules produce.hosts)",
 				rights.who(), host, name, h.Field, rights.grant.HostsAllowed(collection, ns, namespaced, a.domainSuffix))
 		}
 	}
 	return nil
-}
-
-// completeHost completes a short host as Istio does (and the translation): a name without a
-// dot is a Kubernetes service of the resource's namespace; any other is taken as written.
-func completeHost(host, namespace, suffix string) string {
-	if host == "" || strings.Contains(host, ".") || strings.Contains(host, "*") || namespace == "" {
-		return host
-	}
-	return host + "." + namespace + ".svc." + suffix
 }
 
 // authorize refuses an update that would change a resource outside the producer's rights,

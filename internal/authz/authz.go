@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 )
@@ -301,6 +302,25 @@ func (g *Grant) MayProduceHost(collection, namespace string, namespaced bool, ho
 	return false
 }
 
+// MayProduceAnyHost reports whether a rule that lets the peer produce a collection in a
+// namespace allows every host there (hosts "*", or namespaces "*" without hosts): its
+// resources' hosts need not be read at all.
+func (g *Grant) MayProduceAnyHost(collection, namespace string, namespaced bool) bool {
+	if g.all {
+		return true
+	}
+	for _, r := range g.rules {
+		s := r.produce
+		if !s.collections.has(collection) || !(s.namespaces.all || namespaced && s.namespaces.has(namespace)) {
+			continue
+		}
+		if s.hosts == nil && s.namespaces.all || slices.Contains(s.hosts, All) {
+			return true
+		}
+	}
+	return false
+}
+
 // allowsHost reports whether a produce scope allows a host (lower case).
 func (s scope) allowsHost(host, suffix string) bool {
 	if s.hosts != nil {
@@ -381,23 +401,10 @@ func ValidHostPattern(s string) bool {
 	return true
 }
 
-// HostCovers reports whether a host pattern covers a host (itself a name or a pattern), as
-// Istio's host.Name.SubsetOf: "*" covers every host; "*.example.com" covers "a.example.com",
-// "a.b.example.com" and "*.b.example.com" (and itself), not "example.com"; a name covers only
-// itself. Case is ignored.
+// HostCovers reports whether a host pattern covers a host (itself a name or a pattern): the
+// translation's matching (kinds.HostMatches, Istio's host.Name.SubsetOf), case ignored.
 func HostCovers(pattern, host string) bool {
-	pattern, host = strings.ToLower(pattern), strings.ToLower(host)
-	if pattern == "*" || pattern == host {
-		return true
-	}
-	suffix, wild := strings.CutPrefix(pattern, "*")
-	if !wild {
-		return false
-	}
-	if h, hostWild := strings.CutPrefix(host, "*"); hostWild {
-		return strings.HasSuffix(h, suffix) && len(h) > len(suffix)
-	}
-	return strings.HasSuffix(host, suffix)
+	return hostname.Matches(strings.ToLower(pattern), strings.ToLower(host))
 }
 
 func (g *Grant) may(collection, name string, of func(rule) scope) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,9 +255,8 @@ func peerAddr(ctx context.Context) string {
 
 // peerHost is the peer's address without the port: a client's connections share it.
 func peerHost(ctx context.Context) string {
-	addr := peerAddr(ctx)
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		return host
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return hostOf(p.Addr)
 	}
-	return addr
+	return ""
 }

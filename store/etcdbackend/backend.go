@@ -692,24 +692,16 @@ func (b *Backend) advanceLocked(rev int64) {
 // waitApplied waits until the store reflects etcd revision rev, and returns owner's result
 // of that revision.
 func (b *Backend) waitApplied(ctx context.Context, rev int64, owner string) (store.Result, error) {
-	for {
-		b.mu.Lock()
-		applied, ch := b.applied, b.advanced
-		if applied >= rev {
-			res, ok := b.results[rev][owner]
-			b.mu.Unlock()
-			if !ok {
-				res.Revision = b.st.View().Revision()
-			}
-			return res, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return store.Result{}, fmt.Errorf("committed to etcd at revision %d, but this replica has applied only %d: %w", rev, applied, ctx.Err())
-		}
+	if err := b.waitRevision(ctx, rev); err != nil {
+		return store.Result{}, fmt.Errorf("committed to etcd at revision %d, but this replica has applied only %d: %w", rev, b.Applied(), err)
 	}
+	b.mu.Lock()
+	res, ok := b.results[rev][owner]
+	b.mu.Unlock()
+	if !ok {
+		res.Revision = b.st.View().Revision()
+	}
+	return res, nil
 }
 
 // CatchUp waits until this replica has applied everything etcd had committed when it was

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/kinds"
 )
@@ -388,7 +389,7 @@ func (t *Translator) markHosts(host string, withDependents bool) {
 		return
 	}
 	for h := range t.seByHost {
-		if hostMatches(host, h) {
+		if hostname.Matches(host, h) {
 			t.markHost(h, withDependents)
 		}
 	}

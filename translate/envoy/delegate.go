@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -104,15 +105,15 @@ func resolvedDelegate(dvs *virtualService, suffix string) *networking.VirtualSer
 		}
 		for _, rd := range hr.GetRoute() {
 			if d := rd.GetDestination(); d != nil {
-				d.Host = fqdn(d.GetHost(), dvs.Namespace, suffix)
+				d.Host = hostname.Complete(d.GetHost(), dvs.Namespace, suffix)
 			}
 		}
 		if m := hr.GetMirror(); m != nil {
-			m.Host = fqdn(m.GetHost(), dvs.Namespace, suffix)
+			m.Host = hostname.Complete(m.GetHost(), dvs.Namespace, suffix)
 		}
 		for _, m := range hr.GetMirrors() {
 			if d := m.GetDestination(); d != nil {
-				d.Host = fqdn(d.GetHost(), dvs.Namespace, suffix)
+				d.Host = hostname.Complete(d.GetHost(), dvs.Namespace, suffix)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -157,7 +158,7 @@ func admittedHosts(gw *gateway, servers []*networking.Server, vs *virtualService
 				if !namespaceAdmits(ns, gw.Namespace, vs.Namespace) {
 					continue
 				}
-				if hostMatches(pattern, h) || hostMatches(h, pattern) {
+				if hostname.Matches(pattern, h) || hostname.Matches(h, pattern) {
 					if d := moreSpecific(h, pattern); !slices.Contains(out, d) {
 						out = append(out, d)
 					}
@@ -197,7 +198,7 @@ func redirectsToHTTPS(servers []*networking.Server, domain, gatewayNS, vsNS stri
 		}
 		for _, sh := range s.GetHosts() {
 			ns, pattern := serverHost(sh)
-			if namespaceAdmits(ns, gatewayNS, vsNS) && hostMatches(pattern, domain) {
+			if namespaceAdmits(ns, gatewayNS, vsNS) && hostname.Matches(pattern, domain) {
 				return true
 			}
 		}

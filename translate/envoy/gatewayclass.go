@@ -11,6 +11,7 @@ import (
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -404,7 +405,7 @@ func admitsSNI(gw *gateway, servers []*networking.Server, vs *virtualService, sn
 		}
 		for _, sh := range s.GetHosts() {
 			ns, pattern := serverHost(sh)
-			if namespaceAdmits(ns, gw.Namespace, vs.Namespace) && hostMatches(pattern, sni) {
+			if namespaceAdmits(ns, gw.Namespace, vs.Namespace) && hostname.Matches(pattern, sni) {
 				return true
 			}
 		}

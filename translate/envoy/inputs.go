@@ -12,6 +12,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
 )
@@ -228,7 +229,7 @@ func newVirtualService(in Input, suffix string) (*virtualService, error) {
 	}
 	vs := &virtualService{meta: metaOf(in), spec: spec}
 	for _, h := range spec.GetHosts() {
-		vs.hosts = append(vs.hosts, fqdn(h, vs.Namespace, suffix))
+		vs.hosts = append(vs.hosts, hostname.Complete(h, vs.Namespace, suffix))
 	}
 	vs.gateways, vs.mesh = bindings(spec.GetGateways(), vs.Namespace)
 	return vs, nil
@@ -268,7 +269,7 @@ func newDestinationRule(in Input, suffix string) (*destinationRule, error) {
 		return nil, err
 	}
 	dr := &destinationRule{meta: metaOf(in), spec: spec}
-	dr.host = fqdn(spec.GetHost(), dr.Namespace, suffix)
+	dr.host = hostname.Complete(spec.GetHost(), dr.Namespace, suffix)
 	return dr, nil
 }
 

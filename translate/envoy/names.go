@@ -121,34 +121,8 @@ const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
-// fqdn completes a short host name as Istio does: a name without a dot is a Kubernetes
-// service in the resource's namespace; anything with a dot, or a wildcard, is taken as written.
-func fqdn(host, namespace, suffix string) string {
-	if host == "" || strings.Contains(host, ".") || strings.Contains(host, "*") {
-		return host
-	}
-	return host + "." + namespace + ".svc." + suffix
-}
-
 // isWildcard reports whether a host is a pattern ("*" or "*.example.com") rather than a name.
 func isWildcard(host string) bool { return strings.HasPrefix(host, "*") }
-
-// hostMatches reports whether a host (a name, or itself a pattern) falls under pattern. "*"
-// matches everything; "*.example.com" matches "a.example.com", "a.b.example.com" and the
-// narrower pattern "*.b.example.com", but not "example.com".
-func hostMatches(pattern, host string) bool {
-	if pattern == host || pattern == "*" {
-		return true
-	}
-	if !isWildcard(pattern) {
-		return false
-	}
-	suffix := pattern[1:] // ".example.com"
-	if isWildcard(host) {
-		return strings.HasSuffix(host[1:], suffix)
-	}
-	return strings.HasSuffix(host, suffix)
-}
 
 // moreSpecific returns whichever of two matching hosts is narrower: a name over a pattern,
 // a longer pattern over a shorter one.

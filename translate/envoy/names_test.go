@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"google.golang.org/grpc/codes"
 )
 
@@ -33,8 +34,8 @@ func TestShortHostsAreCompletedInTheNamespace(t *testing.T) {
 		{"*", "*"},
 		{"", ""},
 	} {
-		if got := fqdn(c.host, "bookinfo", DefaultDomainSuffix); got != c.want {
-			t.Errorf("fqdn(%q) = %q, want %q", c.host, got, c.want)
+		if got := hostname.Complete(c.host, "bookinfo", DefaultDomainSuffix); got != c.want {
+			t.Errorf("hostname.Complete(%q) = %q, want %q", c.host, got, c.want)
 		}
 	}
 }
@@ -53,8 +54,8 @@ func TestWildcardHostsMatchTheirSuffix(t *testing.T) {
 		{"a.example.com", "a.example.com", true},
 		{"a.example.com", "*.example.com", false},
 	} {
-		if got := hostMatches(c.pattern, c.host); got != c.want {
-			t.Errorf("hostMatches(%q, %q) = %v, want %v", c.pattern, c.host, got, c.want)
+		if got := hostname.Matches(c.pattern, c.host); got != c.want {
+			t.Errorf("hostname.Matches(%q, %q) = %v, want %v", c.pattern, c.host, got, c.want)
 		}
 	}
 }

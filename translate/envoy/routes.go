@@ -14,6 +14,7 @@ import (
 	previouspriorities "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -385,7 +386,7 @@ func (rc *routeContext) destination(vs *virtualService, field string, d *network
 		rc.fs.add(kindVirtualService, vs.Key, "%s.host is empty; the destination is left out", field)
 		return resolved{}, false
 	}
-	host := fqdn(d.GetHost(), vs.Namespace, rc.t.suffix)
+	host := hostname.Complete(d.GetHost(), vs.Namespace, rc.t.suffix)
 	rc.dependOn(depHost, host)
 	se, _ := rc.t.serviceEntryFor(host)
 	if se == nil {

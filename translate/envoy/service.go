@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -215,7 +216,7 @@ func (t *Translator) destinationRuleFor(host string) (*destinationRule, []*desti
 	var best *destinationRule
 	for key := range t.drWildcard {
 		dr := t.drs[key]
-		if dr.host == host || !hostMatches(dr.host, host) {
+		if dr.host == host || !hostname.Matches(dr.host, host) {
 			continue
 		}
 		if best == nil || len(dr.host) > len(best.host) || (len(dr.host) == len(best.host) && dr.before(&best.meta)) {
@@ -252,7 +253,7 @@ func (t *Translator) meshVirtualServiceWhere(host string, keep func(*virtualServ
 			continue
 		}
 		for _, h := range vs.hosts {
-			if h == host || !hostMatches(h, host) {
+			if h == host || !hostname.Matches(h, host) {
 				continue
 			}
 			if best == nil || len(h) > bestLen || (len(h) == bestLen && vs.before(&best.meta)) {

@@ -17,6 +17,7 @@ import (
 	mongopb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/mongo_proxy/v3"
 	tcpproxypb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	hashpolicypb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/mcpbridge/mcpbridge/internal/hostname"
 	"github.com/mcpbridge/mcpbridge/translate"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -313,7 +314,7 @@ func (t *Translator) meshL4VirtualServices(host string) []*virtualService {
 	}
 	for key := range t.vsWildcard {
 		vs := t.vss[key]
-		if slices.ContainsFunc(vs.hosts, func(h string) bool { return hostMatches(h, host) }) {
+		if slices.ContainsFunc(vs.hosts, func(h string) bool { return hostname.Matches(h, host) }) {
 			add(vs)
 		}
 	}
@@ -467,7 +468,7 @@ func (b *hostBuild) ownFilters(p port, proto l4Protocol) []*listenerpb.Filter {
 // destination's host sets the proxy's timeouts and hash, as istiod takes it.
 func (b *hostBuild) routeFilters(vs *virtualService, field string, routes []*networking.RouteDestination, p port, proto l4Protocol) ([]*listenerpb.Filter, bool) {
 	rc := newRouteContext(b.build, p.number, "")
-	first := fqdn(routes[0].GetDestination().GetHost(), vs.Namespace, b.t.suffix)
+	first := hostname.Complete(routes[0].GetDestination().GetHost(), vs.Namespace, b.t.suffix)
 	var rule *networking.DestinationRule
 	if dr, _ := b.t.destinationRuleFor(first); dr != nil {
 		rule = dr.spec

@@ -201,7 +201,8 @@ func (b *Backend) Start(ctx context.Context) error {
 // when that is shorter.
 func (b *Backend) probeInterval() time.Duration { return min(time.Second, b.timeout/5) }
 
-// probe asks etcd for a linearizable read every probeInterval, each bounded by the interval.
+// probe asks etcd for a linearizable read every probeInterval, each bounded by the request
+// timeout less an interval.
 // When none has answered for the request timeout less an interval, the replica is not ready
 // (and its writes fail fast): within request_timeout of losing etcd, however the watch
 // retries. Once one answers and this replica has applied up to its revision, it is ready
@@ -222,7 +223,10 @@ func (b *Backend) probe(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		pctx, cancel := context.WithTimeout(ctx, interval)
+		// Each read may take the request timeout less an interval: a replica busy with a large
+		// write (and its clients) answers late, and is not cut off; a dead etcd still shows
+		// within the request timeout, and one that comes back answers the read in flight.
+		pctx, cancel := context.WithTimeout(ctx, max(interval, b.timeout-interval))
 		resp, err := b.cli.Get(pctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {

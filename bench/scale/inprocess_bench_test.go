@@ -53,7 +53,7 @@ func BenchmarkScaleInProcess(b *testing.B) {
 			}
 			pprof.StartCPUProfile(f)
 		}
-		editAndWait(b, c, dir, n, files)
+		editAndWait(b, []*client{c}, dir, n, files)
 		if *editProfile != "" {
 			pprof.StopCPUProfile()
 		}

@@ -24,6 +24,8 @@ var (
 	scaleN      = flag.Int("scale.n", 10000, "ServiceEntries in the scale benchmark")
 	scaleFiles  = flag.Int("scale.files", 100, "files they are spread over")
 	memoryLimit = flag.String("scale.memory-limit", "", "the bridge's memory.limit (empty: its default)")
+	cpuProfile  = flag.String("scale.cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of its first -scale.cpu-seconds into this file")
+	cpuSeconds  = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
 )
 
 const (
@@ -32,12 +34,22 @@ const (
 	endpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 )
 
-// BenchmarkScaleFromFiles is the black-box scale run: N ServiceEntries in files, a real
-// mcpbridge process, and a delta ADS client (as Envoy and istiod subscribe: ServiceEntries and
-// clusters by wildcard, endpoints by the clusters' names). It reports time from process start
-// to /readyz and to the client holding every ServiceEntry, cluster and endpoint assignment;
-// peak RSS and CPU seconds for that; and the time from rewriting one file (its ServiceEntries
-// each get one more endpoint) to the client holding the new ServiceEntries and endpoints.
+// BenchmarkScaleFromFiles is the black-box scale run (make bench-scale): N ServiceEntries in
+// files, a real mcpbridge process, and two delta ADS clients on connections of their own, as
+// the bridge's two kinds of consumers subscribe: an MCP-over-xDS client (istiod's
+// configSources xds://: ServiceEntries by wildcard) and an Envoy-like client (clusters by
+// wildcard, then the endpoints of every cluster by name, as Envoy subscribes). It reports
+//
+//   - s-to-ready: process start to /readyz 200;
+//   - s-mcp-held, s-envoy-held: process start to each client holding every ServiceEntry, or
+//     every cluster and endpoint assignment;
+//   - s-ready-early: how long before the later client holds everything /readyz said 200
+//     (negative: ready after);
+//   - CPU-s and MiB-peak-RSS of the bridge up to then;
+//   - ms-edit-to-served: from rewriting one file (each of its ServiceEntries gets one more
+//     endpoint), the bridge idle, to both clients holding the new ServiceEntries and endpoints.
+//
+// -scale.cpu-profile FILE saves the bridge's CPU profile of its first -scale.cpu-seconds.
 func BenchmarkScaleFromFiles(b *testing.B) {
 	bin := buildBridge(b)
 	n, files := *scaleN, *scaleFiles
@@ -47,10 +59,11 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 		p := startBridge(b, bin, dir)
-		c := dialClient(b, p.grpcAddr)
-		ready := p.waitReady(b, 5*time.Minute)
-		c.waitHolding(b, n, nil, 5*time.Minute)
-		held := time.Since(p.started)
+		profiled := p.profileCPU(b, *cpuProfile, *cpuSeconds)
+		mcpc := dialClientFor(b, p.grpcAddr, followMCP, n)
+		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
+		ready := p.waitReady(b, 10*time.Minute)
+		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
 		rss, _ := PeakRSS(p.cmd.Process.Pid)
 		cpu, _ := CPU(p.cmd.Process.Pid)
 		if *profilesInto != "" {
@@ -58,30 +71,83 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 			p.saveMetrics(b, *profilesInto)
 		}
 		b.ReportMetric(ready.Seconds(), "s-to-ready")
-		b.ReportMetric(held.Seconds(), "s-to-held")
+		b.ReportMetric(mcpHeld.Seconds(), "s-mcp-held")
+		b.ReportMetric(envoyHeld.Seconds(), "s-envoy-held")
+		b.ReportMetric((max(mcpHeld, envoyHeld) - ready).Seconds(), "s-ready-early")
 		b.ReportMetric(float64(rss)/(1<<20), "MiB-peak-RSS")
+		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")
+		<-profiled
 
 		// Edit one file, once the bridge is idle (as an operator's edit finds it): every
 		// ServiceEntry in it gets a fourth endpoint.
-		waitIdle(p.cmd.Process.Pid, 10*time.Second)
-		editAndWait(b, c, dir, n, files)
+		waitIdle(p.cmd.Process.Pid, time.Minute)
+		editAndWait(b, []*client{mcpc, envoyc}, dir, n, files)
 		p.stop(b)
-		c.close()
+		mcpc.close()
+		envoyc.close()
 	}
 }
 
+// waitBoth waits until each client holds everything, and returns the times from the
+// process's start at which each did.
+func waitBoth(b *testing.B, p *bridgeProcess, mcpc, envoyc *client, n int) (mcpHeld, envoyHeld time.Duration) {
+	b.Helper()
+	mcpc.waitHolding(b, n, nil, 10*time.Minute)
+	envoyc.waitHolding(b, n, nil, 10*time.Minute)
+	return mcpc.heldAllAt(n).Sub(p.started), envoyc.heldAllAt(n).Sub(p.started)
+}
+
 // editAndWait rewrites file 0 (each of its ServiceEntries gets one more endpoint) and
-// reports the time until the client holds the new ServiceEntries and endpoints.
-func editAndWait(b *testing.B, c *client, dir string, n, files int) {
-	before := c.versions()
+// reports the time until every client holds what it follows of the new ServiceEntries and
+// endpoints.
+func editAndWait(b *testing.B, cs []*client, dir string, n, files int) {
+	befores := make([]map[string]map[string]string, len(cs))
+	for i, c := range cs {
+		befores[i] = c.versions()
+	}
 	edited := time.Now()
 	count, err := WriteFile(dir, n, files, 0, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(before, 0, files, n) == count }, time.Minute)
+	for i, c := range cs {
+		c.waitHolding(b, n, func(h *holdings) bool { return h.changedIn(befores[i], 0, files, n) == count }, time.Minute)
+	}
 	b.ReportMetric(time.Since(edited).Seconds()*1000, "ms-edit-to-served")
+}
+
+// profileCPU saves the bridge's CPU profile of its first seconds into file (nothing when
+// file is empty); the channel closes once it is saved.
+func (p *bridgeProcess) profileCPU(b *testing.B, file string, seconds int) <-chan struct{} {
+	done := make(chan struct{})
+	if file == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.httpAddr, seconds)
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			resp, err := http.Get(url)
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK {
+				err = os.WriteFile(file, data, 0o644)
+			}
+			if err != nil {
+				b.Errorf("CPU profile: %v", err)
+			}
+			return
+		}
+		b.Errorf("CPU profile: the bridge's HTTP server did not answer")
+	}()
+	return done
 }
 
 // waitIdle waits until the process uses less than 2% of a CPU over 200 ms, or timeout.
@@ -258,22 +324,59 @@ type holdings struct {
 	held map[string]map[string]string
 }
 
+// changedIn counts the ServiceEntries of file whose every followed form (ServiceEntry,
+// endpoint assignment) the holdings hold at a version other than before's.
 func (h *holdings) changedIn(before map[string]map[string]string, file, files, n int) int {
 	changed := 0
 	for i := file; i < n; i += files {
-		name, cluster := Name(i), Cluster(i)
-		se, ok1 := h.held[seType][name]
-		cla, ok2 := h.held[endpointType][cluster]
-		if ok1 && ok2 && se != before[seType][name] && cla != before[endpointType][cluster] {
+		if h.changed(before, seType, Name(i)) && h.changed(before, endpointType, Cluster(i)) {
 			changed++
 		}
 	}
 	return changed
 }
 
+// changed is true when typ is not followed, or name is held at another version than before.
+func (h *holdings) changed(before map[string]map[string]string, typ, name string) bool {
+	held, followed := h.held[typ]
+	if !followed {
+		return true
+	}
+	v, ok := held[name]
+	return ok && v != before[typ][name]
+}
+
+// follow is what a client subscribes to.
+type follow int
+
+const (
+	// followAll: ServiceEntries and clusters by wildcard, endpoints by cluster name.
+	followAll follow = iota
+	// followMCP: ServiceEntries by wildcard (istiod's configSources xds://).
+	followMCP
+	// followEnvoy: clusters by wildcard, endpoints by cluster name (Envoy).
+	followEnvoy
+)
+
+// types are the wildcard subscriptions of f and the types it holds.
+func (f follow) types() (wildcard, held []string) {
+	switch f {
+	case followMCP:
+		return []string{seType}, []string{seType}
+	case followEnvoy:
+		return []string{clusterType}, []string{clusterType, endpointType}
+	}
+	return []string{seType, clusterType}, []string{seType, clusterType, endpointType}
+}
+
 // client is one delta ADS stream that ACKs every response and follows the clusters with
 // endpoint subscriptions, as Envoy does.
 type client struct {
+	follow follow
+	// heldAll is when the client first held every resource of the workload (n), as its
+	// stream saw it (the waiter may look later).
+	heldAll time.Time
+	n       int
 	conn    *grpc.ClientConn
 	cancel  context.CancelFunc
 	mu      sync.Mutex
@@ -283,7 +386,14 @@ type client struct {
 	done    chan struct{}
 }
 
-func dialClient(b *testing.B, addr string) *client {
+func dialClient(b *testing.B, addr string) *client { return dialClientOf(b, addr, followAll) }
+
+// dialClientOf dials a client of its own connection that follows f.
+func dialClientOf(b *testing.B, addr string, f follow) *client { return dialClientFor(b, addr, f, 0) }
+
+// dialClientFor dials a client that also notes when it first holds the resources of n
+// ServiceEntries (heldAllAt).
+func dialClientFor(b *testing.B, addr string, f follow, n int) *client {
 	b.Helper()
 	// The client dials before the bridge listens, as a proxy started with it would; it retries
 	// every few milliseconds, not after gRPC's default backoff (1 s at first), which would be
@@ -295,8 +405,12 @@ func dialClient(b *testing.B, addr string) *client {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &client{conn: conn, cancel: cancel, updated: make(chan struct{}, 1), done: make(chan struct{}),
-		h: holdings{held: map[string]map[string]string{seType: {}, clusterType: {}, endpointType: {}}}}
+	c := &client{follow: f, n: n, conn: conn, cancel: cancel, updated: make(chan struct{}, 1), done: make(chan struct{}),
+		h: holdings{held: map[string]map[string]string{}}}
+	_, held := f.types()
+	for _, t := range held {
+		c.h.held[t] = map[string]string{}
+	}
 	go func() {
 		defer close(c.done)
 		err := c.run(ctx)
@@ -329,9 +443,8 @@ func (c *client) run(ctx context.Context) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	node := &discovery.DeltaDiscoveryRequest{}
-	_ = node
-	for _, t := range []string{seType, clusterType} {
+	wildcard, _ := c.follow.types()
+	for _, t := range wildcard {
 		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: t}); err != nil {
 			return err
 		}
@@ -355,6 +468,9 @@ func (c *client) run(ctx context.Context) error {
 		}
 		for _, name := range resp.RemovedResources {
 			delete(held, name)
+		}
+		if c.heldAll.IsZero() && c.n > 0 && c.holdsAll(c.n) {
+			c.heldAll = time.Now()
 		}
 		c.mu.Unlock()
 		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.TypeUrl, ResponseNonce: resp.Nonce}); err != nil {
@@ -397,17 +513,31 @@ func (c *client) waitHolding(b *testing.B, n int, cond func(*holdings) bool, tim
 	}
 }
 
+// heldAllAt is when the client first held the n ServiceEntries' resources (after
+// waitHolding(n) returned).
+func (c *client) heldAllAt(n int) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heldAll.IsZero() {
+		return time.Now()
+	}
+	return c.heldAll
+}
+
 func (c *client) holdsAll(n int) bool {
-	if len(c.h.held[seType]) < n || len(c.h.held[clusterType]) < n || len(c.h.held[endpointType]) < n {
-		return false
+	for _, m := range c.h.held {
+		if len(m) < n {
+			return false
+		}
 	}
 	// The counts may include other resources: check the generated ones by name (first, last).
 	for _, i := range []int{0, n - 1} {
-		if _, ok := c.h.held[seType][Name(i)]; !ok {
-			return false
-		}
-		if _, ok := c.h.held[endpointType][Cluster(i)]; !ok {
-			return false
+		for typ, name := range map[string]string{seType: Name(i), clusterType: Cluster(i), endpointType: Cluster(i)} {
+			if m, followed := c.h.held[typ]; followed {
+				if _, ok := m[name]; !ok {
+					return false
+				}
+			}
 		}
 	}
 	return true

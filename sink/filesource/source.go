@@ -134,8 +134,8 @@ func (s *Source) Run(ctx context.Context) error {
 
 // changed reloads after a burst of changes to the paths (internal/fswatch: a directory's
 // entries and the directory itself, a file's name, anything beside a file that is a symlink).
-// Every reload reads everything, so after a watch error (an overflow: events were lost) it
-// catches up all the same.
+// Every reload looks at every file, reading those whose fingerprint moved (fingerprint.go),
+// and after a watch error (an overflow: events were lost) reads them all.
 func (s *Source) changed(l *loader, c fswatch.Change) {
 	for _, ev := range c.Events {
 		s.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
@@ -149,11 +149,12 @@ func (s *Source) changed(l *loader, c fswatch.Change) {
 			continue
 		}
 		s.log.Warn("file watcher error; reloading everything", "err", err)
+		l.readAll = true
 	}
 	s.reload(l)
 }
 
-// reload reads every file, applies the owner's full state if it changed, and records the faults.
+// reload reads every file that may have changed, applies the owner's full state if it changed, and records the faults.
 func (s *Source) reload(l *loader) {
 	ld := l.load()
 	faults := ld.faults
@@ -254,6 +255,9 @@ type loader struct {
 	applied bool
 	// index is the owner's state, kept up to date file by file.
 	index *index
+	// readAll makes the next load read every file, fingerprints or not: the watch lost
+	// events (fingerprint.go).
+	readAll bool
 }
 
 // loadResult is what one reload found.
@@ -271,6 +275,11 @@ type fileState struct {
 	objects []stored       // of the last content that decoded without fault
 	byKey   map[objKey]int // objects by collection and name
 	faults  []error        // of the content last read; empty when it decoded well
+	// fp is the file's fingerprint taken before the content last read, readAt when;
+	// fpOK false when there is none (fingerprint.go).
+	fp     fingerprint
+	fpOK   bool
+	readAt time.Time
 }
 
 // object returns the file's object of a name.
@@ -282,7 +291,7 @@ func (f *fileState) object(k objKey) (stored, bool) {
 	return f.objects[i], true
 }
 
-// load reads every file and merges their objects into the owner's full state.
+// load reads every file that may have changed and merges their objects into the owner's full state.
 func (l *loader) load() loadResult {
 	paths, keep, faults := l.list()
 	files := make(map[string]*fileState, len(paths)+len(keep))
@@ -304,8 +313,9 @@ func (l *loader) load() loadResult {
 	for i, st := range states {
 		before[i] = st.objects
 	}
+	defer func() { l.readAll = false }()
 	parallel.For(len(order), 1, func(i int) {
-		results[i].gone, results[i].decoded = states[i].refresh(order[i])
+		results[i].gone, results[i].decoded = states[i].refresh(order[i], l.readAll)
 	})
 	if l.index == nil {
 		l.index = newIndex()
@@ -409,8 +419,16 @@ func yamlFiles(dir string) ([]string, error) {
 // refresh reads the file and decodes it if its content changed. It reports gone when the file
 // no longer exists, and decoded when its objects were replaced by a new decode without fault;
 // read faults and decode faults keep the last good objects.
-func (f *fileState) refresh(path string) (gone, decoded bool) {
-	data, err := os.ReadFile(path)
+func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
+	fp, fpOK := fingerprint{}, false
+	if fi, err := os.Stat(path); err == nil {
+		fp, fpOK = fingerprintOf(fi)
+	}
+	if !force && f.read && fpOK && f.fpOK && unchanged(f.fp, fp, f.readAt) {
+		return false, false // not read: what it had stays (fingerprint.go)
+	}
+	f.fp, f.fpOK, f.readAt = fp, fpOK, time.Now()
+	data, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, false
 	}

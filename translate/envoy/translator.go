@@ -407,7 +407,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 	t.narrowScopes()
 	// Hosts first: ports gather the hosts' virtual hosts. Hosts and their endpoints are built
 	// in parallel (a build only reads the inputs) and their results recorded in order.
-	hosts := append(t.dirtyOf(unitHost), t.dirtyOf(unitEndpoints)...)
+	hosts := t.dirtyOf(unitHost, unitEndpoints)
 	built := make([]*unitState, len(hosts))
 	if len(t.units) == 0 && len(hosts) >= reserveMin {
 		t.units = make(map[unitKey]*unitState, len(hosts)+len(hosts)/8) // and the ports' and gateways' few
@@ -440,6 +440,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 			st.Endpoints++
 		}
 	}
+	t.compactDirty(len(hosts))
 	if len(t.dirtyOf(unitGateway)) > 0 {
 		// A Gateway's change, or a change to what is bound to one, may change the merge of
 		// any class: there are few, and each is rebuilt.
@@ -477,16 +478,35 @@ func (t *Translator) Translate() (Delta, Stats) {
 
 func typeOrder(typeURL string) int { return slices.Index(outputTypes[:], typeURL) }
 
-// dirtyOf returns the dirty units of a kind, sorted so that a build is deterministic.
-func (t *Translator) dirtyOf(kind unitKind) []unitKey {
-	var out []unitKey
+// dirtyOf returns the dirty units of the kinds, by kind in the order given, each kind's
+// sorted by name so that a build is deterministic: one pass over the dirty set.
+func (t *Translator) dirtyOf(kinds ...unitKind) []unitKey {
+	byKind := make([][]unitKey, len(kinds))
 	for k := range t.dirty {
-		if k.kind == kind {
-			out = append(out, k)
+		if i := slices.Index(kinds, k.kind); i >= 0 {
+			byKind[i] = append(byKind[i], k)
 		}
 	}
-	slices.SortFunc(out, func(a, b unitKey) int { return cmp.Compare(a.name, b.name) })
+	var out []unitKey
+	for _, ks := range byKind {
+		slices.SortFunc(ks, func(a, b unitKey) int { return cmp.Compare(a.name, b.name) })
+		out = append(out, ks...)
+	}
 	return out
+}
+
+// compactDirty makes the dirty set a map of its size again once the hosts of a large
+// translation are out of it: a Go map keeps its capacity, and every later look at the
+// set would walk the room of a million hosts for the few units left.
+func (t *Translator) compactDirty(removed int) {
+	if removed < reserveMin || len(t.dirty) > removed/4 {
+		return
+	}
+	m := make(map[unitKey]struct{}, len(t.dirty))
+	for k := range t.dirty {
+		m[k] = struct{}{}
+	}
+	t.dirty = m
 }
 
 // parallelBuildMin is the number of hosts per goroutine from which Translate builds them on

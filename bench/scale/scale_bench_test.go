@@ -14,24 +14,30 @@ import (
 	"testing"
 	"time"
 
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 var (
-	scaleN      = flag.Int("scale.n", 10000, "ServiceEntries in the scale benchmark")
-	scaleFiles  = flag.Int("scale.files", 100, "files they are spread over")
-	memoryLimit = flag.String("scale.memory-limit", "", "the bridge's memory.limit (empty: its default)")
-	cpuProfile  = flag.String("scale.cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of its first -scale.cpu-seconds into this file")
-	cpuSeconds  = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
+	scaleN         = flag.Int("scale.n", 10000, "ServiceEntries in the scale benchmark")
+	scaleFiles     = flag.Int("scale.files", 100, "files they are spread over")
+	memoryLimit    = flag.String("scale.memory-limit", "", "the bridge's memory.limit (empty: its default)")
+	cpuProfile     = flag.String("scale.cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of its first -scale.cpu-seconds into this file")
+	editCPUProfile = flag.String("scale.edit-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of 3 s from just before the edit into this file")
+	largest        = flag.Bool("scale.largest", false, "BenchmarkScaleFromFiles: once the clients hold everything, report the size of the largest resource of each Envoy type (the port's route configuration holds a virtual host for every host)")
+	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
 )
 
 const (
 	seType       = "networking.istio.io/v1alpha3/ServiceEntry"
 	clusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	endpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	routeType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 )
 
 // BenchmarkScaleFromFiles is the black-box scale run (make bench-scale): N ServiceEntries in
@@ -58,7 +64,10 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		if err := Write(dir, n, files); err != nil {
 			b.Fatal(err)
 		}
-		p := startBridge(b, bin, dir)
+		// Default limits: the Envoy client subscribes to every cluster's endpoints by name on
+		// one stream (1,000,000 names at 1M), and both clients' requests count against one
+		// peer's bucket (they share the loopback address).
+		p := startBridgeWith(b, bin, dir, "", true)
 		profiled := p.profileCPU(b, *cpuProfile, *cpuSeconds)
 		mcpc := dialClientFor(b, p.grpcAddr, followMCP, n)
 		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
@@ -78,15 +87,75 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")
 		<-profiled
+		if *largest {
+			reportLargest(b, p.grpcAddr)
+		}
 
 		// Edit one file, once the bridge is idle (as an operator's edit finds it): every
 		// ServiceEntry in it gets a fourth endpoint.
 		waitIdle(p.cmd.Process.Pid, time.Minute)
+		editProfiled := p.profileCPU(b, *editCPUProfile, 3)
+		if *editCPUProfile != "" {
+			time.Sleep(200 * time.Millisecond) // the profile has started
+		}
 		editAndWait(b, []*client{mcpc, envoyc}, dir, n, files)
+		<-editProfiled
 		p.stop(b)
 		mcpc.close()
 		envoyc.close()
 	}
+}
+
+// reportLargest asks, on a stream of its own and decoding the responses whole, for the
+// resources of each Envoy type that grow with the mesh or stand for a host's: the port's
+// route configuration (a virtual host per HTTP host), its outbound listener, and host 0's
+// cluster, load assignment, route configuration and API listener; and reports each type's
+// largest resource in bytes.
+func reportLargest(b *testing.B, addr string) {
+	b.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := map[string][]string{
+		routeType:    {"8080", Cluster(0)},
+		listenerType: {"0.0.0.0_8080", Host(0) + ":8080"},
+		clusterType:  {Cluster(0)},
+		endpointType: {Cluster(0)},
+	}
+	for typ, names := range want {
+		if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: &corepb.Node{Id: "bench~largest"}, TypeUrl: typ, ResourceNamesSubscribe: names}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sizes := map[string]int{}
+	seen := map[string]int{}
+	for len(seen) < 6 {
+		resp, err := stream.Recv()
+		if err != nil {
+			b.Fatalf("largest: %v (have %v)", err, seen)
+		}
+		for _, r := range resp.Resources {
+			n := proto.Size(r.GetResource())
+			sizes[resp.TypeUrl] = max(sizes[resp.TypeUrl], n)
+			seen[resp.TypeUrl+" "+r.Name] = n
+		}
+		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.TypeUrl, ResponseNonce: resp.Nonce}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for typ, unit := range map[string]string{routeType: "B-largest-route", listenerType: "B-largest-listener", clusterType: "B-largest-cluster", endpointType: "B-largest-endpoints"} {
+		b.ReportMetric(float64(sizes[typ]), unit)
+	}
+	b.Logf("largest resources: %v", seen)
 }
 
 // waitBoth waits until each client holds everything, and returns the times from the
@@ -196,17 +265,31 @@ func freeAddr(b *testing.B) string {
 // source (none when dir is empty).
 func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
 	b.Helper()
-	return startBridgeWith(b, bin, dir, "")
+	return startBridgeWith(b, bin, dir, "", false)
 }
 
-// startBridgeWith is startBridge with more configuration (YAML, top-level keys).
-func startBridgeWith(b *testing.B, bin, dir, extra string) *bridgeProcess {
+// loopbackLimits lift the per-peer limits for benchmarks whose many clients all come from
+// loopback, standing for proxies on many machines (10,000 idle streams), or whose producer
+// pushes as fast as it is answered: the limits would measure themselves.
+const loopbackLimits = `limits:
+  streams_per_peer: 100000
+  requests_per_second: 1000000
+  request_burst: 1000000
+`
+
+// startBridgeWith is startBridge with more configuration (YAML, top-level keys), and the
+// default limits when defaultLimits is true (else loopbackLimits).
+func startBridgeWith(b *testing.B, bin, dir, extra string, defaultLimits bool) *bridgeProcess {
 	b.Helper()
 	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
 	files := ""
 	if dir != "" {
 		files = fmt.Sprintf("  files: [%s]\n", dir)
+	}
+	limits := loopbackLimits
+	if defaultLimits {
+		limits = ""
 	}
 	os.WriteFile(cfg, fmt.Appendf(nil, `grpc:
   address: %s
@@ -216,14 +299,7 @@ log:
   level: warn
 sources:
 %s  startup_timeout: 5m
-limits:
-  # Every client here comes from loopback, standing for proxies on many machines (10,000
-  # idle streams), and the producer pushes as fast as it is answered: the per-peer and
-  # per-stream limits would measure themselves.
-  streams_per_peer: 100000
-  requests_per_second: 1000000
-  request_burst: 1000000
-%s`, p.grpcAddr, p.httpAddr, files, extra), 0o644)
+%s%s`, p.grpcAddr, p.httpAddr, files, limits, extra), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

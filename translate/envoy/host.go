@@ -308,6 +308,14 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 // putAPIListener adds the host's API listener of a port (encodeAPIListener).
 func (b *hostBuild) putAPIListener(port uint32) {
 	name := APIListenerName(b.host, port)
+	if apiListenerParts.err != nil { // the message path, if the parts could not be made (its tests say so)
+		if l, err := apiListener(b.host, b.se.vip, port); err != nil {
+			b.invalid("Listener", name, err)
+		} else {
+			b.put(ListenerType, name, l)
+		}
+		return
+	}
 	l, err := encodeAPIListener(b.host, b.se.vip, port)
 	var enc store.Encoded
 	if err == nil {
@@ -327,6 +335,19 @@ func (b *hostBuild) putAPIListener(port uint32) {
 // (1) and domains (2) come first, so head and rest together are the message's encoding).
 func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string) (grpcRest, sidecarRest []byte, ok bool) {
 	rc := newRouteContext(b.build, p.number, "")
+	if vs == nil && defaultRouteParts.err == nil && rc.defaultRouteHash(b.host, p.number) == nil {
+		// The common case, from parts (defaultroute_wire.go; the message path below if those
+		// could not be made, which its tests would have said).
+		rest, err := defaultRouteRest(name, grpcDomains, ClusterName(p.number, "", b.host), defaultRouteOperation(b.host, p.number))
+		if err == nil {
+			err = checkVirtualHostHead(name, sidecarDomains)
+		}
+		if err != nil {
+			b.invalid("VirtualHost", name, err)
+			return nil, nil, false
+		}
+		return rest, nil, true
+	}
 	var routes, grpc []*routepb.Route
 	if vs != nil {
 		routes = rc.virtualServiceRoutes(vs)

@@ -435,19 +435,35 @@ func (rc *routeContext) destinationPort(vs *virtualService, field, host string, 
 // is the same for Envoy and proxyless gRPC clients (max_grpc_timeout, which grpc-go ignores),
 // and its retries keep the previous-hosts predicate even with a consistent hash.
 func (rc *routeContext) defaultRoute(host string, port uint32) *routepb.Route {
+	r := defaultRouteFor(ClusterName(port, "", host), defaultRouteOperation(host, port))
+	if hp := rc.defaultRouteHash(host, port); hp != nil {
+		r.GetRoute().HashPolicy = []*routepb.RouteAction_HashPolicy{hp}
+	}
+	return r
+}
+
+// defaultRouteHash is the hash policy of a host's default route: its DestinationRule's
+// consistent hash for the port, if any.
+func (rc *routeContext) defaultRouteHash(host string, port uint32) *routepb.RouteAction_HashPolicy {
 	dr, _ := rc.t.destinationRuleFor(host)
+	return hashPolicyOf(serviceHash(dr, port))
+}
+
+// defaultRouteOperation is the decorator operation of a host's default route.
+func defaultRouteOperation(host string, port uint32) string { return domainName(host, port) + "/*" }
+
+// defaultRouteFor is istiod's default route to a cluster, without a hash policy
+// (defaultRouteRest encodes it from parts).
+func defaultRouteFor(cluster, operation string) *routepb.Route {
 	ra := &routepb.RouteAction{
-		ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: ClusterName(port, "", host)},
+		ClusterSpecifier: &routepb.RouteAction_Cluster{Cluster: cluster},
 		RetryPolicy:      defaultRetries.previousHosts,
 	}
 	setTimeout(ra, nil)
-	if hp := hashPolicyOf(serviceHash(dr, port)); hp != nil {
-		ra.HashPolicy = []*routepb.RouteAction_HashPolicy{hp}
-	}
 	return &routepb.Route{
 		Name:      "default",
 		Match:     &routepb.RouteMatch{PathSpecifier: &routepb.RouteMatch_Prefix{Prefix: "/"}},
-		Decorator: &routepb.Decorator{Operation: domainName(host, port) + "/*"},
+		Decorator: &routepb.Decorator{Operation: operation},
 		Action:    &routepb.Route_Route{Route: ra},
 	}
 }

@@ -1,0 +1,88 @@
+package envoy
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+)
+
+// TestDefaultRouteRestIsTheMarshalledMessage: the default route's virtual host rest written
+// from parts is, byte for byte, the rest the message path makes (the whole virtual host
+// validated, then marshalled without name and domains), for names whose lengths take one and
+// two bytes.
+func TestDefaultRouteRestIsTheMarshalledMessage(t *testing.T) {
+	long := strings.Repeat("a", 70) + "." + strings.Repeat("b", 70) + ".example.com"
+	for _, c := range []struct {
+		host string
+		port uint32
+	}{
+		{"reviews.bookinfo.svc.cluster.local", 9080},
+		{"a.b", 1},
+		{long, 65535},
+		{"*.example.com", 80},
+	} {
+		name := domainName(c.host, c.port)
+		domains := []string{c.host, c.host + ":" + "80"}
+		cluster, op := ClusterName(c.port, "", c.host), defaultRouteOperation(c.host, c.port)
+		vh := &routepb.VirtualHost{Name: name, Domains: domains, Routes: []*routepb.Route{defaultRouteFor(cluster, op)},
+			IncludeRequestAttemptCount: includeRequestAttemptCount}
+		if err := vh.ValidateAll(); err != nil {
+			t.Fatalf("%+v: the message is invalid: %v", c, err)
+		}
+		vh.Name, vh.Domains = "", nil
+		want, err := deterministic.Marshal(vh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := defaultRouteRest(name, domains, cluster, op)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%+v: encoded\n%x\nmarshalled\n%x", c, got, want)
+		}
+	}
+}
+
+// TestDefaultRouteRestRefusesWhatValidationRefuses: what the virtual host's validation or
+// proto.Marshal refuses, the encoding refuses, and the message path agrees on each.
+func TestDefaultRouteRestRefusesWhatValidationRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name, cluster, op string
+		domains           []string
+	}{
+		{"", "c", "o", []string{"a"}},
+		{"n", "c", "o", nil},
+		{"n", "c", "o", []string{"a\nb"}},
+		{"n", "c", "o", []string{"a\x00"}},
+		{"n", "c", "o", []string{"ok", "a\r"}},
+		{"n", "", "o", []string{"a"}},
+		{"n", "c", "", []string{"a"}},
+		{"n", "c\xff", "o", []string{"a"}},
+	} {
+		if _, err := defaultRouteRest(c.name, c.domains, c.cluster, c.op); err == nil {
+			t.Errorf("%+v: encoded", c)
+		}
+		vh := &routepb.VirtualHost{Name: c.name, Domains: c.domains, Routes: []*routepb.Route{defaultRouteFor(c.cluster, c.op)},
+			IncludeRequestAttemptCount: includeRequestAttemptCount}
+		if vh.ValidateAll() == nil {
+			if _, err := deterministic.Marshal(vh); err == nil {
+				t.Errorf("%+v: the message is valid and marshals; the encoding should not refuse it", c)
+			}
+		}
+	}
+}
+
+// TestWireTemplateRefusesFieldsOutOfOrder: a template whose holes are not in the order the
+// encoding has them, or missing, is an error, not a wrong encoding.
+func TestWireTemplateRefusesFieldsOutOfOrder(t *testing.T) {
+	r := defaultRouteFor("c", "o")
+	if _, err := newWireTemplate(r, routeRouteField, routeDecoratorField); err == nil { // the action, a oneof, comes last
+		t.Error("holes out of order: no error")
+	}
+	if _, err := newWireTemplate(&routepb.Route{Name: "x"}, routeRouteField); err == nil {
+		t.Error("a hole the message does not set: no error")
+	}
+}

@@ -45,12 +45,18 @@ image:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
-# The black-box scale run (bench/scale): SCALE_N ServiceEntries in 100 files, a real
-# mcpbridge process and a delta ADS client; time to ready and to everything held, peak RSS,
-# CPU, edit-to-served. make bench runs it with 10,000.
+# The black-box scale run (bench/scale): SCALE_N ServiceEntries in SCALE_FILES files (1,000
+# a file), a real mcpbridge process with its default limits, an MCP client and an Envoy-like
+# client; time to ready and to each client holding everything, CPU, peak RSS, edit-to-served,
+# and the largest resource of each Envoy type. make bench runs it with 10,000.
+# SCALE_BENCH=ScaleRestartFromEtcd runs the warm restart from etcd instead (ScaleInProcess:
+# the same load in the test's process, for -cpuprofile); SCALE_FLAGS adds flags
+# (-scale.cpu-profile FILE, -scale.profiles DIR, ...).
 SCALE_N ?= 100000
+SCALE_FILES ?= $(shell n=$$(( $(SCALE_N) / 1000 )); [ $$n -gt 0 ] && echo $$n || echo 1)
+SCALE_BENCH ?= ScaleFromFiles
 bench-scale:
-	$(GO) test -run '^$$' -bench 'Scale' -benchtime 1x -timeout 30m ./bench/scale/ -scale.n=$(SCALE_N)
+	$(GO) test -run '^$$' -bench '$(SCALE_BENCH)' -benchtime 1x -timeout 60m ./bench/scale/ -scale.n=$(SCALE_N) -scale.files=$(SCALE_FILES) -scale.largest $(SCALE_FLAGS)
 
 # Short runs of every fuzz target (FUZZTIME each). Go runs one fuzz target per invocation.
 # Then a long run of the engine's model-based test (source/model_*_test.go, a model that shares

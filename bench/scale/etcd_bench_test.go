@@ -25,7 +25,7 @@ func BenchmarkScaleRestartFromEtcd(b *testing.B) {
 		if err := Write(dir, n, files); err != nil {
 			b.Fatal(err)
 		}
-		first := startBridgeWith(b, bin, dir, store)
+		first := startBridgeWith(b, bin, dir, store, false)
 		c := dialClient(b, first.grpcAddr)
 		first.waitReady(b, 5*time.Minute)
 		c.waitHolding(b, n, nil, 5*time.Minute)
@@ -33,7 +33,7 @@ func BenchmarkScaleRestartFromEtcd(b *testing.B) {
 		c.close()
 		first.stop(b)
 
-		second := startBridgeWith(b, bin, "", store)
+		second := startBridgeWith(b, bin, "", store, false)
 		c = dialClient(b, second.grpcAddr)
 		ready := second.waitReady(b, 5*time.Minute)
 		c.waitHolding(b, n, nil, 5*time.Minute)

@@ -33,7 +33,7 @@ func BenchmarkHeartbeats10kResources1000Streams(b *testing.B) {
 			if withTTL {
 				extra = fmt.Sprintf("xds:\n  ttl:\n    types:\n      - {type: %s, ttl: %s}\n", seType, ttl)
 			}
-			p := startBridgeWith(b, bin, dir, extra)
+			p := startBridgeWith(b, bin, dir, extra, false)
 			p.waitReady(b, time.Minute)
 			f := startFleetProcess(b, p.grpcAddr, streams, xds.FeatureResourceTTL)
 			time.Sleep(2 * time.Second) // first responses ACKed

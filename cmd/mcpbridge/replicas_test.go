@@ -149,7 +149,14 @@ func killMidPush(t *testing.T, bin string, cluster *etcdtest.Cluster, cli *clien
 
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	keys := cli.Watch(wctx, prefix+at, clientv3.WithPrefix())
+	// From the revision before the push: a watch is registered with etcd after Watch
+	// returns, and a push that writes its one c/ key before that would not be seen (the test
+	// then waited out its 120 s on a loaded machine).
+	before, err := cli.Get(wctx, prefix+at, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := cli.Watch(wctx, prefix+at, clientv3.WithPrefix(), clientv3.WithRev(before.Header.Revision+1))
 	p := producerStream(t, a.grpc, "producer-1")
 	if err := p.Send(&mcp.Resources{Collection: seCollection, Nonce: "1", Resources: manyServiceEntries(n, "v1")}); err != nil {
 		t.Fatal(err)

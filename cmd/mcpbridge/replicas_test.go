@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	mcpapi "istio.io/api/mcp/v1alpha1"
@@ -104,6 +105,57 @@ func producerStream(t *testing.T, addr, id string) mcp.ResourceSink_EstablishRes
 	return s
 }
 
+// pushUntilWritten pushes resources as one full state and waits for the first event of keys;
+// a push NACKed Unavailable is pushed again (a producer's part: the write was refused, and
+// nothing of it applied).
+func pushUntilWritten(t *testing.T, p mcp.ResourceSink_EstablishResourceStreamClient, resources []*mcpapi.Resource, keys clientv3.WatchChan, what string) {
+	t.Helper()
+	replies := make(chan *mcp.RequestResources, 100)
+	go func() {
+		defer close(replies)
+		for {
+			r, err := p.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case replies <- r:
+			default: // the test has what it needs
+			}
+		}
+	}()
+	nonce := 1
+	push := func() {
+		if err := p.Send(&mcp.Resources{Collection: seCollection, Nonce: fmt.Sprint(nonce), Resources: resources}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push()
+	deadline := time.After(120 * time.Second)
+	for {
+		select {
+		case <-keys:
+			return
+		case r, ok := <-replies:
+			if !ok {
+				replies = nil
+				continue
+			}
+			if r.GetResponseNonce() == fmt.Sprint(nonce) && r.GetErrorDetail() != nil {
+				if codes.Code(r.GetErrorDetail().GetCode()) != codes.Unavailable {
+					t.Fatalf("push NACKed: %v", r.GetErrorDetail())
+				}
+				t.Logf("push %d NACKed Unavailable (%s); pushing again", nonce, r.GetErrorDetail().GetMessage())
+				nonce++
+				time.Sleep(100 * time.Millisecond)
+				push()
+			}
+		case <-deadline:
+			t.Fatalf("replica a wrote no %s key in 120s (%d pushes)", what, nonce)
+		}
+	}
+}
+
 func manyServiceEntries(n int, host string) []*mcpapi.Resource {
 	out := make([]*mcpapi.Resource, n)
 	for i := range out {
@@ -149,26 +201,19 @@ func killMidPush(t *testing.T, bin string, cluster *etcdtest.Cluster, cli *clien
 
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	// From the revision before the push: a watch is registered with etcd after Watch
-	// returns, and a push that writes its one c/ key before that would not be seen (the test
-	// then waited out its 120 s on a loaded machine).
+	// From the revision before the push: a watch is registered with etcd after Watch returns.
 	before, err := cli.Get(wctx, prefix+at, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := cli.Watch(wctx, prefix+at, clientv3.WithPrefix(), clientv3.WithRev(before.Header.Revision+1))
 	p := producerStream(t, a.grpc, "producer-1")
-	if err := p.Send(&mcp.Resources{Collection: seCollection, Nonce: "1", Resources: manyServiceEntries(n, "v1")}); err != nil {
-		t.Fatal(err)
-	}
 	// Replica a validates, encodes and writes 3,000 ServiceEntries first: under the race
 	// detector on a loaded 2-core machine that took over 30s once, so the wait is generous
-	// (it ends as soon as the key appears).
-	select {
-	case <-keys:
-	case <-time.After(120 * time.Second):
-		t.Fatalf("replica a wrote no %s key in 120s", at)
-	}
+	// (it ends as soon as the key appears). A push NACKed Unavailable (the replica found etcd
+	// slower than its request timeout allows, make test's load) is pushed again, as a
+	// producer does.
+	pushUntilWritten(t, p, manyServiceEntries(n, "v1"), keys, at)
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

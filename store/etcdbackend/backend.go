@@ -251,7 +251,16 @@ func (b *Backend) probe(ctx context.Context) {
 }
 
 // waitRevision waits until this replica has applied etcd revision rev.
+//
+// rev is a revision of the whole etcd, which writes under other prefixes move too (another
+// deployment sharing the etcd, the keys of another replica set expiring): this replica's
+// watch, on its prefix, is sent none of those, and etcd reports a watch's progress on its own
+// only every ten minutes. So while it waits it writes its own alive key again (markProgress):
+// that event comes after every earlier one of the prefix, at a revision past rev, and applying
+// it reaches rev. The mark waits progressEvery first: its own writes' events need no mark. (etcd's RequestProgress would say the same without a write, but the 3.4
+// servers Debian ships may answer it ahead of events still to be sent: etcd issue 15220.)
 func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
+	var ask <-chan time.Time
 	for {
 		b.mu.Lock()
 		applied, advanced := b.applied, b.advanced
@@ -259,12 +268,35 @@ func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
 		if applied >= rev {
 			return nil
 		}
+		if ask == nil {
+			// Its own writes' events come within milliseconds: a mark only for a wait
+			// longer than that.
+			t := time.NewTicker(progressEvery)
+			defer t.Stop()
+			ask = t.C
+		}
 		select {
 		case <-advanced:
+		case <-ask:
+			b.markProgress(ctx) // and again each progressEvery, if the last failed
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// progressEvery is how long waitRevision waits before it writes a progress mark, and again
+// between marks. Below the probe interval, so that a replica that others' writes put behind
+// catches up within one probe.
+const progressEvery = 200 * time.Millisecond
+
+// markProgress writes this replica's alive key again, with its value and lease, so that its
+// watch is sent an event at etcd's current revision. Best effort: without the key (its
+// session lapsed) the write fails and the wait goes on to its timeout, as before.
+func (b *Backend) markProgress(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, progressEvery)
+	defer cancel()
+	_, _ = b.cli.Put(rctx, b.prefix+aliveKey(b.name), b.name, clientv3.WithIgnoreLease())
 }
 
 func (b *Backend) setUnreachable(reason string) {

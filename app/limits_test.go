@@ -148,7 +148,9 @@ func TestRequestRateEndsOnlyTheStreamOverIt(t *testing.T) {
 	// The bucket is the peer's, both streams': the neighbour's two messages are taken from
 	// it before the chatty stream starts, so that the chatty one is the one over it (else
 	// whichever stream's message comes when the bucket is empty is ended).
-	waitUntil(t, func() bool { return value(t, b, "mcpbridge_request_acks_total", "role", "source", "collection", seColl) >= 1 })
+	waitUntil(t, func() bool {
+		return value(t, b, "mcpbridge_request_acks_total", "role", "source", "collection", seColl) >= 1
+	})
 
 	chatty := subscribeOn(t, conn, "chatty", seColl)
 	for i := range 5 { // each starts the subscription over: 6 messages, burst 3

@@ -154,7 +154,8 @@ func (s *Source) changed(l *loader, c fswatch.Change) {
 	s.reload(l)
 }
 
-// reload reads every file that may have changed, applies the owner's full state if it changed, and records the faults.
+// reload reads every file that may have changed, applies the owner's full state if it
+// changed, and records the faults.
 func (s *Source) reload(l *loader) {
 	ld := l.load()
 	faults := ld.faults
@@ -291,7 +292,8 @@ func (f *fileState) object(k objKey) (stored, bool) {
 	return f.objects[i], true
 }
 
-// load reads every file that may have changed and merges their objects into the owner's full state.
+// load reads every file that may have changed and merges their objects into the owner's
+// full state.
 func (l *loader) load() loadResult {
 	paths, keep, faults := l.list()
 	files := make(map[string]*fileState, len(paths)+len(keep))
@@ -416,7 +418,8 @@ func yamlFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
-// refresh reads the file and decodes it if its content changed. It reports gone when the file
+// refresh reads the file, unless its fingerprint says it is unchanged (or force), and decodes
+// it if its content changed. It reports gone when the file
 // no longer exists, and decoded when its objects were replaced by a new decode without fault;
 // read faults and decode faults keep the last good objects.
 func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {

@@ -64,3 +64,9 @@ func TestAPIListenerEncodingRefusesWhatMarshalRefuses(t *testing.T) {
 		}
 	}
 }
+
+// encodeAPIListener is the encoding putAPIListener writes, on its own.
+func encodeAPIListener(host, vip string, port uint32) ([]byte, error) {
+	w := newAPIListenerWire(host, vip, port)
+	return w.append(make([]byte, 0, w.size()))
+}

@@ -3,6 +3,7 @@ package envoy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -64,7 +65,7 @@ func newWireTemplate(m proto.Message, holes ...protowire.Number) (wireTemplate, 
 			t.parts = append(t.parts, enc[start:at])
 			start = len(enc) - len(b)
 			next++
-		} else if containsNumber(holes, num) {
+		} else if slices.Contains(holes, num) {
 			return wireTemplate{}, fmt.Errorf("field %d: out of order, or more than once", num)
 		}
 	}
@@ -72,15 +73,6 @@ func newWireTemplate(m proto.Message, holes ...protowire.Number) (wireTemplate, 
 		return wireTemplate{}, fmt.Errorf("fields %v: %d found", holes, next)
 	}
 	return wireTemplate{parts: append(t.parts, enc[start:])}, nil
-}
-
-func containsNumber(ns []protowire.Number, n protowire.Number) bool {
-	for _, x := range ns {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
 
 // size is the size of the constant parts.
@@ -129,10 +121,10 @@ func defaultRouteRest(name string, domains []string, cluster, operation string) 
 	if cluster == "" || operation == "" || !utf8.ValidString(cluster) || !utf8.ValidString(operation) {
 		return nil, errors.New("the default route's cluster and operation must be non-empty UTF-8")
 	}
-	actionLen := p.action.size() + lenField(routeActionClusterField, len(cluster))
-	decoratorLen := lenField(decoratorOperationField, len(operation))
-	routeLen := p.route.size() + lenField(routeRouteField, actionLen) + lenField(routeDecoratorField, decoratorLen)
-	size := p.vhost.size() + lenField(virtualHostRoutesField, routeLen)
+	actionLen := p.action.size() + messageField(routeActionClusterField, len(cluster))
+	decoratorLen := messageField(decoratorOperationField, len(operation))
+	routeLen := p.route.size() + messageField(routeRouteField, actionLen) + messageField(routeDecoratorField, decoratorLen)
+	size := p.vhost.size() + messageField(virtualHostRoutesField, routeLen)
 
 	b := make([]byte, 0, size)
 	b = append(b, p.vhost.parts[0]...)
@@ -151,11 +143,6 @@ func defaultRouteRest(name string, domains []string, cluster, operation string) 
 		return nil, fmt.Errorf("virtual host %s: encoded %d bytes, sized %d", name, len(b), size)
 	}
 	return b, nil
-}
-
-// lenField is the size of a length-delimited field of n bytes.
-func lenField(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
 }
 
 // checkVirtualHostHead checks a virtual host's name and domains as Envoy's validation does

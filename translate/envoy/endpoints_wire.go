@@ -152,21 +152,31 @@ func (l *wireEndpoint) append(b []byte) []byte {
 
 // socketSize is the size of the SocketAddress: the address and the port, which is in a oneof
 // and so written even when 0.
-func socketSize(ep endpoint) int {
-	return stringField(socketAddr, ep.address) + protowire.SizeTag(socketPort) + protowire.SizeVarint(uint64(ep.port))
+func socketSize(address string, port uint32) int {
+	return stringField(socketAddr, address) + protowire.SizeTag(socketPort) + protowire.SizeVarint(uint64(port))
 }
 
 func endpointSize(ep endpoint) int {
-	return messageField(endpointAddr, messageField(addressSocket, socketSize(ep)))
+	return messageField(endpointAddr, addressSize(ep.address, ep.port))
 }
 
 func appendEndpoint(b []byte, ep endpoint) []byte {
-	s := socketSize(ep)
-	b = appendTagLen(b, endpointAddr, messageField(addressSocket, s))
-	b = appendTagLen(b, addressSocket, s)
-	b = appendStringField(b, socketAddr, ep.address)
+	b = appendTagLen(b, endpointAddr, addressSize(ep.address, ep.port))
+	return appendAddress(b, ep.address, ep.port)
+}
+
+// addressSize is the size of an envoy.config.core.v3.Address of a socket address.
+func addressSize(address string, port uint32) int {
+	return messageField(addressSocket, socketSize(address, port))
+}
+
+// appendAddress appends the fields of an Address of a socket address (addressSize bytes),
+// the port a oneof's, written even when 0.
+func appendAddress(b []byte, address string, port uint32) []byte {
+	b = appendTagLen(b, addressSocket, socketSize(address, port))
+	b = appendStringField(b, socketAddr, address)
 	b = protowire.AppendTag(b, socketPort, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(ep.port))
+	return protowire.AppendVarint(b, uint64(port))
 }
 
 func uint32Size(v uint32) int {

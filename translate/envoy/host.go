@@ -305,24 +305,12 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	b.putAPIListener(p.number)
 }
 
-// putAPIListener adds the host's API listener of a port (encodeAPIListener).
+// putAPIListener adds the host's API listener of a port (apilistener_wire.go).
 func (b *hostBuild) putAPIListener(port uint32) {
-	name := APIListenerName(b.host, port)
-	if apiListenerParts.err != nil { // the message path, if the parts could not be made (its tests say so)
-		if l, err := apiListener(b.host, b.se.vip, port); err != nil {
-			b.invalid("Listener", name, err)
-		} else {
-			b.put(ListenerType, name, l)
-		}
-		return
-	}
-	l, err := encodeAPIListener(b.host, b.se.vip, port)
-	var enc store.Encoded
-	if err == nil {
-		enc, err = store.EncodeBody(name, ListenerType, len(l), func(out []byte) ([]byte, error) { return append(out, l...), nil })
-	}
+	l := newAPIListenerWire(b.host, b.se.vip, port)
+	enc, err := store.EncodeBody(l.name, ListenerType, l.size(), l.append)
 	if err != nil {
-		b.invalid("Listener", name, err)
+		b.invalid("Listener", l.name, err)
 		return
 	}
 	b.u.set(output{b.collection(ListenerType), enc})
@@ -334,14 +322,11 @@ func (b *hostBuild) putAPIListener(port uint32) {
 // without name and domains (protobuf-go writes fields in their declaration order, and name
 // (1) and domains (2) come first, so head and rest together are the message's encoding).
 func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string) (grpcRest, sidecarRest []byte, ok bool) {
-	rc := newRouteContext(b.build, p.number, "")
-	if vs == nil && defaultRouteParts.err == nil && rc.defaultRouteHash(b.host, p.number) == nil {
-		// The common case, from parts (defaultroute_wire.go; the message path below if those
-		// could not be made, which its tests would have said).
+	hash := defaultRouteHash(b.dr, p.number)
+	if vs == nil && hash == nil {
+		// The common case, from parts (defaultroute_wire.go). The sidecar's domains are the
+		// gRPC client's without ports: checked with them.
 		rest, err := defaultRouteRest(name, grpcDomains, ClusterName(p.number, "", b.host), defaultRouteOperation(b.host, p.number))
-		if err == nil {
-			err = checkVirtualHostHead(name, sidecarDomains)
-		}
 		if err != nil {
 			b.invalid("VirtualHost", name, err)
 			return nil, nil, false
@@ -350,10 +335,10 @@ func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDoma
 	}
 	var routes, grpc []*routepb.Route
 	if vs != nil {
-		routes = rc.virtualServiceRoutes(vs)
+		routes = newRouteContext(b.build, p.number, "").virtualServiceRoutes(vs)
 		grpc = grpcRoutes(routes)
 	} else {
-		routes = []*routepb.Route{rc.defaultRoute(b.host, p.number)}
+		routes = []*routepb.Route{defaultRoute(b.host, p.number, hash)}
 		grpc = routes
 	}
 	rest := func(domains []string, routes []*routepb.Route) ([]byte, bool) {

@@ -431,12 +431,13 @@ func (rc *routeContext) destinationPort(vs *virtualService, field, host string, 
 
 // defaultRoute is the route of a host without a VirtualService, as istiod builds it
 // (BuildDefaultHTTPOutboundRoute): everything to the host's cluster, no timeout, the default
-// retry policy, and the host's consistent hash. istiod builds it with no proxy at hand, so it
-// is the same for Envoy and proxyless gRPC clients (max_grpc_timeout, which grpc-go ignores),
-// and its retries keep the previous-hosts predicate even with a consistent hash.
-func (rc *routeContext) defaultRoute(host string, port uint32) *routepb.Route {
+// retry policy, and the host's consistent hash (hp, from its DestinationRule: defaultRouteHash).
+// istiod builds it with no proxy at hand, so it is the same for Envoy and proxyless gRPC
+// clients (max_grpc_timeout, which grpc-go ignores), and its retries keep the previous-hosts
+// predicate even with a consistent hash.
+func defaultRoute(host string, port uint32, hp *routepb.RouteAction_HashPolicy) *routepb.Route {
 	r := defaultRouteFor(ClusterName(port, "", host), defaultRouteOperation(host, port))
-	if hp := rc.defaultRouteHash(host, port); hp != nil {
+	if hp != nil {
 		r.GetRoute().HashPolicy = []*routepb.RouteAction_HashPolicy{hp}
 	}
 	return r
@@ -444,8 +445,7 @@ func (rc *routeContext) defaultRoute(host string, port uint32) *routepb.Route {
 
 // defaultRouteHash is the hash policy of a host's default route: its DestinationRule's
 // consistent hash for the port, if any.
-func (rc *routeContext) defaultRouteHash(host string, port uint32) *routepb.RouteAction_HashPolicy {
-	dr, _ := rc.t.destinationRuleFor(host)
+func defaultRouteHash(dr *destinationRule, port uint32) *routepb.RouteAction_HashPolicy {
 	return hashPolicyOf(serviceHash(dr, port))
 }
 

@@ -69,7 +69,10 @@ type Backend struct {
 	prefix string
 	st     *store.Store
 	name   string
-	log    *slog.Logger
+	// alive is the value of this replica's alive key: its name and who holds it, which a
+	// second replica of the name is told (claimName), whoever writes the key.
+	alive string
+	log   *slog.Logger
 
 	maxOps, maxBytes int
 	timeout          time.Duration
@@ -109,6 +112,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	b := &Backend{
 		cli: opts.Client, prefix: opts.Prefix, st: opts.Store, name: opts.Replica, log: opts.Logger,
+		alive:  fmt.Sprintf("%s (pid %d on %s, since %s)", opts.Replica, os.Getpid(), hostname(), time.Now().UTC().Format(time.RFC3339)),
 		maxOps: opts.MaxTxnOps, maxBytes: opts.MaxTxnBytes, timeout: opts.RequestTimeout, sessionTTL: opts.SessionTTL,
 		gcInterval: opts.GCInterval,
 		advanced:   make(chan struct{}),
@@ -227,7 +231,7 @@ func (b *Backend) probe(ctx context.Context) {
 		// write (and its clients) answers late, and is not cut off; a dead etcd still shows
 		// within the request timeout, and one that comes back answers the read in flight.
 		pctx, cancel := context.WithTimeout(ctx, max(interval, b.timeout-interval))
-		resp, err := b.cli.Get(pctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
+		current, err := b.currentRevision(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -240,10 +244,10 @@ func (b *Backend) probe(ctx context.Context) {
 		}
 		lastOK = time.Now()
 		wctx, cancel := context.WithTimeout(ctx, interval)
-		err = b.waitRevision(wctx, resp.Header.Revision)
+		err = b.waitRevision(wctx, current)
 		cancel()
 		if err != nil {
-			b.setUnreachable(fmt.Sprintf("catching up with etcd: revision %d applied of %d", b.Applied(), resp.Header.Revision))
+			b.setUnreachable(fmt.Sprintf("catching up with etcd: revision %d applied of %d", b.Applied(), current))
 			continue
 		}
 		b.setUnreachable("")
@@ -257,7 +261,8 @@ func (b *Backend) probe(ctx context.Context) {
 // watch, on its prefix, is sent none of those, and etcd reports a watch's progress on its own
 // only every ten minutes. So while it waits it writes its own alive key again (markProgress):
 // that event comes after every earlier one of the prefix, at a revision past rev, and applying
-// it reaches rev. The mark waits progressEvery first: its own writes' events need no mark. (etcd's RequestProgress would say the same without a write, but the 3.4
+// it reaches rev. The mark waits progressEvery first: its own writes' events need no mark.
+// (etcd's RequestProgress would say the same without a write, but the 3.4
 // servers Debian ships may answer it ahead of events still to be sent: etcd issue 15220.)
 func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
 	var ask <-chan time.Time
@@ -271,7 +276,7 @@ func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
 		if ask == nil {
 			// Its own writes' events come within milliseconds: a mark only for a wait
 			// longer than that.
-			t := time.NewTicker(progressEvery)
+			t := time.NewTicker(b.progressEvery())
 			defer t.Stop()
 			ask = t.C
 		}
@@ -286,17 +291,20 @@ func (b *Backend) waitRevision(ctx context.Context, rev int64) error {
 }
 
 // progressEvery is how long waitRevision waits before it writes a progress mark, and again
-// between marks. Below the probe interval, so that a replica that others' writes put behind
-// catches up within one probe.
-const progressEvery = 200 * time.Millisecond
+// between marks: 200 ms, or a quarter of the probe interval when that is shorter (a short
+// request_timeout), so that a replica that others' writes put behind catches up within the
+// probe's wait.
+func (b *Backend) progressEvery() time.Duration {
+	return min(200*time.Millisecond, b.probeInterval()/4)
+}
 
 // markProgress writes this replica's alive key again, with its value and lease, so that its
 // watch is sent an event at etcd's current revision. Best effort: without the key (its
 // session lapsed) the write fails and the wait goes on to its timeout, as before.
 func (b *Backend) markProgress(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, progressEvery)
+	rctx, cancel := context.WithTimeout(ctx, b.progressEvery())
 	defer cancel()
-	_, _ = b.cli.Put(rctx, b.prefix+aliveKey(b.name), b.name, clientv3.WithIgnoreLease())
+	_, _ = b.cli.Put(rctx, b.prefix+aliveKey(b.name), b.alive, clientv3.WithIgnoreLease())
 }
 
 func (b *Backend) setUnreachable(reason string) {
@@ -750,12 +758,21 @@ func (b *Backend) CatchUp(ctx context.Context) {
 	if ok, _ := b.Ready(); !ok {
 		return
 	}
-	// Any linearizable read returns etcd's current revision; one key is the cheapest.
-	resp, err := b.cli.Get(ctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
+	current, err := b.currentRevision(ctx)
 	if err != nil {
 		return
 	}
-	if _, err := b.waitApplied(ctx, resp.Header.Revision, ""); err != nil {
-		b.log.Warn("a stream opened before this replica caught up with etcd", "revision", resp.Header.Revision, "error", err)
+	if _, err := b.waitApplied(ctx, current, ""); err != nil {
+		b.log.Warn("a stream opened before this replica caught up with etcd", "revision", current, "error", err)
 	}
+}
+
+// currentRevision is etcd's current revision: any linearizable read returns it, and one key
+// counted is the cheapest.
+func (b *Backend) currentRevision(ctx context.Context) (int64, error) {
+	resp, err := b.cli.Get(ctx, b.prefix+aliveKey(b.name), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }

@@ -244,7 +244,7 @@ var ErrReplicaNameTaken = errors.New("store.etcd.replica: the name is held by an
 // second live replica of the same name: ErrReplicaNameTaken, naming the holder.
 func (s *session) claimName(ctx context.Context, sess *concurrency.Session) error {
 	key := s.b.prefix + aliveKey(s.b.name)
-	value := fmt.Sprintf("%s (pid %d on %s, since %s)", s.b.name, os.Getpid(), hostname(), time.Now().UTC().Format(time.RFC3339))
+	value := s.b.alive
 	deadline := time.Now().Add(s.b.sessionTTL + s.b.timeout)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, s.b.timeout)
@@ -341,7 +341,7 @@ func (s *session) renew(ctx context.Context, sess *concurrency.Session) {
 func (s *session) markAlive(ctx context.Context, sess *concurrency.Session) error {
 	pctx, cancel := context.WithTimeout(ctx, s.b.timeout)
 	defer cancel()
-	_, err := s.b.cli.Put(pctx, s.b.prefix+aliveKey(s.b.name), s.b.name, clientv3.WithLease(sess.Lease()))
+	_, err := s.b.cli.Put(pctx, s.b.prefix+aliveKey(s.b.name), s.b.alive, clientv3.WithLease(sess.Lease()))
 	return err
 }
 

@@ -364,6 +364,16 @@ func TestTenancyNoisyPeerIsThrottledOthersAreServed(t *testing.T) {
 	if v := value(t, s.running, "mcpbridge_limit_refusals_total", "limit", "max_polls_per_peer"); v < 1 {
 		t.Errorf("max_polls_per_peer refusals %v, want at least the fourth poll's", v)
 	}
+	// The three held polls end here, answered by a change, not after the test (their client
+	// reports to t).
+	s.mesh(t, "payments/b")
+	for range 3 {
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the held polls were not answered by a change of clusters")
+		}
+	}
 }
 
 // 1,000 idle keep-alive HTTP connections are closed by the bridge after http.idle_timeout.
@@ -394,8 +404,9 @@ func TestTenancyIdleHTTPConnectionsAreClosed(t *testing.T) {
 	}
 	start := time.Now()
 	closed := 0
+	deadline := time.Now().Add(10 * time.Second) // one for all: a bridge that keeps them fails in 10 s, not 10 s each
 	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(deadline)
 		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
 			closed++
 		}

@@ -25,8 +25,9 @@ import (
 // them to the store and builds the answer. It holds no per-stream state, so the ResourceSink
 // server shares one between all its streams and an Upstream has its own.
 type applier struct {
-	store  *store.Store // read
-	writer store.Writer // written: the store, or a replicated backend in front of it
+	store  *store.Store       // read
+	writer store.Writer       // written: the store, or a replicated backend in front of it
+	fenced store.FencedWriter // the writer, when it fences writes (a replicated backend); else nil
 	asked  asked
 	node   SinkNode
 	// maxOwned is the most resources one owner may hold in all collections
@@ -52,6 +53,7 @@ func newApplier(st *store.Store, w store.Writer, a asked, node SinkNode, m *metr
 		domainSuffix = DefaultDomainSuffix
 	}
 	ap := applier{store: st, writer: w, asked: a, node: node, metrics: m, domainSuffix: domainSuffix}
+	ap.fenced, _ = w.(store.FencedWriter)
 	if m == nil {
 		return ap
 	}
@@ -119,10 +121,9 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 	// A replicated store fences the write by the owner's state as the message arrives: if
 	// another replica writes for the owner meanwhile (a newer message of the producer, sent
 	// there while this replica was slow), this one is abandoned, never applied over it.
-	fenced, isFenced := a.writer.(store.FencedWriter)
 	var fence int64
-	if isFenced {
-		fence = fenced.OwnerFence(owner)
+	if a.fenced != nil {
+		fence = a.fenced.OwnerFence(owner)
 	}
 	if m.GetCollection() == mcp.TriggerCollection {
 		return a.nack(m, codes.Unimplemented, errors.New("this sink takes no trigger: it sends its requests as soon as the stream opens"))
@@ -141,8 +142,8 @@ func (a *applier) apply(owner string, rights producerRights, m *mcp.Resources) o
 	}
 	a.stampCreation(owner, update)
 	var res store.Result
-	if isFenced {
-		res, err = fenced.ApplyFenced(owner, fence, a.maxOwned, update)
+	if a.fenced != nil {
+		res, err = a.fenced.ApplyFenced(owner, fence, a.maxOwned, update)
 	} else {
 		res, err = a.writer.ApplyWithin(owner, a.maxOwned, update)
 	}

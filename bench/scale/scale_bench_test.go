@@ -138,7 +138,11 @@ func reportLargest(b *testing.B, addr string) {
 	}
 	sizes := map[string]int{}
 	seen := map[string]int{}
-	for len(seen) < 6 {
+	asked := 0
+	for _, names := range want {
+		asked += len(names)
+	}
+	for len(seen) < asked {
 		resp, err := stream.Recv()
 		if err != nil {
 			b.Fatalf("largest: %v (have %v)", err, seen)
@@ -164,7 +168,7 @@ func waitBoth(b *testing.B, p *bridgeProcess, mcpc, envoyc *client, n int) (mcpH
 	b.Helper()
 	mcpc.waitHolding(b, n, nil, 10*time.Minute)
 	envoyc.waitHolding(b, n, nil, 10*time.Minute)
-	return mcpc.heldAllAt(n).Sub(p.started), envoyc.heldAllAt(n).Sub(p.started)
+	return mcpc.heldAllAt(b).Sub(p.started), envoyc.heldAllAt(b).Sub(p.started)
 }
 
 // editAndWait rewrites file 0 (each of its ServiceEntries gets one more endpoint) and
@@ -462,13 +466,11 @@ type client struct {
 	done    chan struct{}
 }
 
-func dialClient(b *testing.B, addr string) *client { return dialClientOf(b, addr, followAll) }
+// dialClient dials a client that follows everything (followAll).
+func dialClient(b *testing.B, addr string) *client { return dialClientFor(b, addr, followAll, 0) }
 
-// dialClientOf dials a client of its own connection that follows f.
-func dialClientOf(b *testing.B, addr string, f follow) *client { return dialClientFor(b, addr, f, 0) }
-
-// dialClientFor dials a client that also notes when it first holds the resources of n
-// ServiceEntries (heldAllAt).
+// dialClientFor dials a client of its own connection that follows f and, for n > 0, notes
+// when it first holds the resources of n ServiceEntries (heldAllAt).
 func dialClientFor(b *testing.B, addr string, f follow, n int) *client {
 	b.Helper()
 	// The client dials before the bridge listens, as a proxy started with it would; it retries
@@ -589,13 +591,14 @@ func (c *client) waitHolding(b *testing.B, n int, cond func(*holdings) bool, tim
 	}
 }
 
-// heldAllAt is when the client first held the n ServiceEntries' resources (after
-// waitHolding(n) returned).
-func (c *client) heldAllAt(n int) time.Time {
+// heldAllAt is when the client first held the resources of the ServiceEntries it was dialled
+// for (dialClientFor's n), as its stream saw them; call it once waitHolding returned.
+func (c *client) heldAllAt(b *testing.B) time.Time {
+	b.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.heldAll.IsZero() {
-		return time.Now()
+		b.Fatal("heldAllAt: the client never held everything it was dialled for")
 	}
 	return c.heldAll
 }

@@ -97,15 +97,18 @@ func TestSourceEditReadsOnlyTheEditedFile(t *testing.T) {
 
 // TestSourceSeesSameSizeRewriteKeepingTimes: a file rewritten in place with content of the
 // same size and its modification time set back (cp -p, rsync -t) is still read again: its
-// change time moved.
+// change time moved. The file's times are settled (older than the racy window) before the
+// rewrite, so that only the change time can tell.
 func TestSourceSeesSameSizeRewriteKeepingTimes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	writeFile(t, path, serviceEntry("a", "host-1"))
 	mtime := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(path, mtime, mtime); err != nil {
+	if err := os.Chtimes(path, mtime, mtime); err != nil { // the change time is now
 		t.Fatal(err)
 	}
+	time.Sleep(racyWindow + 100*time.Millisecond) // and settled: the first read trusts it
+	reads := countReads(t)
 	h := start(t, Options{Paths: []string{dir}})
 	h.waitFor("the first state", func() bool { return h.host("bookinfo/a") == "host-1" })
 	if err := os.WriteFile(path, []byte(serviceEntry("a", "host-2")), 0o644); err != nil { // in place, same inode
@@ -115,4 +118,7 @@ func TestSourceSeesSameSizeRewriteKeepingTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitFor("the rewrite", func() bool { return h.host("bookinfo/a") == "host-2" })
+	if n := reads()["a.yaml"]; n != 2 {
+		t.Errorf("a.yaml read %d times, want 2: once at the start, once for the rewrite", n)
+	}
 }

@@ -315,9 +315,10 @@ func (l *loader) load() loadResult {
 	for i, st := range states {
 		before[i] = st.objects
 	}
-	defer func() { l.readAll = false }()
+	readAll := l.readAll
+	l.readAll = false
 	parallel.For(len(order), 1, func(i int) {
-		results[i].gone, results[i].decoded = states[i].refresh(order[i], l.readAll)
+		results[i].gone, results[i].decoded = states[i].refresh(order[i], readAll)
 	})
 	if l.index == nil {
 		l.index = newIndex()

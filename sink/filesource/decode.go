@@ -92,6 +92,29 @@ func DecodeUnchecked(data []byte, file string) ([]Object, []error) {
 	return decode(data, file, false)
 }
 
+// DecodeJSON decodes one object of Kubernetes-style Istio config from its JSON, as an API
+// server returns it, and validates it as Decode does. origin is what its faults name in place
+// of a file ("kubernetes"): each *DecodeError names the kind, namespace/name and field.
+func DecodeJSON(js []byte, origin string) (*Object, []error) {
+	d := &docDecoder{file: origin}
+	obj, spec, derr := d.decodeGeneral(nil, js)
+	if derr != nil {
+		return nil, []error{derr}
+	}
+	if obj == nil {
+		return nil, []error{d.fail("", errors.New("a null object"))}
+	}
+	faults := d.validate(obj, spec)
+	if len(faults) == 0 {
+		return obj, nil
+	}
+	errs := make([]error, len(faults))
+	for i, f := range faults {
+		errs[i] = f
+	}
+	return nil, errs
+}
+
 func decode(data []byte, file string, validate bool) ([]Object, []error) {
 	var (
 		objs []Object

@@ -493,3 +493,43 @@ func TestDurationsInGoFormDecodeAsIstioReadsThem(t *testing.T) {
 		t.Fatalf("bad duration: %v", errs)
 	}
 }
+
+// FuzzDecodeJSON: an object as a Kubernetes API server returns it (the Kubernetes source's
+// input) decodes to a valid resource or to faults naming the origin, never a panic.
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"networking.istio.io/v1","kind":"ServiceEntry","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","uid":"x","managedFields":[]},"spec":{"hosts":["a.example.com"],"ports":[{"number":80,"name":"http"}]},"status":{}}`))
+	f.Add([]byte(`{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"v"},"spec":{"http":[{"timeout":"soon"}]}}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`[1,2]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, errs := DecodeJSON(data, "kubernetes")
+		if (obj == nil) == (len(errs) == 0) {
+			t.Fatalf("object %v with faults %v: want exactly one of them", obj, errs)
+		}
+		for _, err := range errs {
+			var de *DecodeError
+			if !errors.As(err, &de) || de.File != "kubernetes" || de.Err == nil {
+				t.Fatalf("fault %v is not a *DecodeError naming the origin", err)
+			}
+		}
+		if obj != nil {
+			if err := kinds.ValidateResource(obj.Kind.Collection, obj.Resource); err != nil {
+				t.Fatalf("decoded object does not validate: %v", err)
+			}
+		}
+	})
+}
+
+func TestDecodeJSONNamesKindNameAndField(t *testing.T) {
+	_, errs := DecodeJSON([]byte(`{"apiVersion":"networking.istio.io/v1","kind":"ServiceEntry","metadata":{"name":"bad","namespace":"shop"},"spec":{"hosts":["b.example.com"],"ports":[{"number":80,"name":"http"}],"resolution":"STATIC","endpoints":[{"address":"not-an-ip.example.com"}]}}`), "kubernetes")
+	if len(errs) == 0 {
+		t.Fatal("an invalid object decoded")
+	}
+	var de *DecodeError
+	if !errors.As(errs[0], &de) || de.Kind != "ServiceEntry" || de.Name != "shop/bad" || !strings.HasPrefix(de.Field, "spec.endpoints[0]") {
+		t.Fatalf("fault %v: want it to name ServiceEntry shop/bad and spec.endpoints[0]", errs[0])
+	}
+	if !strings.HasPrefix(errs[0].Error(), "kubernetes: ServiceEntry shop/bad: field spec.endpoints[0]") {
+		t.Fatalf("fault text %q", errs[0])
+	}
+}

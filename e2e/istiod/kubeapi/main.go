@@ -50,18 +50,19 @@ func main() {
 	dir := flag.String("dir", "", "state directory: etcd's data, certificates, the kubeconfig written for clients")
 	port := flag.Int("port", 0, "the API server's port on 127.0.0.1")
 	namespaces := flag.String("namespaces", "istio-system", "comma-separated namespaces to create once the server is ready")
+	extra := flag.String("apiserver-args", "", "comma-separated flags added to kube-apiserver's (tests: --watch-cache=false,--etcd-compaction-interval=1s)")
 	flag.Parse()
 	if *dir == "" || *port == 0 {
 		fmt.Fprintln(os.Stderr, "kubeapi: -dir and -port are required")
 		os.Exit(2)
 	}
-	if err := run(*dir, *port, *namespaces); err != nil {
+	if err := run(*dir, *port, *namespaces, *extra); err != nil {
 		fmt.Fprintln(os.Stderr, "kubeapi:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, port int, namespaces string) error {
+func run(dir string, port int, namespaces, extra string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func run(dir string, port int, namespaces string) error {
 	}()
 
 	cmd := app.NewAPIServerCommand()
-	cmd.SetArgs([]string{
+	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -123,7 +124,13 @@ func run(dir string, port int, namespaces string) error {
 		// No node runs here: nothing would answer for the kubernetes Service's endpoints.
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
-	})
+	}
+	for _, a := range strings.Split(extra, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			args = append(args, a)
+		}
+	}
+	cmd.SetArgs(args)
 	if code := cli.Run(cmd); code != 0 {
 		return fmt.Errorf("kube-apiserver exited with status %d", code)
 	}

@@ -1,0 +1,132 @@
+package kubesource
+
+import (
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	networking "istio.io/api/networking/v1alpha3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	svcGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	sliceGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+)
+
+const reviewsService = `apiVersion: v1
+kind: Service
+metadata: {name: reviews, namespace: svc, labels: {app: reviews}}
+spec:
+  clusterIP: 10.96.0.50
+  selector: {app: reviews}
+  ports:
+  - {name: http-api, port: 80, targetPort: 9080}
+  - {name: metrics, port: 9090, targetPort: 9090, appProtocol: grpc}
+  - {name: dns, port: 53, protocol: UDP}
+`
+
+// reviewsSlice is what Kubernetes' EndpointSlice controller writes for reviewsService: here
+// no controller runs, so the test writes it.
+func reviewsSlice(readyB string) string {
+	return `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: reviews-abc, namespace: svc, labels: {kubernetes.io/service-name: reviews}}
+addressType: IPv4
+ports:
+- {name: http-api, port: 9080, protocol: TCP}
+- {name: metrics, port: 9090, protocol: TCP}
+endpoints:
+- addresses: [10.1.0.1]
+  conditions: {ready: true}
+- addresses: [10.1.0.2]
+  conditions: {ready: ` + readyB + `}
+`
+}
+
+// serviceEntryOfStore is the ServiceEntry the store serves under name, or nil.
+func serviceEntryOfStore(t *testing.T, r *running, name string) *networking.ServiceEntry {
+	t.Helper()
+	e := r.st.View().Get(seColl, name)
+	if e == nil {
+		return nil
+	}
+	res, err := e.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se networking.ServiceEntry
+	if err := res.GetBody().UnmarshalTo(&se); err != nil {
+		t.Fatal(err)
+	}
+	return &se
+}
+
+func endpointAddresses(se *networking.ServiceEntry) []string {
+	var out []string
+	for _, ep := range se.GetEndpoints() {
+		out = append(out, ep.Address)
+	}
+	return out
+}
+
+func TestServicesAndEndpointSlicesBecomeServiceEntries(t *testing.T) {
+	srv := sharedCluster(t)
+	c := srv.Dynamic(t)
+	apply(t, c, nsGVR, namespace("svc", ""))
+	apply(t, c, svcGVR, reviewsService)
+	apply(t, c, sliceGVR, reviewsSlice("false"))
+	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Services: true, DomainSuffix: "cluster.local"})
+
+	se := serviceEntryOfStore(t, r, "svc/reviews.svc")
+	if se == nil {
+		t.Fatal("no ServiceEntry svc/reviews.svc for the Service")
+	}
+	want := &networking.ServiceEntry{
+		Hosts:      []string{"reviews.svc.svc.cluster.local"},
+		Addresses:  []string{"10.96.0.50"},
+		Location:   networking.ServiceEntry_MESH_INTERNAL,
+		Resolution: networking.ServiceEntry_STATIC,
+		Ports: []*networking.ServicePort{
+			{Number: 80, Name: "http-api", Protocol: "HTTP"},
+			{Number: 9090, Name: "metrics", Protocol: "GRPC"},
+		},
+		Endpoints: []*networking.WorkloadEntry{
+			{Address: "10.1.0.1", Ports: map[string]uint32{"http-api": 9080, "metrics": 9090}},
+		},
+	}
+	if got, w := protojson.Format(se), protojson.Format(want); got != w {
+		t.Fatalf("ServiceEntry of the Service:\n%s\nwant:\n%s", got, w)
+	}
+
+	// The second endpoint becomes ready; then the slice goes; then the Service.
+	apply(t, c, sliceGVR, reviewsSlice("true"))
+	eventually(t, "both endpoints served", func() bool {
+		return slices.Equal(endpointAddresses(serviceEntryOfStore(t, r, "svc/reviews.svc")), []string{"10.1.0.1", "10.1.0.2"})
+	})
+	remove(t, c, sliceGVR, "svc", "reviews-abc")
+	eventually(t, "no endpoints once the slice is deleted", func() bool {
+		se := serviceEntryOfStore(t, r, "svc/reviews.svc")
+		return se != nil && len(se.Endpoints) == 0
+	})
+	remove(t, c, svcGVR, "svc", "reviews")
+	eventually(t, "the ServiceEntry removed with the Service", func() bool {
+		return serviceEntryOfStore(t, r, "svc/reviews.svc") == nil
+	})
+}
+
+func TestServicesAreNotReadUnlessAskedFor(t *testing.T) {
+	srv := sharedCluster(t)
+	c := srv.Dynamic(t)
+	apply(t, c, nsGVR, namespace("nosvc", ""))
+	apply(t, c, svcGVR, `apiVersion: v1
+kind: Service
+metadata: {name: plain, namespace: nosvc}
+spec: {ports: [{name: http, port: 80}]}
+`)
+	apply(t, c, seGVR, serviceEntry("nosvc", "marker", "marker.example.com"))
+	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
+	if got := r.hosts(t, "nosvc"); len(got) != 1 || got["nosvc/marker"] == "" {
+		t.Fatalf("without services: %v, want the Istio ServiceEntry only", got)
+	}
+}

@@ -24,9 +24,13 @@ run: build
 # deploy/ is a Go module of its own (the Helm chart's tests, with Helm and Kubernetes modules
 # the bridge does not need): ./... of the main module does not reach it. So is e2e/xdsv2, the
 # xDS v2 test with grpc-go 1.34's xDS client against a real bridge process (5s once built).
-test:
+# The Kubernetes source's tests run a real kube-apiserver: kubeapi (below), built first
+# (minutes the first time, then cached in bin/e2e/). The ZooKeeper source's run Debian's
+# zookeeper package, the replicas' Debian's etcd-server (.ci/run installs both).
+KUBEAPI_BIN := bin/e2e/kubeapi
+test: $(KUBEAPI_BIN)
 	$(GO) vet ./...
-	$(GO) test $(TESTFLAGS) ./...
+	MCPBRIDGE_KUBEAPI=$(abspath $(KUBEAPI_BIN)) $(GO) test $(TESTFLAGS) ./...
 	cd deploy/image && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 	cd deploy && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 	cd e2e/xdsv2 && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
@@ -42,8 +46,8 @@ image:
 	  -version '$(VERSION)' -revision '$(REVISION)' -o $(abspath $(IMAGE))
 
 # Benchmarks only (no tests): numbers for CONTRACT.md section 7. BENCHTIME=2s for steadier figures.
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+bench: $(KUBEAPI_BIN)
+	MCPBRIDGE_KUBEAPI=$(abspath $(KUBEAPI_BIN)) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 # The black-box scale run (bench/scale): SCALE_N ServiceEntries in SCALE_FILES files (1,000
 # a file), a real mcpbridge process with its default limits, an MCP client and an Envoy-like
@@ -91,7 +95,6 @@ lint:
 # Neither enters the bridge's go.mod.
 ISTIOD_VERSION ?= v0.0.0-20260827124520-eed52ebb66ad
 ISTIOD_BIN     := bin/istiod/$(ISTIOD_VERSION)/pilot-discovery
-KUBEAPI_BIN    := bin/e2e/kubeapi
 
 $(ISTIOD_BIN):
 	GOBIN=$(abspath $(dir $@)) $(GO) install istio.io/istio/pilot/cmd/pilot-discovery@$(ISTIOD_VERSION)

@@ -86,6 +86,9 @@ type Bridge struct {
 	// ingestedFiles is the file source of this replica's current term as the elected
 	// ingester (etcd backend), for its faults; nil when it is not the ingester.
 	ingestedFiles atomic.Pointer[filesource.Source]
+	// followed are the sources following outside systems that run now (this replica's, or its
+	// term's as the elected ingester), for sourceReports.
+	followed atomic.Pointer[[]followed]
 	// etcdLoaded is closed once this replica has loaded etcd's state.
 	etcdLoaded chan struct{}
 	// starting is the readiness condition from New until Serve has registered the others: a
@@ -341,7 +344,7 @@ func serverOptions(cfg GRPCConfig, tlsServer *tlsserver.Server, guard *limits.Gu
 // upstreams (wireIngest); the others receive what it writes through etcd.
 func (b *Bridge) wireSources() error {
 	cfg := b.cfg
-	shared, files, err := b.sharedSources()
+	shared, files, followed, err := b.sharedSources()
 	if err != nil {
 		return err
 	}
@@ -349,6 +352,7 @@ func (b *Bridge) wireSources() error {
 		b.wireIngest(len(shared) > 0)
 	} else {
 		b.files = files
+		b.followed.Store(&followed)
 		b.runners = append(b.runners, shared...)
 	}
 	for i, t := range cfg.Downstreams {
@@ -361,12 +365,16 @@ func (b *Bridge) wireSources() error {
 	return nil
 }
 
-// sharedSources builds the producers every replica would share: the file source and the
-// upstreams, writing to the store's writer. Each call builds new ones (an elected ingester
-// builds its own for each term).
-func (b *Bridge) sharedSources() ([]runner, *filesource.Source, error) {
+// sharedSources builds the producers every replica would share: the file source, the
+// upstreams and the sources that follow outside systems (Kubernetes, ZooKeeper), writing to
+// the store's writer. Each call builds new ones (an elected ingester builds its own for each
+// term).
+func (b *Bridge) sharedSources() ([]runner, *filesource.Source, []followed, error) {
 	cfg := b.cfg
-	var out []runner
+	out, followed, err := b.registrySources()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	var files *filesource.Source
 	if len(cfg.Sources.Files) > 0 {
 		files = filesource.New(filesource.Options{
@@ -378,7 +386,7 @@ func (b *Bridge) sharedSources() ([]runner, *filesource.Source, error) {
 	for i, t := range cfg.Sources.Upstreams {
 		if t.Authz != nil { // checked here, where the error can name the key
 			if _, err := authz.ScopeGrant("", *t.Authz, kinds.CollectionOf); err != nil {
-				return nil, nil, ConfigErrorf("sources.upstreams[%d].authz.%v", i, err)
+				return nil, nil, nil, ConfigErrorf("sources.upstreams[%d].authz.%v", i, err)
 			}
 		}
 		up, err := sink.NewUpstream(sink.UpstreamOptions{
@@ -386,11 +394,11 @@ func (b *Bridge) sharedSources() ([]runner, *filesource.Source, error) {
 			Logger: b.log, Metrics: b.metrics, DomainSuffix: cfg.Translate.DomainSuffix,
 		})
 		if err != nil {
-			return nil, nil, ConfigErrorf("sources.upstreams[%d]: %v", i, err)
+			return nil, nil, nil, ConfigErrorf("sources.upstreams[%d]: %v", i, err)
 		}
 		out = append(out, runner{name: "upstream " + t.Address, run: up.Run, ready: up.Ready()})
 	}
-	return out, files, nil
+	return out, files, followed, nil
 }
 
 // wireAdmin registers the collectors that read the store and the fault reporters at scrape
@@ -406,6 +414,7 @@ func (b *Bridge) wireAdmin() error {
 	for _, err := range []error{
 		b.metrics.WatchStore(b.store),
 		b.metrics.WatchFileFaults(fileFaults),
+		b.metrics.WatchSources(b.sourceReports),
 		b.metrics.WatchTranslationFaults(b.translationFaults),
 		b.watchScopes(),
 	} {
@@ -415,7 +424,7 @@ func (b *Bridge) wireAdmin() error {
 	}
 	mux := admin.Handler(admin.Options{
 		Ready: b.ready, Metrics: b.metrics, Store: b.store, Engine: b.engine, Sink: b.sink,
-		FileFaults: fileFaults, TranslationFaults: b.translationFaults,
+		FileFaults: fileFaults, Sources: b.sourceReports, TranslationFaults: b.translationFaults,
 		Version: buildinfo.String(), Logger: b.log.With("component", "admin"),
 		Admin: b.adminCheck(), NotServed: b.debugNotServed(), GatewayClasses: b.gatewayClasses(), Replica: b.replicaStatus(),
 	})
@@ -507,7 +516,8 @@ func (b *Bridge) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	b.log.Info("mcpbridge serving", "version", buildinfo.String(),
 		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"grpc_tls", b.grpcTLS != nil, "http_tls", b.httpTLS != nil, "files", b.cfg.Sources.Files,
-		"upstreams", len(b.cfg.Sources.Upstreams), "downstreams", len(b.cfg.Downstreams))
+		"upstreams", len(b.cfg.Sources.Upstreams), "kubernetes", b.cfg.Sources.Kubernetes != nil,
+		"zookeeper", len(b.cfg.Sources.Zookeeper), "downstreams", len(b.cfg.Downstreams))
 
 	var runErr error
 	select {

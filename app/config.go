@@ -312,6 +312,35 @@ type SourcesConfig struct {
 	StartupTimeout time.Duration `mapstructure:"startup_timeout"`
 	// Upstreams are ResourceSources the bridge dials as a sink.
 	Upstreams []dial.Target `mapstructure:"upstreams"`
+	// Kubernetes reads Istio config (and optionally Services) from a Kubernetes API server;
+	// nil: not read.
+	Kubernetes *KubernetesSourceConfig `mapstructure:"kubernetes"`
+	// Zookeeper are service registries in ZooKeeper (Dubbo, Spring Cloud) to serve as
+	// ServiceEntries.
+	Zookeeper []ZookeeperSourceConfig `mapstructure:"zookeeper"`
+}
+
+// KubernetesSourceConfig is sources.kubernetes (sink/kubesource).
+type KubernetesSourceConfig struct {
+	// Kubeconfig is a kubeconfig file; empty: the pod's in-cluster configuration.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// Namespaces and NamespaceSelector (a label selector) choose the namespaces read, their
+	// union; both empty: all.
+	Namespaces        []string `mapstructure:"namespaces"`
+	NamespaceSelector string   `mapstructure:"namespace_selector"`
+	// Services serves Kubernetes Services and their EndpointSlices as ServiceEntries.
+	Services bool `mapstructure:"services"`
+}
+
+// ZookeeperSourceConfig is one entry of sources.zookeeper (sink/zksource).
+type ZookeeperSourceConfig struct {
+	// Name names the source: its owner is zookeeper:NAME and its ServiceEntries are in the
+	// namespace NAME.
+	Name           string        `mapstructure:"name"`
+	Servers        []string      `mapstructure:"servers"`
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	DubboRoot      string        `mapstructure:"dubbo_root"`
+	SpringRoot     string        `mapstructure:"spring_root"`
 }
 
 type StoreConfig struct {
@@ -367,9 +396,12 @@ func DefaultConfig() *Config {
 		HTTP: HTTPConfig{Address: "127.0.0.1:15014", IdleTimeout: 2 * time.Minute, ReadTimeout: 30 * time.Second,
 			REST: RESTConfig{Enabled: true, PollTimeout: 30 * time.Second, MaxConcurrentPolls: 10_000, MaxRequestBytes: 1 << 20,
 				MaxPollsPerPeer: 100}},
-		Log:     LogConfig{Level: "info", Format: "text"},
-		Sources: SourcesConfig{Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second, Upstreams: []dial.Target{}},
-		Sink:    SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
+		Log: LogConfig{Level: "info", Format: "text"},
+		Sources: SourcesConfig{
+			Files: []string{}, FileDebounce: 100 * time.Millisecond, StartupTimeout: 30 * time.Second,
+			Upstreams: []dial.Target{}, Zookeeper: []ZookeeperSourceConfig{},
+		},
+		Sink: SinkConfig{NodeID: "mcpbridge", NodeAnnotations: map[string]string{}, Incremental: true, AnonymousExpiry: time.Hour},
 		Store: StoreConfig{TombstoneRetention: 5 * time.Minute, Backend: "memory", Etcd: EtcdConfig{
 			Endpoints: []string{}, Prefix: "/mcpbridge/", DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, SessionTTL: 10 * time.Second,
 			MaxTxnOps: 100, MaxTxnBytes: 1 << 20,

@@ -119,12 +119,14 @@ func (b *Bridge) wireIngest(any bool) {
 
 // runSharedSources runs new file and upstream sources until ctx ends or one fails.
 func (b *Bridge) runSharedSources(ctx context.Context) error {
-	shared, files, err := b.sharedSources()
+	shared, files, followed, err := b.sharedSources()
 	if err != nil {
 		return err
 	}
 	b.ingestedFiles.Store(files)
 	defer b.ingestedFiles.Store(nil)
+	b.followed.Store(&followed)
+	defer b.followed.Store(nil)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

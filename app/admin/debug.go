@@ -218,6 +218,8 @@ type ProducersResponse struct {
 	Peers []metrics.PeerInfo `json:"peers"`
 	// FileFaults are the file source's faults at its last reload.
 	FileFaults []string `json:"file_faults"`
+	// Sources are the sources that follow outside systems (Kubernetes, ZooKeeper).
+	Sources []metrics.SourceReport `json:"sources"`
 	// TranslationFaults are the translation's current faults.
 	TranslationFaults []metrics.Fault `json:"translation_faults"`
 }
@@ -225,7 +227,10 @@ type ProducersResponse struct {
 func (d *debug) producerList() ProducersResponse {
 	out := ProducersResponse{
 		Producers: []sink.ProducerInfo{}, Peers: d.opts.Metrics.Peers(),
-		FileFaults: []string{}, TranslationFaults: []metrics.Fault{},
+		FileFaults: []string{}, TranslationFaults: []metrics.Fault{}, Sources: []metrics.SourceReport{},
+	}
+	if d.opts.Sources != nil {
+		out.Sources = append(out.Sources, d.opts.Sources()...)
 	}
 	if d.opts.Sink != nil {
 		out.Producers = d.opts.Sink.Producers()

@@ -26,7 +26,9 @@ type Options struct {
 	// Sink lists the producers of the ResourceSink service; nil lists none.
 	Sink *sink.Server
 	// FileFaults and TranslationFaults report current faults; nil reports none.
-	FileFaults        func() []error
+	FileFaults func() []error
+	// Sources reports the sources that follow outside systems; nil reports none.
+	Sources           func() []metrics.SourceReport
 	TranslationFaults metrics.FaultsFunc
 	// Version is shown on the status page.
 	Version string

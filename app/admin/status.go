@@ -23,6 +23,15 @@ var statusHTML string
 // (node ids, NACK messages), so none of it can inject markup into an operator's browser.
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"ago": ago,
+	// sourceFaults says whether any source reports a fault.
+	"sourceFaults": func(rs []metrics.SourceReport) bool {
+		for _, r := range rs {
+			if len(r.Faults) > 0 {
+				return true
+			}
+		}
+		return false
+	},
 	// state is a cell of the sync table: its state, or "-" for a type not subscribed.
 	"state": func(states map[string]string, col string) string {
 		if s := states[col]; s != "" {
@@ -49,6 +58,7 @@ type statusData struct {
 	Producers         []sink.ProducerInfo
 	Peers             []metrics.PeerInfo
 	FileFaults        []string
+	Sources           []metrics.SourceReport
 	TranslationFaults []metrics.Fault
 	// Sync is the table of mcpbridge status: each node's state per type (CSDS).
 	Sync        []csds.Row
@@ -91,7 +101,7 @@ func (p *statusPage) data(refresh int) statusData {
 		Version: p.d.opts.Version, Now: time.Now(), Pending: p.d.opts.Ready.Pending(), Refresh: refresh,
 		Revision: cols.Revision, Collections: cols.Collections, Clients: p.d.opts.Engine.Clients(),
 		Producers: prod.Producers, Peers: prod.Peers,
-		FileFaults: prod.FileFaults, TranslationFaults: prod.TranslationFaults,
+		FileFaults: prod.FileFaults, Sources: prod.Sources, TranslationFaults: prod.TranslationFaults,
 		// Types only: the table needs no list of resources.
 		Sync: csds.Table(csds.Response(p.d.opts.Engine.Status(source.StatusOptions{}))), SyncColumns: csds.Columns,
 		Replica: p.replica(),

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/translate/envoy"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
@@ -45,6 +47,7 @@ func defaults() map[string]any {
 }
 
 // configLeaves calls leaf with the dotted key and the value of every leaf of a config struct.
+// A pointer to a struct (an optional section: sources.kubernetes) is one leaf, nil unless set.
 func configLeaves(v reflect.Value, prefix string, leaf func(key string, v reflect.Value)) {
 	t := v.Type()
 	for i := range t.NumField() {
@@ -170,8 +173,8 @@ func isKnownKey(known []string, key string) bool {
 func knownKeys() []string {
 	var out []string
 	configLeaves(reflect.ValueOf(Config{}), "", func(key string, v reflect.Value) {
-		if v.Kind() == reflect.Map {
-			key += ".*"
+		if v.Kind() == reflect.Map || v.Kind() == reflect.Pointer {
+			key += ".*" // the fields of an optional section are checked when decoded (exact)
 		}
 		out = append(out, key)
 	})
@@ -236,6 +239,9 @@ func validateConfig(c *Config, fs *pflag.FlagSet) error {
 				return configErrorf("%s: %q is not host:port: %v", name, t.Address, err)
 			}
 		}
+	}
+	if err := validateSources(c.Sources); err != nil {
+		return err
 	}
 	// Checked with the translation off too: Linkerd's answers and the consumers' namespace
 	// views of the Envoy resources use it.
@@ -365,6 +371,56 @@ func parseLevel(s string) (slog.Level, error) {
 // oneLine folds a multi-line error (mapstructure's, viper's) into one line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// dnsLabel is a Kubernetes namespace name (RFC 1123 label).
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateSources checks sources.kubernetes and sources.zookeeper, naming the key and value.
+func validateSources(s app.SourcesConfig) error {
+	if k := s.Kubernetes; k != nil {
+		if k.Kubeconfig != "" {
+			if _, err := os.Stat(k.Kubeconfig); err != nil {
+				return configErrorf("sources.kubernetes.kubeconfig: %v", err)
+			}
+		}
+		for i, ns := range k.Namespaces {
+			if !dnsLabel.MatchString(ns) {
+				return configErrorf("sources.kubernetes.namespaces[%d]: %q is not a namespace name", i, ns)
+			}
+		}
+		if _, err := labels.Parse(k.NamespaceSelector); err != nil {
+			return configErrorf("sources.kubernetes.namespace_selector: %q is not a label selector: %v", k.NamespaceSelector, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, z := range s.Zookeeper {
+		key := fmt.Sprintf("sources.zookeeper[%d]", i)
+		if !dnsLabel.MatchString(z.Name) {
+			return configErrorf("%s.name: %q must be a DNS label (lower-case letters, digits, '-'; at most 63): it is the namespace of the registry's ServiceEntries", key, z.Name)
+		}
+		if seen[z.Name] {
+			return configErrorf("%s.name: %q is the name of another sources.zookeeper entry", key, z.Name)
+		}
+		seen[z.Name] = true
+		if len(z.Servers) == 0 {
+			return configErrorf("%s.servers: at least one host:port is needed", key)
+		}
+		for j, addr := range z.Servers {
+			if err := validateAddress(addr); err != nil {
+				return configErrorf("%s.servers[%d]: %q is not host:port: %v", key, j, addr, err)
+			}
+		}
+		if z.SessionTimeout < 0 {
+			return configErrorf("%s.session_timeout: must not be negative, got %s", key, z.SessionTimeout)
+		}
+		for field, root := range map[string]string{"dubbo_root": z.DubboRoot, "spring_root": z.SpringRoot} {
+			if root != "" && !strings.HasPrefix(root, "/") {
+				return configErrorf("%s.%s: %q is not an absolute ZooKeeper path (it starts with /)", key, field, root)
+			}
+		}
+	}
+	return nil
 }
 
 // validateAuthz compiles authz.rules and the upstreams' scopes, so that a bad rule is a

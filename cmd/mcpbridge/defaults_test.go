@@ -2,9 +2,13 @@ package main
 
 import (
 	"maps"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/mcpbridge/mcpbridge/app"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
@@ -67,6 +71,8 @@ var defaultsBefore = map[string]any{
 	"memory.limit":                     "auto",
 	"memory.gc_percent":                75, // app.DefaultGCPercent, then
 	"sources.upstreams":                []any{},
+	"sources.kubernetes":               (*app.KubernetesSourceConfig)(nil),
+	"sources.zookeeper":                []any{},
 	"downstreams":                      []any{},
 	"sink.node_id":                     "mcpbridge",
 	"sink.node_annotations":            map[string]string{},
@@ -144,9 +150,22 @@ func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
 	if err := v.ReadInConfig(); err != nil {
 		t.Fatal(err)
 	}
+	raw, err := os.ReadFile("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defs := defaults()
 	for _, key := range slices.Sorted(maps.Keys(defs)) {
 		def := defs[key]
+		if rv := reflect.ValueOf(def); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			// An optional section, off by default: viper does not hold a null, so the file
+			// must show it as "KEY: null" with its fields commented below.
+			last := key[strings.LastIndexByte(key, '.')+1:]
+			if !strings.Contains(string(raw), "\n  "+last+": null\n") {
+				t.Errorf("config.yaml does not show %s; add \"%s: null\" with its fields commented", key, last)
+			}
+			continue
+		}
 		if !v.InConfig(key) {
 			t.Errorf("config.yaml does not set %s; add it, with its default %v and a comment", key, def)
 			continue

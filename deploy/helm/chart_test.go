@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -480,6 +481,38 @@ func TestOptionalObjects(t *testing.T) {
 	dep := one[appsv1.Deployment](t, r, "Deployment", releaseName)
 	if s := dep.Spec.Template.Annotations["prometheus.io/scheme"]; s != "https" {
 		t.Errorf("prometheus.io/scheme = %q with HTTPS, want https", s)
+	}
+}
+
+// TestKubernetesSourceGetsReadOnlyRBAC: with config.sources.kubernetes set (even to {}), the
+// pod mounts its service account's token and a ClusterRole lets it read what the source
+// reads, and nothing else; without it, no token and no role.
+func TestKubernetesSourceGetsReadOnlyRBAC(t *testing.T) {
+	r := mustRender(t, nil)
+	if n := len(r.find("ClusterRole")) + len(r.find("ClusterRoleBinding")); n != 0 {
+		t.Fatalf("defaults render %d RBAC objects, want none", n)
+	}
+	dep := one[appsv1.Deployment](t, r, "Deployment", releaseName)
+	if m := dep.Spec.Template.Spec.AutomountServiceAccountToken; m == nil || *m {
+		t.Fatalf("defaults mount the service account token: %v", m)
+	}
+	r = mustRender(t, with(nil, "config.sources.kubernetes", map[string]any{}))
+	dep = one[appsv1.Deployment](t, r, "Deployment", releaseName)
+	if m := dep.Spec.Template.Spec.AutomountServiceAccountToken; m == nil || !*m {
+		t.Fatalf("with sources.kubernetes the token is not mounted: %v", m)
+	}
+	role := one[rbacv1.ClusterRole](t, r, "ClusterRole", releaseName)
+	for _, rule := range role.Rules {
+		if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("rule %v: verbs %v, want get, list, watch only", rule.APIGroups, rule.Verbs)
+		}
+	}
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.APIGroups, "networking.istio.io") }) {
+		t.Errorf("ClusterRole %v does not let the bridge read networking.istio.io", role.Rules)
+	}
+	binding := one[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", releaseName)
+	if binding.RoleRef.Name != releaseName || len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != namespace {
+		t.Errorf("ClusterRoleBinding %v", toYAML(binding))
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	k8sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -71,6 +72,8 @@ var apiTypes = map[string]struct {
 	"NetworkPolicy":       {"networking.k8s.io/v1", func() any { return &networkingv1.NetworkPolicy{} }},
 	"ServiceMonitor":      {"monitoring.coreos.com/v1", func() any { return &monv1.ServiceMonitor{} }},
 	"Certificate":         {"cert-manager.io/v1", func() any { return &cmv1.Certificate{} }},
+	"ClusterRole":         {"rbac.authorization.k8s.io/v1", func() any { return &rbacv1.ClusterRole{} }},
+	"ClusterRoleBinding":  {"rbac.authorization.k8s.io/v1", func() any { return &rbacv1.ClusterRoleBinding{} }},
 }
 
 // loadValues reads a values file of examples/.

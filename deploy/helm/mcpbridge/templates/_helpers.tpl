@@ -203,3 +203,15 @@ to change. The bridge checks its own config at start; these are the chart's wiri
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to null)" }}
 {{- end }}
 {{- end }}
+
+{{/*
+readsKubernetes is "true" when the bridge reads config from the Kubernetes API server
+(config.sources.kubernetes set, even to {}), else "false".
+*/}}
+{{- define "mcpbridge.readsKubernetes" -}}
+{{- if and .Values.config.sources (hasKey .Values.config.sources "kubernetes") (ne (toString .Values.config.sources.kubernetes) "<nil>") -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end }}

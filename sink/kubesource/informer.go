@@ -21,10 +21,11 @@ import (
 // (client-go's streaming lists, WatchList, are left off: a list is then a list, counted as
 // one, and served by any API server.)
 type informers struct {
-	s      *Source
-	client dynamic.Interface
-	all    []cache.SharedIndexInformer
-	wg     sync.WaitGroup
+	s       *Source
+	client  dynamic.Interface
+	all     []cache.SharedIndexInformer
+	started int // all[:started] run
+	wg      sync.WaitGroup
 }
 
 // informer returns a new informer of every object of a resource, indexed by namespace (and
@@ -64,11 +65,12 @@ func (f *informers) informer(gvr schema.GroupVersionResource, resource string, e
 	return inf
 }
 
-// start runs every informer until ctx ends.
+// start runs every informer not started yet until ctx ends.
 func (f *informers) start(ctx context.Context) {
-	for _, inf := range f.all {
+	for _, inf := range f.all[f.started:] {
 		f.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
+	f.started = len(f.all)
 }
 
 // wait returns once every informer has stopped (after ctx ended).

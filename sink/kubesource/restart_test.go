@@ -138,3 +138,17 @@ func compacted(t *testing.T, c dynamic.Interface, rv string) bool {
 }
 
 var configMapGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// Istio's CRDs installed after the source started: their kinds are read from then on,
+// without a restart.
+func TestCRDsInstalledLaterAreRead(t *testing.T) {
+	srv := kubetest.Start(t, "late")
+	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
+	if n := len(r.src.Stats().NotServed); n == 0 {
+		t.Fatal("no kind reported not served by a cluster without Istio's CRDs")
+	}
+	srv.InstallIstioCRDs(t)
+	apply(t, srv.Dynamic(t), seGVR, serviceEntry("late", "a", "a.example.com"))
+	wantHosts(t, r, "late", map[string]string{"late/a": "a.example.com"})
+	eventually(t, "every kind served", func() bool { return len(r.src.Stats().NotServed) == 0 })
+}

@@ -17,7 +17,9 @@
 // services.
 //
 // The source follows events, never polls: the informers relist on their own after a watch is
-// broken or answered 410 Gone, and whatever the relist changed reaches the store. Each burst of
+// broken or answered 410 Gone, and whatever the relist changed reaches the store. While some
+// Istio kind is not served, the CRDs are watched too, and a kind is read from the moment its
+// CRD is (crds.go). Each burst of
 // events is one store write of the names it touched (sink/ownerstate); the first write, once
 // every informer has synced, is the whole state, which is when Ready closes.
 package kubesource
@@ -84,6 +86,7 @@ type Source struct {
 	sourceFault error                  // of the source itself: discovery, a refused write
 	stats       Stats
 	started     map[string]bool // "list RESOURCE", "watch RESOURCE" done once
+	crdsChanged bool            // a CRD changed since Run last discovered the served kinds
 
 	// watchTimeout, if set before Run, ends every watch after it (whole seconds), as an API
 	// server does after 5 to 10 minutes: the informer then watches again from the last version
@@ -237,6 +240,7 @@ func (s *Source) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &informers{s: s, client: client}
 	w := s.newWatch(f, resources)
+	s.watchCRDs(ctx, f, w, cfg)
 	f.start(ctx)
 	defer f.wait()
 	defer cancel()
@@ -265,6 +269,9 @@ func (s *Source) Run(ctx context.Context) error {
 // sync brings the state up to date with what changed and writes it; false when the store
 // refused the write (it is tried again by the caller).
 func (s *Source) sync(w *watch, state *ownerstate.State) bool {
+	if w.rediscover != nil && s.takeCRDs() {
+		w.rediscover()
+	}
 	keys, namespaces := s.takePending()
 	for _, ns := range namespaces {
 		keys = append(keys, w.namespaceChanged(ns)...)

@@ -32,6 +32,9 @@ type watch struct {
 	namespaces cache.SharedIndexInformer // nil without a selector
 	services   *serviceWatch             // nil unless Options.Services
 	selected   map[string]bool           // namespaces matching the selector, as last seen
+	// rediscover starts informers of the Istio kinds the cluster serves now and did not at
+	// start (their CRDs installed since); set by Run, called on its goroutine.
+	rediscover func()
 }
 
 // watchedKind is the informer of one Istio kind.
@@ -45,10 +48,8 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 // newWatch builds the informers (not started) and registers the source's handlers.
 func (s *Source) newWatch(f *informers, resources []served) *watch {
 	w := &watch{s: s, selected: map[string]bool{}}
-	for i, r := range resources {
-		inf := f.informer(r.gvr, r.resourceName(), nil)
-		_, _ = inf.AddEventHandler(handlers(func(ns, name string) { s.mark(objectKey{i, ns, name}) }))
-		w.kinds = append(w.kinds, watchedKind{served: r, informer: inf})
+	for _, r := range resources {
+		w.addKind(f, r)
 	}
 	if s.selector != nil {
 		w.namespaces = f.informer(namespacesGVR, "namespaces", nil)
@@ -58,6 +59,14 @@ func (s *Source) newWatch(f *informers, resources []served) *watch {
 		w.services = s.newServiceWatch(f)
 	}
 	return w
+}
+
+// addKind builds the informer of one served Istio kind (not started).
+func (w *watch) addKind(f *informers, r served) {
+	i, s := len(w.kinds), w.s
+	inf := f.informer(r.gvr, r.resourceName(), nil)
+	_, _ = inf.AddEventHandler(handlers(func(ns, name string) { s.mark(objectKey{i, ns, name}) }))
+	w.kinds = append(w.kinds, watchedKind{served: r, informer: inf})
 }
 
 // onErrors counts the 410 Gone answers an informer's reflector reports (it then lists again)

@@ -50,7 +50,7 @@ func start(t *testing.T, configure func(*Config)) *running {
 
 // serveOnLoopback serves a bridge of cfg on loopback ports; stop ends it (once), and is
 // called when the test ends if not before.
-func serveOnLoopback(t *testing.T, cfg *Config) (*running, func()) {
+func serveOnLoopback(t testing.TB, cfg *Config) (*running, func()) {
 	t.Helper()
 	b, err := New(cfg, nil)
 	if err != nil {
@@ -224,7 +224,7 @@ func eventually(t *testing.T, b *running, want float64, name string, labels ...s
 	}
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

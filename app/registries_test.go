@@ -346,8 +346,8 @@ func TestKubernetesIsWatchedByTheElectedIngesterOnly(t *testing.T) {
 	}
 }
 
-// /readyz waits for the source's first lists: an API server that does not answer keeps the
-// bridge not ready, naming the source.
+// /readyz waits for the source's first full read: an API server that does not answer keeps
+// the bridge not ready, naming the source, and the source's fault names the server.
 func TestReadyzWaitsForTheKubernetesLists(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
@@ -355,13 +355,18 @@ func TestReadyzWaitsForTheKubernetesLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := start(t, func(c *Config) { c.Sources.Kubernetes = &KubernetesSourceConfig{Kubeconfig: kubeconfig} })
-	time.Sleep(500 * time.Millisecond)
+	var report sourceReportJSON
+	if !waitUntil(t, func() bool {
+		report = producersSource(t, b, "sources.kubernetes")
+		return len(report.Faults) == 1
+	}) {
+		t.Fatalf("/debug/producers: %+v, want a fault naming the API server", report)
+	}
+	if report.Ready || !strings.Contains(report.Faults[0], "https://127.0.0.1:1") {
+		t.Fatalf("/debug/producers: %+v, want not ready with a fault naming the API server", report)
+	}
 	code, body := httpGet(t, b.httpURL+"/readyz")
 	if code == 200 || !strings.Contains(body, "sources.kubernetes") {
 		t.Fatalf("/readyz: %d %q, want not ready, waiting for sources.kubernetes", code, body)
-	}
-	report := producersSource(t, b, "sources.kubernetes")
-	if report.Ready || len(report.Faults) != 1 || !strings.Contains(report.Faults[0], "https://127.0.0.1:1") {
-		t.Fatalf("/debug/producers: %+v, want not ready with a fault naming the API server", report)
 	}
 }

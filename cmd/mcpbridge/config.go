@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/source/xds"
 	"github.com/mcpbridge/mcpbridge/translate/envoy"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Config is the whole configuration, as read from file, environment and flags (the types live
@@ -373,8 +373,8 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
-// dnsLabel is a Kubernetes namespace name (RFC 1123 label).
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+// dnsLabel says whether s is a Kubernetes namespace name (an RFC 1123 label).
+func dnsLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
 // validateSources checks sources.kubernetes and sources.zookeeper, naming the key and value.
 func validateSources(s app.SourcesConfig) error {
@@ -385,7 +385,7 @@ func validateSources(s app.SourcesConfig) error {
 			}
 		}
 		for i, ns := range k.Namespaces {
-			if !dnsLabel.MatchString(ns) {
+			if !dnsLabel(ns) {
 				return configErrorf("sources.kubernetes.namespaces[%d]: %q is not a namespace name", i, ns)
 			}
 		}
@@ -396,7 +396,7 @@ func validateSources(s app.SourcesConfig) error {
 	seen := map[string]bool{}
 	for i, z := range s.Zookeeper {
 		key := fmt.Sprintf("sources.zookeeper[%d]", i)
-		if !dnsLabel.MatchString(z.Name) {
+		if !dnsLabel(z.Name) {
 			return configErrorf("%s.name: %q must be a DNS label (lower-case letters, digits, '-'; at most 63): it is the namespace of the registry's ServiceEntries", key, z.Name)
 		}
 		if seen[z.Name] {

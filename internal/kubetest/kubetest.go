@@ -4,6 +4,10 @@
 // temporary directory, and installs Istio's CustomResourceDefinitions from the istio.io/api
 // module the bridge is built with.
 //
+// Its etcd is the one embedded in kubeapi (go.etcd.io/etcd/server v3.7), not Debian's
+// etcd-server: Debian 12's etcd 3.4.23 is too old for kube-apiserver 1.37 (its lease updates
+// fail with "StorageError: invalid object" and /readyz never passes).
+//
 // The binary is MCPBRIDGE_KUBEAPI, else bin/e2e/kubeapi of the module (make builds it there),
 // else it is built there first (minutes, once; the Go build cache keeps it). A test that needs
 // it and cannot have it fails, naming why: it is never skipped.

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// The server keeps its state over a restart: the tests that break watches by restarting it
-// rely on it.
+// The server keeps its state over a restart: a test that restarts the API server under a
+// client finds the objects it made before.
 func TestRestartKeepsTheCRDsAndTheirObjects(t *testing.T) {
 	s := Start(t, "istio-system")
 	s.InstallIstioCRDs(t)

@@ -13,6 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// discoveryTimeout bounds each discovery request.
+const discoveryTimeout = 30 * time.Second
+
 // served is an Istio kind the cluster serves, and the version the source reads it in.
 type served struct {
 	kind *kinds.Kind
@@ -56,6 +59,10 @@ func (s *Source) discoverUntilServed(ctx context.Context, cfg *rest.Config) ([]s
 // discover returns, for each Istio kind, the version of it the cluster prefers among the
 // versions Istio serves it in, and the kinds it does not serve at all.
 func discover(cfg *rest.Config) ([]served, []string, error) {
+	// Bounded: it runs on Run's goroutine, and an API server that accepts a connection and
+	// never answers must not hold it (nor the bridge's shutdown).
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = discoveryTimeout
 	client, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -35,8 +35,16 @@ func (f *informers) informer(gvr schema.GroupVersionResource, resource string, e
 	s := f.s
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			s.listStarted(resource)
-			return ri.List(ctx, o)
+			list, err := ri.List(ctx, o)
+			if err != nil {
+				s.resourceFailed(resource, "list", err)
+				return nil, err
+			}
+			s.resourceOK(resource)
+			if o.Continue == "" { // a list's first page: one list, however many pages
+				s.listStarted(resource)
+			}
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (kwatch.Interface, error) {
 			s.watchStarted(resource)
@@ -47,8 +55,10 @@ func (f *informers) informer(gvr schema.GroupVersionResource, resource string, e
 			w, err := ri.Watch(ctx, o)
 			if err != nil {
 				s.watchFailed(resource, err)
+				s.resourceFailed(resource, "watch", err)
 				return nil, err
 			}
+			s.resourceOK(resource)
 			// A watch from a compacted version is answered with an ERROR event, not an error.
 			return newErrorWatch(w, func(err error) { s.watchFailed(resource, err) }), nil
 		},

@@ -3,7 +3,6 @@ package kubesource
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,13 +38,15 @@ func TestBrokenWatchRelistsAndConverges(t *testing.T) {
 	remove(t, c, seGVR, "w", "a")
 	apply(t, c, seGVR, serviceEntry("w", "b", "b.example.com"))
 	eventually(t, "etcd compacted past the source's last version", func() bool {
-		return compacted(t, c, seen.GetResourceVersion())
+		return compacted(t, c, "w", seen.GetResourceVersion())
 	})
 	if got := r.hosts(t, "w"); len(got) != 1 || got["w/a"] == "" {
 		t.Fatalf("while cut off: %v, want the last state (w/a) kept", got)
 	}
+	eventually(t, "a fault while the API server cannot be reached", func() bool { return len(r.src.Faults()) > 0 })
 	proxy.Resume()
 	wantHosts(t, r, "w", map[string]string{"w/b": "b.example.com"})
+	eventually(t, "the faults cleared once the API server answers", func() bool { return len(r.src.Faults()) == 0 })
 
 	st := r.src.Stats()
 	const res = "serviceentries.networking.istio.io"
@@ -85,7 +86,7 @@ func TestGoneWatchForcesARelist(t *testing.T) {
 		apply(t, c, configMapGVR, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bump, namespace: g}\ndata: {i: %q}\n", fmt.Sprint(i)))
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !compacted(t, c, b.GetResourceVersion()) {
+	if !compacted(t, c, "g", b.GetResourceVersion()) {
 		t.Fatal("a 410 Gone was counted but etcd is not compacted past the last ServiceEntry")
 	}
 	eventually(t, "the relist after the 410 counted", func() bool { return r.src.Stats().Relists[res] > 0 })
@@ -113,14 +114,11 @@ func TestRestartedSourceDropsWhatWasDeletedMeanwhile(t *testing.T) {
 	}
 }
 
-// compacted says whether a ServiceEntry watch from version rv is answered 410 Gone: exactly
+// compacted says whether a ServiceEntry watch of namespace ns from version rv is answered 410
+// Gone: exactly
 // what the source's informer meets when it resumes from there.
-func compacted(t *testing.T, c dynamic.Interface, rv string) bool {
+func compacted(t *testing.T, c dynamic.Interface, ns, rv string) bool {
 	t.Helper()
-	ns := "w"
-	if strings.HasPrefix(t.Name(), "TestGone") {
-		ns = "g"
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	w, err := c.Resource(seGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})

@@ -26,7 +26,8 @@ import (
 // A Kubernetes Service becomes a ServiceEntry as istiod's Kubernetes registry sees it:
 //
 //   - name "NAMESPACE/NAME.svc" (the ".svc" keeps it apart from a ServiceEntry named like the
-//     Service), labels and annotations of the Service;
+//     Service; an Istio ServiceEntry actually named NAME.svc is served instead, and the Service
+//     is a fault), labels and annotations of the Service;
 //   - host NAME.NAMESPACE.svc.DOMAIN_SUFFIX, addresses the cluster IPs (none when headless);
 //   - one port per Service port: its number, its name (or "port-NUMBER" when unnamed), and
 //     the protocol istiod gives it: from appProtocol, else from the name's prefix (http-,
@@ -110,10 +111,21 @@ func (sw *serviceWatch) inNamespace(ns string) []objectKey {
 }
 
 // refresh makes the ServiceEntry of one Service what the Service and its slices now say.
-func (sw *serviceWatch) refresh(k objectKey, selected bool, state *ownerstate.State) {
+// istioHolds says whether an Istio ServiceEntry of the cluster holds the name: that one is
+// served, and the Service is a fault until the name is free.
+func (sw *serviceWatch) refresh(k objectKey, selected bool, istioHolds func(name string) bool, state *ownerstate.State) {
 	name := k.namespace + "/" + k.name + ".svc"
 	obj, exists, _ := sw.services.GetIndexer().GetByKey(k.namespace + "/" + k.name)
 	u, ok := obj.(*unstructured.Unstructured)
+	if istioHolds(name) {
+		if exists && selected {
+			sw.s.setObjectFaults(k, []error{&filesource.DecodeError{File: origin, Kind: "Service", Name: k.namespace + "/" + k.name,
+				Err: fmt.Errorf("its ServiceEntry would be named %s, the name of an Istio ServiceEntry of the cluster, which is served instead", name)}})
+		} else {
+			sw.s.setObjectFaults(k, nil)
+		}
+		return
+	}
 	if !exists || !ok || !selected {
 		state.Delete(sw.kind.Collection, name)
 		sw.s.setObjectFaults(k, nil)
@@ -179,7 +191,7 @@ func serviceEntryOf(svc *corev1.Service, domainSuffix string, eps []*discoveryv1
 		}
 	}
 	for _, p := range svc.Spec.Ports {
-		if p.Protocol == corev1.ProtocolUDP || p.Protocol == corev1.ProtocolSCTP {
+		if !servedPort(p) {
 			continue
 		}
 		se.Ports = append(se.Ports, &networking.ServicePort{
@@ -194,6 +206,12 @@ func serviceEntryOf(svc *corev1.Service, domainSuffix string, eps []*discoveryv1
 	}
 	se.Endpoints = endpointsOf(svc, eps)
 	return se
+}
+
+// servedPort says whether a Service port is one of the ServiceEntry's: istiod leaves UDP and
+// SCTP ports out.
+func servedPort(p corev1.ServicePort) bool {
+	return p.Protocol != corev1.ProtocolUDP && p.Protocol != corev1.ProtocolSCTP
 }
 
 func portName(p corev1.ServicePort) string {
@@ -246,9 +264,13 @@ func protocolOf(s string) string {
 // endpointsOf are the ready addresses of a Service's slices, each address once, with the
 // ports of its slice that the Service names.
 func endpointsOf(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []*networking.WorkloadEntry {
+	// Only the ports the ServiceEntry has: an endpoint port the ServiceEntry does not define
+	// (a UDP port left out) would make it invalid.
 	named := map[string]bool{}
 	for _, p := range svc.Spec.Ports {
-		named[portName(p)] = true
+		if servedPort(p) {
+			named[portName(p)] = true
+		}
 	}
 	var out []*networking.WorkloadEntry
 	seen := map[string]bool{}

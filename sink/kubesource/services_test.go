@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -36,6 +37,7 @@ addressType: IPv4
 ports:
 - {name: http-api, port: 9080, protocol: TCP}
 - {name: metrics, port: 9090, protocol: TCP}
+- {name: dns, port: 53, protocol: UDP}
 endpoints:
 - addresses: [10.1.0.1]
   conditions: {ready: true}
@@ -129,4 +131,25 @@ spec: {ports: [{name: http, port: 80}]}
 	if got := r.hosts(t, "nosvc"); len(got) != 1 || got["nosvc/marker"] == "" {
 		t.Fatalf("without services: %v, want the Istio ServiceEntry only", got)
 	}
+}
+
+// An Istio ServiceEntry named like a Service's ServiceEntry (NAME.svc) is served, and the
+// Service is a fault naming the clash, until the name is free.
+func TestServiceEntryNamedLikeAServiceWins(t *testing.T) {
+	srv := sharedCluster(t)
+	c := srv.Dynamic(t)
+	apply(t, c, nsGVR, namespace("clash", ""))
+	apply(t, c, svcGVR, "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: clash}\nspec: {clusterIP: 10.96.0.60, ports: [{name: http, port: 80}]}\n")
+	apply(t, c, seGVR, serviceEntry("clash", "api.svc", "istio-api.example.com"))
+	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Services: true})
+	if got := r.hosts(t, "clash"); got["clash/api.svc"] != "istio-api.example.com" {
+		t.Fatalf("served %v, want the Istio ServiceEntry clash/api.svc", got)
+	}
+	faults := r.src.Faults()
+	if len(faults) != 1 || !strings.Contains(faults[0].Error(), "Service clash/api") {
+		t.Fatalf("faults %v, want one naming the Service", faults)
+	}
+	remove(t, c, seGVR, "clash", "api.svc")
+	wantHosts(t, r, "clash", map[string]string{"clash/api.svc": "api.clash.svc.cluster.local"})
+	eventually(t, "the clash's fault cleared", func() bool { return len(r.src.Faults()) == 0 })
 }

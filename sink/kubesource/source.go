@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -87,6 +88,8 @@ type Source struct {
 	stats       Stats
 	started     map[string]bool // "list RESOURCE", "watch RESOURCE" done once
 	crdsChanged bool            // a CRD changed since Run last discovered the served kinds
+	// resourceFaults are the last list or watch failure of each resource, until one succeeds.
+	resourceFaults map[string]error
 
 	// watchTimeout, if set before Run, ends every watch after it (whole seconds), as an API
 	// server does after 5 to 10 minutes: the informer then watches again from the last version
@@ -135,7 +138,9 @@ func New(opts Options) (*Source, error) {
 		wake:    make(chan struct{}, 1),
 		faults:  map[objectKey][]error{},
 		started: map[string]bool{},
-		stats:   Stats{Objects: map[string]int{}, WatchRestarts: map[string]int{}, Relists: map[string]int{}, Gone: map[string]int{}},
+
+		resourceFaults: map[string]error{},
+		stats:          Stats{Objects: map[string]int{}, WatchRestarts: map[string]int{}, Relists: map[string]int{}, Gone: map[string]int{}},
 	}
 	for _, ns := range opts.Namespaces {
 		s.listed[ns] = true
@@ -169,6 +174,9 @@ func (s *Source) Faults() []error {
 	if s.sourceFault != nil {
 		out = append(out, s.sourceFault)
 	}
+	for _, err := range s.resourceFaults {
+		out = append(out, err)
+	}
 	for _, errs := range s.faults {
 		out = append(out, errs...)
 	}
@@ -181,20 +189,12 @@ func (s *Source) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Objects = cloneMap(s.stats.Objects)
-	st.WatchRestarts = cloneMap(s.stats.WatchRestarts)
-	st.Gone = cloneMap(s.stats.Gone)
-	st.Relists = cloneMap(s.stats.Relists)
+	st.Objects = maps.Clone(s.stats.Objects)
+	st.WatchRestarts = maps.Clone(s.stats.WatchRestarts)
+	st.Gone = maps.Clone(s.stats.Gone)
+	st.Relists = maps.Clone(s.stats.Relists)
 	st.NotServed = slices.Clone(s.stats.NotServed)
 	return st
-}
-
-func cloneMap(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // restConfig is the client configuration: the kubeconfig file, or in-cluster.
@@ -247,12 +247,19 @@ func (s *Source) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), w.synced()...) {
 		return nil
 	}
+	// The first state is what the caches hold, not what the handlers have been told so far:
+	// an informer's HasSynced says its cache is full, not that its events were handled, and
+	// a first state missing objects would remove them from the store (from every replica's,
+	// on etcd) until their events came.
+	w.markCached()
 	state := ownerstate.New(s.opts.Owner, s.opts.Store)
-	s.sync(w, state)
-	close(s.ready)
 	retry := time.NewTimer(0)
 	retry.Stop()
 	defer retry.Stop()
+	if !s.sync(w, state) {
+		retry.Reset(s.opts.RetryInterval)
+	}
+	close(s.ready)
 	for {
 		select {
 		case <-ctx.Done():
@@ -266,11 +273,15 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
-// sync brings the state up to date with what changed and writes it; false when the store
-// refused the write (it is tried again by the caller).
+// sync brings the state up to date with what changed and writes it; false when something is
+// to be tried again after RetryInterval: a write the store refused, a CRD not served yet.
 func (s *Source) sync(w *watch, state *ownerstate.State) bool {
-	if w.rediscover != nil && s.takeCRDs() {
-		w.rediscover()
+	crdsAgain := false
+	if w.rediscover != nil && s.takeCRDs() && w.rediscover() {
+		crdsAgain = true
+		s.mu.Lock()
+		s.crdsChanged = true // looked at again when the retry fires
+		s.mu.Unlock()
 	}
 	keys, namespaces := s.takePending()
 	for _, ns := range namespaces {
@@ -280,7 +291,7 @@ func (s *Source) sync(w *watch, state *ownerstate.State) bool {
 		w.refresh(k, state)
 	}
 	if !state.Dirty() {
-		return true
+		return !crdsAgain
 	}
 	start := time.Now()
 	res, err := state.Flush()
@@ -297,7 +308,7 @@ func (s *Source) sync(w *watch, state *ownerstate.State) bool {
 		s.log.Info("applied kubernetes objects", "names", len(keys), "changed", res.Changed,
 			"revision", res.Revision, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return true
+	return !crdsAgain
 }
 
 // takePending empties the names and namespaces marked since the last call.
@@ -383,6 +394,28 @@ func (s *Source) watchFailed(resource string, err error) {
 	s.stats.Gone[resource]++
 	s.mu.Unlock()
 	s.log.Info("kubernetes watch answered 410 Gone; listing again", "resource", resource)
+}
+
+// resourceFailed records a failed list or watch of a resource as a fault of the source, until
+// one succeeds: a resource the bridge may not read (RBAC), an API server gone. The informer
+// tries again with backoff.
+func (s *Source) resourceFailed(resource, op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, had := s.resourceFaults[resource]; !had {
+		s.log.Warn("kubernetes source fault", "resource", resource, "op", op, "err", err.Error())
+	}
+	s.resourceFaults[resource] = fmt.Errorf("%s %s: %w (tried again with backoff; the last state read stays served)", op, resource, err)
+}
+
+// resourceOK clears a resource's fault after a list or watch that succeeded.
+func (s *Source) resourceOK(resource string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, had := s.resourceFaults[resource]; had {
+		delete(s.resourceFaults, resource)
+		s.log.Info("kubernetes source fault cleared", "fault", err.Error())
+	}
 }
 
 // listStarted counts a list of a resource: the first is the start, the others relists.

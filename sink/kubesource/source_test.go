@@ -246,8 +246,12 @@ func TestIstioObjectsCreatedUpdatedDeletedReachTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Metadata.Labels["app"] != "a" || res.Metadata.CreateTime == nil {
-		t.Fatalf("metadata %v: want the object's labels and a create_time", res.Metadata)
+	obj, err := c.Resource(seGVR).Namespace("crud").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata.Labels["app"] != "a" || !res.Metadata.CreateTime.AsTime().Equal(obj.GetCreationTimestamp().Time) {
+		t.Fatalf("metadata %v: want the object's labels and its creationTimestamp %v as create_time", res.Metadata, obj.GetCreationTimestamp())
 	}
 	if e.Owner != DefaultOwner {
 		t.Fatalf("owner %q, want %q", e.Owner, DefaultOwner)
@@ -286,6 +290,8 @@ spec:
   endpoints: [{address: not-an-ip.example.com}]
 `
 	apply(t, c, seGVR, bad)
+	// Not left broken in the shared cluster, where other tests' sources would see its fault.
+	t.Cleanup(func() { remove(t, c, seGVR, "invalid", "bad") })
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
 	wantHosts(t, r, "invalid", map[string]string{"invalid/good": "good.example.com"})
 	faults := r.src.Faults()
@@ -346,7 +352,7 @@ func TestNewRefusesABadSelector(t *testing.T) {
 	}
 }
 
-func TestUnreachableAPIServerIsAFaultUntilItAnswers(t *testing.T) {
+func TestUnreachableAPIServerIsAFaultAndNotReady(t *testing.T) {
 	st := store.New(store.Options{})
 	src, err := New(Options{Kubeconfig: writeKubeconfig(t, "https://127.0.0.1:1"), Store: st, RetryInterval: 20 * time.Millisecond})
 	if err != nil {

@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"strings"
 
 	"github.com/mcpbridge/mcpbridge/sink/filesource"
 	"github.com/mcpbridge/mcpbridge/sink/ownerstate"
@@ -33,8 +34,10 @@ type watch struct {
 	services   *serviceWatch             // nil unless Options.Services
 	selected   map[string]bool           // namespaces matching the selector, as last seen
 	// rediscover starts informers of the Istio kinds the cluster serves now and did not at
-	// start (their CRDs installed since); set by Run, called on its goroutine.
-	rediscover func()
+	// start (their CRDs installed since), and says whether to try again later; set with crds,
+	// the CRDs' informer, when some kind is not served; called on Run's goroutine.
+	rediscover func() bool
+	crds       cache.SharedIndexInformer
 }
 
 // watchedKind is the informer of one Istio kind.
@@ -114,6 +117,29 @@ func (w *watch) synced() []cache.InformerSynced {
 	return out
 }
 
+// markCached marks every object and namespace the caches hold, for the first state.
+func (w *watch) markCached() {
+	for i, k := range w.kinds {
+		for _, key := range k.informer.GetIndexer().ListKeys() {
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+				w.s.mark(objectKey{i, ns, name})
+			}
+		}
+	}
+	if w.namespaces != nil {
+		for _, ns := range w.namespaces.GetIndexer().ListKeys() {
+			w.s.markNamespace(ns)
+		}
+	}
+	if w.services != nil {
+		for _, key := range w.services.services.GetIndexer().ListKeys() {
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+				w.s.mark(objectKey{servicesIndex, ns, name})
+			}
+		}
+	}
+}
+
 // isSelected says whether the objects of a namespace are read.
 func (w *watch) isSelected(ns string) bool {
 	s := w.s
@@ -161,11 +187,17 @@ func (w *watch) namespaceChanged(ns string) []objectKey {
 // refresh makes the state's resource of one name what its object now says.
 func (w *watch) refresh(k objectKey, state *ownerstate.State) {
 	if k.w == servicesIndex {
-		w.services.refresh(k, w.isSelected(k.namespace), state)
+		w.services.refresh(k, w.isSelected(k.namespace), w.istioServiceEntryHolds, state)
 		return
 	}
 	wk := w.kinds[k.w]
 	name := k.namespace + "/" + k.name
+	if w.services != nil && wk.kind == w.services.kind {
+		// After this object is refreshed, the Service whose ServiceEntry would have its name.
+		if svc, ok := strings.CutSuffix(k.name, ".svc"); ok {
+			defer w.refresh(objectKey{servicesIndex, k.namespace, svc}, state)
+		}
+	}
 	obj, exists, _ := wk.informer.GetIndexer().GetByKey(name)
 	u, ok := obj.(*unstructured.Unstructured)
 	if !exists || !ok || !w.isSelected(k.namespace) {
@@ -180,6 +212,23 @@ func (w *watch) refresh(k objectKey, state *ownerstate.State) {
 	}
 	// An invalid object keeps its last valid version served: an edit that breaks it must not
 	// take the config away, as a file's faulty document keeps its last good resources.
+}
+
+// istioServiceEntryHolds says whether the store holds an Istio ServiceEntry of the cluster
+// under a name ("namespace/name").
+func (w *watch) istioServiceEntryHolds(name string) bool {
+	for _, k := range w.kinds {
+		if k.kind == w.services.kind {
+			obj, exists, _ := k.informer.GetIndexer().GetByKey(name)
+			if !exists {
+				return false
+			}
+			ns, _, _ := strings.Cut(name, "/")
+			_, isObj := obj.(*unstructured.Unstructured)
+			return isObj && w.isSelected(ns)
+		}
+	}
+	return false
 }
 
 // encodeObject decodes and validates an object as a file's document, and encodes it for the

@@ -19,12 +19,13 @@ type syncer struct {
 	state *ownerstate.State
 	reg   registry
 
-	session   int64 // the session the registry was last read whole in; 0: none yet
-	full      bool  // a whole reading is owed: at start, after an expiry or a lost read
-	expired   bool  // a session expired since the last whole reading
-	connected bool  // the client had a session when the burst began
-	served    bool  // a first whole reading was offered to the store
-	lastSync  time.Time
+	session   int64     // the session the registry was last read whole in; 0: none yet
+	full      bool      // a whole reading is owed: at start, after an expiry or a lost read
+	expired   bool      // a session expired since the last whole reading
+	connected bool      // the client had a session when the burst began
+	served    bool      // a first whole reading was offered to the store
+	readAt    time.Time // the last reading without a fault of the connection
+	lastSync  time.Time // readAt, once the store holds what it read
 
 	connects, expiries uint64
 	storeFault         error
@@ -122,7 +123,7 @@ func (y *syncer) readAll(sid int64) {
 		return
 	}
 	y.session, y.full, y.expired = sid, false, false
-	y.lastSync = time.Now()
+	y.readAt = time.Now()
 	if !y.served {
 		y.served = true
 		y.flush()
@@ -140,7 +141,7 @@ func (y *syncer) readTouched(paths map[string]struct{}) {
 		y.full = true
 		return
 	}
-	y.lastSync = time.Now()
+	y.readAt = time.Now()
 }
 
 // flush writes what changed to the store. A refused write is tried again at the next burst,
@@ -154,6 +155,7 @@ func (y *syncer) flush() {
 		}
 	}
 	if !y.state.Dirty() {
+		y.lastSync = y.readAt // the store holds what was read
 		return
 	}
 	res, err := y.state.Flush()
@@ -165,6 +167,7 @@ func (y *syncer) flush() {
 		return
 	}
 	y.storeFault = nil
+	y.lastSync = y.readAt
 	if y.retry != nil {
 		y.retry.Stop()
 		y.retry = nil

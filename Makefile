@@ -25,10 +25,12 @@ run: build
 # the bridge does not need): ./... of the main module does not reach it. So is e2e/xdsv2, the
 # xDS v2 test with grpc-go 1.34's xDS client against a real bridge process (5s once built).
 # The Kubernetes source's tests run a real kube-apiserver: kubeapi (below), built first
-# (minutes the first time, then cached in bin/e2e/). The ZooKeeper source's run Debian's
-# zookeeper package, the replicas' Debian's etcd-server (.ci/run installs both).
+# (minutes the first time, then cached in bin/e2e/). scripts/test-deps.sh installs what else
+# the tests run (Debian's etcd-server, zookeeper, gcc for -race, chromium) when missing, as
+# root; otherwise it says in one line which command to run.
 KUBEAPI_BIN := bin/e2e/kubeapi
 test: $(KUBEAPI_BIN)
+	./scripts/test-deps.sh
 	$(GO) vet ./...
 	MCPBRIDGE_KUBEAPI=$(abspath $(KUBEAPI_BIN)) $(GO) test $(TESTFLAGS) ./...
 	cd deploy/image && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...

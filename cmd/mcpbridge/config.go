@@ -95,6 +95,9 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 	v.SetEnvPrefix("MCPBRIDGE")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
+	if err := checkEnvironment(os.Environ()); err != nil {
+		return nil, err
+	}
 	for flag, key := range flagKeys {
 		// Bound flags win only when set explicitly; their zero defaults never override.
 		if err := v.BindPFlag(key, fs.Lookup(flag)); err != nil {
@@ -167,6 +170,76 @@ func isKnownKey(known []string, key string) bool {
 		}
 	}
 	return false
+}
+
+// notConfigEnv are MCPBRIDGE_ variables that are not configuration keys: the test tools'
+// (the etcd, kube-apiserver and ZooKeeper the tests run), which a bridge started by a test
+// inherits.
+var notConfigEnv = map[string]bool{"MCPBRIDGE_ETCD": true, "MCPBRIDGE_KUBEAPI": true, "MCPBRIDGE_ZOOKEEPER_CLASSPATH": true}
+
+// envName is the variable that sets a key: MCPBRIDGE_ and the key upper-cased, "." as "_".
+func envName(key string) string {
+	return "MCPBRIDGE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// checkEnvironment refuses an MCPBRIDGE_ variable that sets no key, as an unknown key of the
+// file is refused: a misspelt variable would otherwise be ignored without a word. The error
+// names the variable and the closest variable that does set a key.
+func checkEnvironment(environ []string) error {
+	known := map[string]bool{}
+	var names []string
+	for _, key := range knownKeys() {
+		if key, isMap := strings.CutSuffix(key, ".*"); isMap {
+			known[envName(key)] = true // the map or section as a whole; its entries are not variables
+			names = append(names, envName(key))
+			continue
+		}
+		known[envName(key)] = true
+		names = append(names, envName(key))
+	}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MCPBRIDGE_") || known[name] || notConfigEnv[name] {
+			continue
+		}
+		if near := closest(name, names); near != "" {
+			return configErrorf("environment: %s sets no configuration key; did you mean %s?", name, near)
+		}
+		return configErrorf("environment: %s sets no configuration key (variables are MCPBRIDGE_ and a key of config.yaml upper-cased, \".\" as \"_\")", name)
+	}
+	return nil
+}
+
+// closest is the name nearest to s by edit distance, when it is near enough to be a typo.
+func closest(s string, names []string) string {
+	best, bestDist := "", len(s)/3+1
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // knownKeys lists the dotted keys of Config; a map's is KEY.* (any key below it).

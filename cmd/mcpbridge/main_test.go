@@ -73,6 +73,8 @@ func TestBadConfigurationExits2NamingTheKey(t *testing.T) {
 		{"not yaml", []string{"serve", "--config", write("bad.yaml", "grpc: [unclosed\n")}, nil, []string{"--config", "bad.yaml"}},
 		{"bad env address", []string{"serve"}, map[string]string{"MCPBRIDGE_HTTP_ADDRESS": "127.0.0.1:99999"}, []string{"http.address", "99999"}},
 		{"unknown flag", []string{"serve", "--grpc-adr", "x"}, nil, []string{"--grpc-adr"}},
+		{"misspelt environment variable", []string{"serve"}, map[string]string{"MCPBRIDGE_GRPC_ADRESS": "127.0.0.1:1"}, []string{"MCPBRIDGE_GRPC_ADRESS", "did you mean MCPBRIDGE_GRPC_ADDRESS"}},
+		{"unknown environment variable", []string{"serve"}, map[string]string{"MCPBRIDGE_COLOUR": "blue"}, []string{"MCPBRIDGE_COLOUR", "sets no configuration key"}},
 		{"authz rule without identity", []string{"serve", "--config", write("az1.yaml", "authz:\n  rules:\n    - consume: {collections: ['*'], namespaces: ['*']}\n")}, nil,
 			[]string{"authz.rules[0].identity", "empty"}},
 		{"authz identity not SPIFFE", []string{"serve", "--config", write("az2.yaml", "authz:\n  rules:\n    - identity: istiod\n")}, nil,

@@ -111,7 +111,7 @@ func New(cfg *Config, log *slog.Logger) (*Bridge, error) {
 	}
 	m := metrics.New()
 	b := &Bridge{
-		cfg: cfg, log: log, metrics: m, ready: admin.NewReadiness(),
+		cfg: cfg, log: log, metrics: m, ready: admin.NewReadiness(log.With("component", "readiness")),
 		store: store.New(store.Options{
 			Validate:           kinds.ValidateResource,
 			TombstoneRetention: cfg.Store.TombstoneRetention,

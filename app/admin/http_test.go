@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"go.uber.org/goleak"
 )
 
@@ -24,7 +25,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 }
 
 func TestReadyzWaitsForEveryCondition(t *testing.T) {
-	ready := NewReadiness()
+	ready := NewReadiness(nil)
 	grpcDone := ready.Wait("grpc")
 	filesDone := ready.Wait("source files")
 	srv := httptest.NewServer(Handler(Options{Ready: ready}))
@@ -50,7 +51,7 @@ func TestReadyzWaitsForEveryCondition(t *testing.T) {
 
 // TestProfilesAreServed: Go's profiles are on /debug/pprof/, for an operator's go tool pprof.
 func TestProfilesAreServed(t *testing.T) {
-	srv := httptest.NewServer(Handler(Options{Ready: NewReadiness()}))
+	srv := httptest.NewServer(Handler(Options{Ready: NewReadiness(nil)}))
 	defer srv.Close()
 	if code, body := get(t, srv, "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Fatalf("/debug/pprof/ = %d, want the index of profiles", code)
@@ -64,5 +65,35 @@ func TestProfilesAreServed(t *testing.T) {
 	// A profile is gzipped protobuf: gzip's magic number first.
 	if resp.StatusCode != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
 		t.Fatalf("/debug/pprof/heap = %d, %d bytes, want a gzipped profile", resp.StatusCode, len(body))
+	}
+}
+
+// The log says when the bridge becomes ready, when a check is lost (not ready, and why), and
+// when it is met again; once each, not at every probe.
+func TestReadinessChangesAreLoggedOnce(t *testing.T) {
+	log, buf := testlog.Capture()
+	r := NewReadiness(log)
+	done := r.Wait("sources.files")
+	cut := ""
+	r.Check("store.etcd", func() string { return cut })
+	r.Pending()
+	if strings.Contains(buf.String(), "ready") {
+		t.Fatalf("logged before anything was met: %s", buf.String())
+	}
+	done()
+	cut = "cut off from etcd"
+	r.Pending()
+	r.Pending()
+	cut = ""
+	r.Pending()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{`msg=ready after=`, `level=WARN msg="not ready" waiting_for="store.etcd (cut off from etcd)"`, `msg="ready again"`}
+	if len(lines) != len(want) {
+		t.Fatalf("log:\n%s\nwant %d lines", buf.String(), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Fatalf("line %d %q, want it to contain %q", i, lines[i], w)
+		}
 	}
 }

@@ -3,8 +3,11 @@
 package admin
 
 import (
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Readiness tracks what must happen before the bridge is ready: the gRPC port serving and each
@@ -17,11 +20,25 @@ type Readiness struct {
 	// checks are conditions that can be lost again (a replica cut off from etcd): each says
 	// why it is not met, or "" when it is. Ready does not wait for them: they come and go.
 	checks map[string]func() string
+
+	log     *slog.Logger
+	started time.Time
+	// lastSaid is what the log last said of readiness: "" before anything, "ready", or the
+	// reasons it was not, so that a change is logged once, not at every probe.
+	lastSaid string
+	wasReady bool // "ready" has been logged once
 }
 
-// NewReadiness returns a tracker with nothing pending.
-func NewReadiness() *Readiness {
-	return &Readiness{pending: map[string]bool{}, checks: map[string]func() string{}, ready: make(chan struct{})}
+// NewReadiness returns a tracker with nothing pending; it logs becoming ready, and becoming
+// not ready again (with the reasons), to log (nil: nowhere).
+func NewReadiness(log *slog.Logger) *Readiness {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Readiness{
+		pending: map[string]bool{}, checks: map[string]func() string{}, ready: make(chan struct{}),
+		log: log, started: time.Now(),
+	}
 }
 
 // Check registers a condition that is asked each time readiness is: check returns why it is
@@ -48,15 +65,48 @@ func (r *Readiness) Wait(name string) (done func()) {
 		if len(r.pending) == 0 && !r.closed {
 			r.closed = true
 			close(r.ready)
+			r.sayLocked(r.unmetLocked())
 		}
 		r.mu.Unlock()
 	}
 }
 
-// Pending returns the unmet conditions, sorted; none means ready.
+// Pending returns the unmet conditions, sorted; none means ready. A change from what the log
+// last said, once the bridge has been ready, is logged: a check lost (not ready, and why) or
+// met again (ready).
 func (r *Readiness) Pending() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	out := r.unmetLocked()
+	if r.closed {
+		r.sayLocked(out)
+	}
+	return out
+}
+
+// sayLocked logs readiness when it differs from what was last logged; r.mu is held.
+func (r *Readiness) sayLocked(unmet []string) {
+	said := "ready"
+	if len(unmet) > 0 {
+		said = strings.Join(unmet, "; ")
+	}
+	if said == r.lastSaid {
+		return
+	}
+	r.lastSaid = said
+	switch {
+	case len(unmet) == 0 && !r.wasReady:
+		r.wasReady = true
+		r.log.Info("ready", "after", time.Since(r.started).Round(time.Millisecond))
+	case len(unmet) == 0:
+		r.log.Info("ready again")
+	default:
+		r.log.Warn("not ready", "waiting_for", said)
+	}
+}
+
+// unmetLocked are the unmet conditions, sorted; r.mu is held.
+func (r *Readiness) unmetLocked() []string {
 	out := make([]string, 0, len(r.pending))
 	for name := range r.pending {
 		out = append(out, name)

@@ -18,7 +18,7 @@ func TestStatusPageShowsPeersFaultsAndReadiness(t *testing.T) {
 	defer eng.Stop()
 	m := metrics.New()
 	m.Peer(metrics.Upstream, "producer.example:9901").Down(errors.New("connection refused"))
-	ready := NewReadiness()
+	ready := NewReadiness(nil)
 	ready.Wait("sources.files")
 	srv := httptest.NewServer(Handler(Options{
 		Ready: ready, Metrics: m, Store: st, Engine: eng, Version: "v-test",

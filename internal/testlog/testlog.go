@@ -39,3 +39,28 @@ func (w *writer) close() {
 	w.closed = true
 	w.mu.Unlock()
 }
+
+// Buffer keeps what a logger wrote, for tests that assert on the log; safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Capture returns an info-level text logger writing to a Buffer.
+func Capture() (*slog.Logger, *Buffer) {
+	b := &Buffer{}
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -200,19 +200,27 @@ func (s *Source) write(l *loader) (store.Result, error) {
 	return res, err
 }
 
-// setFaults replaces the current faults and logs those that are new, so that a fault is logged
-// when it appears, not again at every reload that still finds it.
+// setFaults replaces the current faults and logs those that are new and those that are gone,
+// so that a fault is logged when it appears and when it clears, not at every reload.
 func (s *Source) setFaults(faults []error) {
 	s.mu.Lock()
 	old := make(map[string]bool, len(s.faults))
 	for _, f := range s.faults {
 		old[f.Error()] = true
 	}
+	cleared := s.faults
 	s.faults = faults
 	s.mu.Unlock()
+	now := make(map[string]bool, len(faults))
 	for _, f := range faults {
+		now[f.Error()] = true
 		if !old[f.Error()] {
 			s.log.Warn("config fault", "fault", f.Error())
+		}
+	}
+	for _, f := range cleared {
+		if !now[f.Error()] {
+			s.log.Info("config fault cleared", "fault", f.Error())
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/protobuf/proto"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
 	networking "istio.io/api/networking/v1alpha3"
@@ -85,7 +87,9 @@ func startWith(t *testing.T, opts Options, st *store.Store) *harness {
 	if opts.Debounce == 0 {
 		opts.Debounce = 20 * time.Millisecond
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	h.src = New(opts)
 	h.src.reloaded = func() {
 		select {
@@ -277,6 +281,28 @@ func TestSourceKeepsLastGoodState(t *testing.T) {
 	h.waitFor("the fault to clear", func() bool { return len(h.src.Faults()) == 1 })
 	if !h.hasFault("broken.yaml")() {
 		t.Errorf("faults = %v, want broken.yaml's to remain", h.src.Faults())
+	}
+}
+
+// A fault is logged once when it appears (warn) and once when it clears (info).
+func TestFaultAppearingAndClearingIsLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "se.yaml")
+	writeFile(t, file, serviceEntry("reviews", "reviews.v1"))
+	logger, log := testlog.Capture()
+	h := start(t, Options{Paths: []string{dir}, Logger: logger})
+	writeFile(t, file, strings.Replace(serviceEntry("reviews", "reviews.v2"), "resolution: STATIC", "resolution: STATIK", 1))
+	h.waitFor("the fault", h.hasFault("se.yaml", "spec.resolution"))
+	writeFile(t, filepath.Join(dir, "other.yaml"), serviceEntry("ratings", "ratings.v1")) // a reload that still finds it
+	h.waitFor("other.yaml served", func() bool { return h.host("bookinfo/ratings") == "ratings.v1" })
+	writeFile(t, file, serviceEntry("reviews", "reviews.v2"))
+	h.waitFor("the fault to clear", func() bool { return len(h.src.Faults()) == 0 })
+	out := log.String()
+	if n := strings.Count(out, `level=WARN msg="config fault"`); n != 1 {
+		t.Fatalf("the fault logged %d times, want once:\n%s", n, out)
+	}
+	if n := strings.Count(out, `level=INFO msg="config fault cleared"`); n != 1 || !strings.Contains(out, "spec.resolution") {
+		t.Fatalf("its clearing logged %d times, want once, naming it:\n%s", n, out)
 	}
 }
 

@@ -360,11 +360,15 @@ func (s *Source) setSourceFault(err error) {
 	s.sourceFault = err
 }
 
-// setObjectFaults replaces the faults of one object, logging new ones.
+// setObjectFaults replaces the faults of one object, logging new ones, and those it no longer
+// has as cleared.
 func (s *Source) setObjectFaults(k objectKey, errs []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(errs) == 0 {
+		for _, e := range s.faults[k] {
+			s.log.Info("config fault cleared", "fault", e.Error())
+		}
 		delete(s.faults, k)
 		return
 	}

@@ -371,10 +371,17 @@ func (s *Source) publish(conn error, others []error, logConn bool, stats Stats) 
 	for _, f := range s.faults {
 		old[f.Error()] = true
 	}
+	now := make(map[string]bool, len(faults))
 	for i, f := range faults {
+		now[f.Error()] = true
 		// A fault is logged when it appears, not again at every burst that still finds it.
 		if !old[f.Error()] && (i > 0 || conn == nil || logConn) {
 			s.log.Warn("zookeeper registry fault", "fault", f.Error())
+		}
+	}
+	for _, f := range s.faults {
+		if !now[f.Error()] {
+			s.log.Info("zookeeper registry fault cleared", "fault", f.Error())
 		}
 	}
 	s.faults = faults

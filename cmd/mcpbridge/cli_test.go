@@ -302,8 +302,9 @@ func closedAddress(t *testing.T) string {
 
 func TestPushBadCommandLinesExit2(t *testing.T) {
 	for _, args := range [][]string{
-		{"push", "../../examples"},
+		{"push", "--to", "127.0.0.1:1", "--addr", "127.0.0.1:2", "../../examples"},
 		{"push", "--to", "nowhere", "../../examples"},
+		{"push", "--addr", "nowhere", "../../examples"},
 		{"push", "--to", "127.0.0.1:1"},
 		{"push", "--to", "127.0.0.1:1", "--timeout", "0s", "../../examples"},
 		{"push", "--to", "127.0.0.1:1", filepath.Join(t.TempDir(), "missing")},
@@ -371,7 +372,7 @@ func parseUpdates(t *testing.T, stdout string) []watchUpdate {
 func TestWatchMCPPrintsAndACKsEachUpdate(t *testing.T) {
 	b := bridgetest.Start(t)
 	b.LoadYAML(t, reviewsYAML)
-	c := startCLI(t, "watch", "--from", b.GRPCAddr(), "--collection", seCollection, "--output", "json", "--count", "2")
+	c := startCLI(t, "watch", "--addr", b.GRPCAddr(), "--collection", seCollection, "-o", "json", "--count", "2")
 	b.WaitSynced(t, "mcpbridge-watch", seCollection)
 	first := b.Version(seCollection)
 	b.LoadYAML(t, strings.ReplaceAll(reviewsYAML, "reviews.shop.example", "reviews-v2.shop.example"))
@@ -506,7 +507,8 @@ func TestWatchFailuresAndBadCommandLines(t *testing.T) {
 	for _, args := range [][]string{
 		{"watch", "--from", "127.0.0.1:1"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--xds", "b"},
-		{"watch", "--collection", "a"},
+		{"watch", "--from", "127.0.0.1:1", "--addr", "127.0.0.1:2", "--collection", "a"},
+		{"watch", "--addr", "127.0.0.1:1", "--collection", "a", "-o", "table"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--output", "xml"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--count", "-1"},
 		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--name", "x"},

@@ -23,7 +23,7 @@ import (
 
 func newPushCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "push --to ADDR [flags] PATH...",
+		Use:   "push [--addr HOST:PORT] [flags] PATH...",
 		Short: "Push files of Istio YAML to a ResourceSink, as an MCP source",
 		Long: `Push files and directories of Istio YAML (read as serve's file source reads them) to an
 istio.mcp.v1alpha1.ResourceSink: mcpbridge's own, or any other. push dials ADDR, waits for
@@ -38,13 +38,13 @@ ends the stream ends push --watch (exit 1): run it under a supervisor to retry.
 
 Exit status: 0 when every collection was ACKed; 1 for any NACK, a fault in the files, or a
 failure (no connection, no answer within --timeout); 2 for a bad command line.`,
-		Example: `  mcpbridge push --to localhost:15010 examples/
-  mcpbridge push --to localhost:15010 --producer-id team-a --watch mesh/`,
+		Example: `  mcpbridge push examples/
+  mcpbridge push --addr bridge.mesh:15010 --producer-id team-a --watch mesh/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: runPush,
 	}
 	fs := cmd.Flags()
-	fs.String("to", "", "address of the ResourceSink to push to (required)")
+	addAddrFlag(fs, "address of the ResourceSink to push to: the bridge's gRPC port, or any MCP sink", "to")
 	fs.String("producer-id", "", "sent as the mcp-producer-id metadata: the sink stores what is pushed under this producer")
 	fs.Duration("timeout", 10*time.Second, "how long to wait for the sink: the stream, then (without --watch) its requests and every answer")
 	fs.Bool("watch", false, "keep pushing on every change of the files, until SIGINT")
@@ -63,12 +63,15 @@ func runPush(cmd *cobra.Command, paths []string) error {
 	if err := checkPaths(paths); err != nil {
 		return err
 	}
-	conn, err := dialFlags(fs, "to")
+	if err := resolveAddr(fs); err != nil {
+		return err
+	}
+	conn, err := dialFlags(fs, "addr")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	addr, _ := fs.GetString("to")
+	addr, _ := fs.GetString("addr")
 	// File faults go to stderr as they are found (with --watch, as files change).
 	f := newFiles(paths, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	p := &pusher{out: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), addr: addr, files: f, timeout: timeout, watch: watch}

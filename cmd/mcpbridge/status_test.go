@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -118,13 +120,30 @@ func TestStatusPrintsATableLikeProxyStatus(t *testing.T) {
 // message.
 func TestStatusJSONIsTheCSDSAnswerPerResource(t *testing.T) {
 	b := statusBridge(t)
-	code, stdout, stderr := runCLI(t, "status", "--addr", b.GRPCAddr(), "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	// -o json, --output json, and --json, its old form, kept hidden for a release; -o yaml is
+	// the same answer as YAML.
+	for _, args := range [][]string{{"-o", "json"}, {"--output", "json"}, {"--json"}, {"-o", "yaml"}} {
+		code, stdout, stderr := runCLI(t, append([]string{"status", "--addr", b.GRPCAddr()}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		js := []byte(stdout)
+		if args[len(args)-1] == "yaml" {
+			var err error
+			if js, err = yaml.YAMLToJSON(js); err != nil {
+				t.Fatalf("-o yaml: not YAML: %v\n%s", err, stdout)
+			}
+		}
+		checkStatusAnswer(t, args, js)
 	}
+}
+
+func checkStatusAnswer(t *testing.T, args []string, js []byte) {
+	t.Helper()
+	stdout := string(js)
 	var resp csdspb.ClientStatusResponse
-	if err := protojson.Unmarshal([]byte(stdout), &resp); err != nil {
-		t.Fatalf("not a ClientStatusResponse: %v\n%s", err, stdout)
+	if err := protojson.Unmarshal(js, &resp); err != nil {
+		t.Fatalf("%v: not a ClientStatusResponse: %v\n%s", args, err, stdout)
 	}
 	found := false
 	for _, cc := range resp.GetConfig() {
@@ -138,7 +157,7 @@ func TestStatusJSONIsTheCSDSAnswerPerResource(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("no entry for sidecar-1's shop/a:\n%s", stdout)
+		t.Errorf("%v: no entry for sidecar-1's shop/a:\n%s", args, stdout)
 	}
 }
 
@@ -152,6 +171,8 @@ func TestStatusFailuresAndBadCommandLines(t *testing.T) {
 		{[]string{"status", "extra"}, 2, "extra"},
 		{[]string{"status", "--max-recv-msg-size", "0"}, 2, "--max-recv-msg-size"},
 		{[]string{"status", "--addr", "127.0.0.1:1"}, 1, "status: 127.0.0.1:1"},
+		{[]string{"status", "-o", "xml"}, 2, `--output: "xml" is not one of table, json, yaml`},
+		{[]string{"status", "--json", "-o", "yaml"}, 2, "--json is the old form of -o json"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var out, errOut strings.Builder

@@ -39,7 +39,7 @@ import (
 
 func newWatchCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "watch --from ADDR (--collection COLLECTION | --xds TYPE_URL [--xds-version v2] | --linkerd HOST:PORT) [flags]",
+		Use:   "watch [--addr HOST:PORT] (--collection COLLECTION | --xds TYPE_URL [--xds-version v2] | --linkerd HOST:PORT) [flags]",
 		Short: "Subscribe to a config source and print every update",
 		Long: `Subscribe to a config source and print every update it sends, ACKing each:
 
@@ -57,21 +57,21 @@ func newWatchCommand() *cobra.Command {
                            addresses of a service, as add, remove and no_endpoints updates
 
 Each update is printed with its version and its resources (name, version, and body decoded
-from protobuf), as a YAML document (--output yaml, the default) or as one line of JSON
-(--output json). watch runs until SIGINT, or until --count updates.
+from protobuf), as a YAML document (-o yaml, the default) or as one line of JSON
+(-o json). watch runs until SIGINT, or until --count updates.
 
 Exit status: 0 when stopped by SIGINT or after --count updates; 1 when the stream fails or the
 source ends it; 2 for a bad command line.`,
-		Example: `  mcpbridge watch --from localhost:15010 --collection istio/networking/v1alpha3/serviceentries
-  mcpbridge watch --from localhost:15010 --xds networking.istio.io/v1alpha3/VirtualService --incremental
-  mcpbridge watch --from localhost:15010 --xds type.googleapis.com/envoy.config.cluster.v3.Cluster --output json --count 1
-  mcpbridge watch --from localhost:15010 --linkerd reviews.bookinfo.svc.cluster.local:9080
-  mcpbridge watch --from localhost:15010 --xds-version v2 --xds type.googleapis.com/envoy.api.v2.Cluster --count 1`,
+		Example: `  mcpbridge watch --collection istio/networking/v1alpha3/serviceentries
+  mcpbridge watch --xds networking.istio.io/v1alpha3/VirtualService --incremental
+  mcpbridge watch --xds type.googleapis.com/envoy.config.cluster.v3.Cluster -o json --count 1
+  mcpbridge watch --linkerd reviews.bookinfo.svc.cluster.local:9080
+  mcpbridge watch --xds-version v2 --xds type.googleapis.com/envoy.api.v2.Cluster --count 1`,
 		Args: cobra.NoArgs,
 		RunE: runWatch,
 	}
 	fs := cmd.Flags()
-	fs.String("from", "", "address of the config source (required)")
+	addAddrFlag(fs, "address of the config source: the bridge's gRPC port, or any MCP or xDS server", "from")
 	fs.String("collection", "", "MCP collection to subscribe to, on ResourceSource")
 	fs.String("xds", "", "xDS type URL to subscribe to, on the aggregated discovery service")
 	fs.String("linkerd", "", "a service's HOST:PORT to resolve with Linkerd's Destination.Get")
@@ -79,7 +79,7 @@ source ends it; 2 for a bad command line.`,
 	fs.String("xds-version", "v3", "with --xds: the xDS transport, v3 or v2")
 	fs.StringArray("name", nil, "with --xds: a resource name to subscribe to (repeatable); none means every resource")
 	fs.Bool("incremental", false, "ask for incremental updates (MCP incremental; xDS delta)")
-	fs.String("output", "yaml", "yaml or json")
+	addOutputFlag(fs, "yaml", "json")
 	fs.Int("count", 0, "stop after this many updates (0: until SIGINT)")
 	fs.String("node", "mcpbridge-watch", "node id this client sends (sink_node.id, node.id)")
 	fs.Int("max-recv-msg-size", defaultWatchRecvSize, "largest response accepted, in bytes: a state-of-the-world answer for a large mesh is one message (100,000 ServiceEntries: about 34 MB)")
@@ -111,7 +111,13 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 	o.names, _ = fs.GetStringArray("name")
 	o.xdsVersion, _ = fs.GetString("xds-version")
 	o.incremental, _ = fs.GetBool("incremental")
-	o.output, _ = fs.GetString("output")
+	if err := resolveAddr(fs); err != nil {
+		return o, err
+	}
+	var err error
+	if o.output, err = outputFormat(fs, "yaml", "json"); err != nil {
+		return o, err
+	}
 	o.count, _ = fs.GetInt("count")
 	o.node, _ = fs.GetString("node")
 	o.maxRecv, _ = fs.GetInt("max-recv-msg-size")
@@ -122,8 +128,6 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 		return o, usageError{fmt.Errorf("--conduit goes with --linkerd")}
 	case o.linkerd != "" && (o.incremental || len(o.names) > 0):
 		return o, usageError{fmt.Errorf("--linkerd takes neither --incremental nor --name: Destination.Get streams changes of one service")}
-	case o.output != "yaml" && o.output != "json":
-		return o, usageError{fmt.Errorf("--output: %q is neither yaml nor json", o.output)}
 	case o.count < 0:
 		return o, usageError{fmt.Errorf("--count: must not be negative, got %d", o.count)}
 	case o.maxRecv <= 0:
@@ -143,12 +147,12 @@ func runWatch(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dialFlags(cmd.Flags(), "from", grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecv)))
+	conn, err := dialFlags(cmd.Flags(), "addr", grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecv)))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	addr, _ := cmd.Flags().GetString("from")
+	addr, _ := cmd.Flags().GetString("addr")
 	p := &printer{out: cmd.OutOrStdout(), json: o.output == "json", left: o.count}
 	ctx := cmd.Context()
 	switch {

@@ -504,23 +504,36 @@ func TestWatchFailuresAndBadCommandLines(t *testing.T) {
 	}
 	assertOneLine(t, stderr, "watch: stream from", "connection refused")
 
-	for _, args := range [][]string{
-		{"watch", "--from", "127.0.0.1:1"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--xds", "b"},
-		{"watch", "--from", "127.0.0.1:1", "--addr", "127.0.0.1:2", "--collection", "a"},
-		{"watch", "--addr", "127.0.0.1:1", "--collection", "a", "-o", "table"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--output", "xml"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--count", "-1"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--name", "x"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "extra"},
-		{"watch", "--from", "127.0.0.1:1", "--xds", "a", "--xds-version", "v4"},
-		{"watch", "--from", "127.0.0.1:1", "--collection", "a", "--xds-version", "v2"},
+	se := seCollection
+	for _, c := range []struct {
+		args []string
+		want string // what the one line of stderr names
+	}{
+		{[]string{"watch", "--from", "127.0.0.1:1"}, "give one of --collection"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "--xds", "b"}, "give one of --collection"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--addr", "127.0.0.1:2", "--collection", se}, "--from is the old name of --addr"},
+		{[]string{"watch", "--addr", "127.0.0.1:1", "--collection", se, "-o", "table"}, `--output: "table" is not one of yaml, json`},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "--output", "xml"}, `--output: "xml"`},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "--count", "-1"}, "--count"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "--name", "x"}, "--name goes with --xds"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "extra"}, "extra"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--xds", "type.googleapis.com/envoy.config.cluster.v3.Cluster", "--xds-version", "v4"}, "--xds-version"},
+		{[]string{"watch", "--from", "127.0.0.1:1", "--collection", se, "--xds-version", "v2"}, "--xds-version goes with --xds"},
+		// A name the bridge does not serve: the closest it does.
+		{[]string{"watch", "--collection", "istio/networking/v1alpha3/servicentries"}, `did you mean "istio/networking/v1alpha3/serviceentries"`},
+		{[]string{"watch", "--xds", "networking.istio.io/v1/VirtualServices"}, `did you mean "networking.istio.io/v1/VirtualService"`},
+		{[]string{"watch", "--xds", "type.googleapis.com/envoy.config.cluster.v3.Clusters"}, `did you mean "type.googleapis.com/envoy.config.cluster.v3.Cluster"`},
 	} {
-		code, _, stderr := runCLI(t, args...)
+		code, _, stderr := runCLI(t, c.args...)
 		if code != exitUsage {
-			t.Fatalf("%v: exit %d, want 2 (stderr %q)", args, code, stderr)
+			t.Fatalf("%v: exit %d, want 2 (stderr %q)", c.args, code, stderr)
 		}
-		assertOneLine(t, stderr)
+		assertOneLine(t, stderr, c.want)
+	}
+	// --unchecked subscribes to another server's type: it gets as far as the connection.
+	code, _, stderr = runCLI(t, "watch", "--addr", closedAddress(t), "--xds", "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", "--unchecked")
+	if code != exitRuntime {
+		t.Fatalf("--unchecked: exit %d, want 1 (stderr %q)", code, stderr)
 	}
 }
 

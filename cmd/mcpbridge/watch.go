@@ -79,6 +79,7 @@ source ends it; 2 for a bad command line.`,
 	fs.String("xds-version", "v3", "with --xds: the xDS transport, v3 or v2")
 	fs.StringArray("name", nil, "with --xds: a resource name to subscribe to (repeatable); none means every resource")
 	fs.Bool("incremental", false, "ask for incremental updates (MCP incremental; xDS delta)")
+	fs.Bool("unchecked", false, "subscribe to a collection or type URL mcpbridge does not serve (another server's)")
 	addOutputFlag(fs, "yaml", "json")
 	fs.Int("count", 0, "stop after this many updates (0: until SIGINT)")
 	fs.String("node", "mcpbridge-watch", "node id this client sends (sink_node.id, node.id)")
@@ -138,6 +139,14 @@ func watchFlags(cmd *cobra.Command) (watchOptions, error) {
 		return o, usageError{fmt.Errorf("--xds-version goes with --xds")}
 	case len(o.names) > 0 && o.collection != "":
 		return o, usageError{fmt.Errorf("--name goes with --xds: an MCP subscription is to a whole collection")}
+	}
+	if unchecked, _ := fs.GetBool("unchecked"); !unchecked {
+		switch {
+		case o.collection != "":
+			return o, checkServed("collection", o.collection, servedCollections())
+		case o.xdsType != "":
+			return o, checkServed("xds", o.xdsType, servedTypeURLs())
+		}
 	}
 	return o, nil
 }

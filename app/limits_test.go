@@ -195,6 +195,13 @@ func TestProducerOverItsResourcesIsNACKed(t *testing.T) {
 		t.Fatalf("2 of 3: %v", ans.ErrorDetail)
 	}
 	gets(t, consumer, "ns/b")
+	// The translation writes what it derives from the push after it: wait for it, so that the
+	// revision read is the last before the refused push.
+	select {
+	case <-b.translator.Synced(b.Store().View().Revision()):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the translation of the first push did not finish")
+	}
 	rev := b.Store().View().Revision()
 
 	ans := p.push(t, seColl, serviceEntry("ns/a", "a.example"), serviceEntry("ns/b", "b.example"),

@@ -22,9 +22,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/zktest"
 	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 )
 
 // The sources that read config where it lives are served like any producer: an MCP sink and an
@@ -32,26 +30,6 @@ import (
 // Kubernetes API server or the ZooKeeper registry holds, and follow its changes.
 
 var kubeSEGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
-
-func kubeApply(t *testing.T, srv *kubetest.Server, doc string) {
-	t.Helper()
-	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	ri := srv.Dynamic(t).Resource(kubeSEGVR).Namespace(u.GetNamespace())
-	old, err := ri.Get(context.Background(), u.GetName(), metav1.GetOptions{})
-	if err == nil {
-		u.SetResourceVersion(old.GetResourceVersion())
-		_, err = ri.Update(context.Background(), u, metav1.UpdateOptions{})
-	} else {
-		_, err = ri.Create(context.Background(), u, metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 func paymentsEntry(ip string) string {
 	return `apiVersion: networking.istio.io/v1
@@ -68,7 +46,7 @@ spec:
 func TestKubernetesObjectsReachMCPAndEnvoyClients(t *testing.T) {
 	srv := kubetest.Start(t, "shop")
 	srv.InstallIstioCRDs(t)
-	kubeApply(t, srv, paymentsEntry("10.0.0.1"))
+	srv.Apply(t, kubeSEGVR, paymentsEntry("10.0.0.1"))
 	b := start(t, func(c *Config) {
 		c.Sources.Kubernetes = &KubernetesSourceConfig{Kubeconfig: srv.Kubeconfig}
 	})
@@ -80,7 +58,7 @@ func TestKubernetesObjectsReachMCPAndEnvoyClients(t *testing.T) {
 	wantMCPEndpoints(t, mcpClient, "shop/payments", "10.0.0.1")
 	envoy.wantEndpoints(t, cluster, "10.0.0.1")
 
-	kubeApply(t, srv, paymentsEntry("10.0.0.2"))
+	srv.Apply(t, kubeSEGVR, paymentsEntry("10.0.0.2"))
 	wantMCPEndpoints(t, mcpClient, "shop/payments", "10.0.0.2")
 	envoy.wantEndpoints(t, cluster, "10.0.0.2")
 
@@ -305,7 +283,7 @@ func envoyNode() *core.Node {
 func TestKubernetesIsWatchedByTheElectedIngesterOnly(t *testing.T) {
 	srv := kubetest.Start(t, "shop")
 	srv.InstallIstioCRDs(t)
-	kubeApply(t, srv, paymentsEntry("10.0.0.1"))
+	srv.Apply(t, kubeSEGVR, paymentsEntry("10.0.0.1"))
 	cluster := etcdtest.Start(t, 1)
 	kube := func(c *Config) { c.Sources.Kubernetes = &KubernetesSourceConfig{Kubeconfig: srv.Kubeconfig} }
 	a, b := startReplica(t, cluster, "a", kube), startReplica(t, cluster, "b", kube)
@@ -340,7 +318,7 @@ func TestKubernetesIsWatchedByTheElectedIngesterOnly(t *testing.T) {
 	if !waitUntil(t, func() bool { return other.etcd.Ingesting() && len(other.sourceReports()) == 1 }) {
 		t.Fatal("no replica took over the watch when the ingester stopped")
 	}
-	kubeApply(t, srv, paymentsEntry("10.0.0.2"))
+	srv.Apply(t, kubeSEGVR, paymentsEntry("10.0.0.2"))
 	if !waitUntil(t, func() bool { return served(other, "10.0.0.2") }) {
 		t.Fatal("a change after the take-over is not served")
 	}

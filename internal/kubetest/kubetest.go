@@ -325,3 +325,29 @@ func (s *Server) waitServed(t testing.TB, want []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Apply creates, or replaces, the object a YAML document describes, of resource gvr (cluster
+// scoped when the document names no namespace and gvr is namespaces).
+func (s *Server) Apply(t testing.TB, gvr schema.GroupVersionResource, doc string) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	var ri dynamic.ResourceInterface = s.Dynamic(t).Resource(gvr)
+	if gvr.Resource != "namespaces" {
+		ri = s.Dynamic(t).Resource(gvr).Namespace(u.GetNamespace())
+	}
+	ctx := context.Background()
+	old, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err == nil {
+		u.SetResourceVersion(old.GetResourceVersion())
+		_, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+	} else {
+		_, err = ri.Create(ctx, u, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("applying %s %s/%s: %v", gvr.Resource, u.GetNamespace(), u.GetName(), err)
+	}
+}

@@ -32,15 +32,13 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/mcpbridge/mcpbridge/internal/fswatch"
 	"github.com/mcpbridge/mcpbridge/internal/parallel"
+	"github.com/mcpbridge/mcpbridge/sink/ownerstate"
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // Applier is the part of the store the file source writes to: the first state whole, then
-// each reload's difference.
-type Applier interface {
-	ReplaceOwnerEncoded(owner string, state map[string][]store.Encoded) (store.Result, error)
-	Apply(owner string, updates ...store.Update) (store.Result, error)
-}
+// each reload's difference (the same as the other sources').
+type Applier = ownerstate.Applier
 
 // Options configures a Source.
 type Options struct {

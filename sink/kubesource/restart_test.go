@@ -24,7 +24,7 @@ func TestBrokenWatchRelistsAndConverges(t *testing.T) {
 	srv := kubetest.StartWith(t, []string{"--watch-cache=false", "--etcd-compaction-interval=1s"}, "w")
 	srv.InstallIstioCRDs(t)
 	c := srv.Dynamic(t)
-	apply(t, c, seGVR, serviceEntry("w", "a", "a.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("w", "a", "a.example.com"))
 	proxy := kubetest.NewProxy(t, srv.Address())
 	r := startSource(t, Options{Kubeconfig: proxy.Kubeconfig(t, srv)})
 	wantHosts(t, r, "w", map[string]string{"w/a": "a.example.com"})
@@ -36,7 +36,7 @@ func TestBrokenWatchRelistsAndConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	remove(t, c, seGVR, "w", "a")
-	apply(t, c, seGVR, serviceEntry("w", "b", "b.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("w", "b", "b.example.com"))
 	eventually(t, "etcd compacted past the source's last version", func() bool {
 		return compacted(t, c, "w", seen.GetResourceVersion())
 	})
@@ -63,7 +63,7 @@ func TestGoneWatchForcesARelist(t *testing.T) {
 	srv := kubetest.StartWith(t, []string{"--watch-cache=false", "--etcd-compaction-interval=1s"}, "g")
 	srv.InstallIstioCRDs(t)
 	c := srv.Dynamic(t)
-	apply(t, c, seGVR, serviceEntry("g", "a", "a.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("g", "a", "a.example.com"))
 	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	src, err := New(Options{Kubeconfig: srv.Kubeconfig, Store: st})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestGoneWatchForcesARelist(t *testing.T) {
 	}
 	src.watchTimeout = time.Second
 	r := run(t, src, st)
-	apply(t, c, seGVR, serviceEntry("g", "b", "b.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("g", "b", "b.example.com"))
 	wantHosts(t, r, "g", map[string]string{"g/a": "a.example.com", "g/b": "b.example.com"})
 	b, err := c.Resource(seGVR).Namespace("g").Get(context.Background(), "b", metav1.GetOptions{})
 	if err != nil {
@@ -83,14 +83,14 @@ func TestGoneWatchForcesARelist(t *testing.T) {
 		if i == 200 {
 			t.Fatalf("no 410 Gone counted after 20s; stats %+v", r.src.Stats())
 		}
-		apply(t, c, configMapGVR, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bump, namespace: g}\ndata: {i: %q}\n", fmt.Sprint(i)))
+		srv.Apply(t, configMapGVR, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bump, namespace: g}\ndata: {i: %q}\n", fmt.Sprint(i)))
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !compacted(t, c, "g", b.GetResourceVersion()) {
 		t.Fatal("a 410 Gone was counted but etcd is not compacted past the last ServiceEntry")
 	}
 	eventually(t, "the relist after the 410 counted", func() bool { return r.src.Stats().Relists[res] > 0 })
-	apply(t, c, seGVR, serviceEntry("g", "c", "c.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("g", "c", "c.example.com"))
 	wantHosts(t, r, "g", map[string]string{"g/a": "a.example.com", "g/b": "b.example.com", "g/c": "c.example.com"})
 }
 
@@ -99,9 +99,9 @@ func TestGoneWatchForcesARelist(t *testing.T) {
 func TestRestartedSourceDropsWhatWasDeletedMeanwhile(t *testing.T) {
 	srv := sharedCluster(t)
 	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("again", ""))
-	apply(t, c, seGVR, serviceEntry("again", "stays", "stays.example.com"))
-	apply(t, c, seGVR, serviceEntry("again", "goes", "goes.example.com"))
+	srv.Apply(t, nsGVR, namespace("again", ""))
+	srv.Apply(t, seGVR, serviceEntry("again", "stays", "stays.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("again", "goes", "goes.example.com"))
 	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	first := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Store: st})
 	wantHosts(t, first, "again", map[string]string{"again/goes": "goes.example.com", "again/stays": "stays.example.com"})
@@ -146,7 +146,7 @@ func TestCRDsInstalledLaterAreRead(t *testing.T) {
 		t.Fatal("no kind reported not served by a cluster without Istio's CRDs")
 	}
 	srv.InstallIstioCRDs(t)
-	apply(t, srv.Dynamic(t), seGVR, serviceEntry("late", "a", "a.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("late", "a", "a.example.com"))
 	wantHosts(t, r, "late", map[string]string{"late/a": "a.example.com"})
 	eventually(t, "every kind served", func() bool { return len(r.src.Stats().NotServed) == 0 })
 }

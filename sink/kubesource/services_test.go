@@ -75,9 +75,9 @@ func endpointAddresses(se *networking.ServiceEntry) []string {
 func TestServicesAndEndpointSlicesBecomeServiceEntries(t *testing.T) {
 	srv := sharedCluster(t)
 	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("svc", ""))
-	apply(t, c, svcGVR, reviewsService)
-	apply(t, c, sliceGVR, reviewsSlice("false"))
+	srv.Apply(t, nsGVR, namespace("svc", ""))
+	srv.Apply(t, svcGVR, reviewsService)
+	srv.Apply(t, sliceGVR, reviewsSlice("false"))
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Services: true, DomainSuffix: "cluster.local"})
 
 	se := serviceEntryOfStore(t, r, "svc/reviews.svc")
@@ -102,7 +102,7 @@ func TestServicesAndEndpointSlicesBecomeServiceEntries(t *testing.T) {
 	}
 
 	// The second endpoint becomes ready; then the slice goes; then the Service.
-	apply(t, c, sliceGVR, reviewsSlice("true"))
+	srv.Apply(t, sliceGVR, reviewsSlice("true"))
 	eventually(t, "both endpoints served", func() bool {
 		return slices.Equal(endpointAddresses(serviceEntryOfStore(t, r, "svc/reviews.svc")), []string{"10.1.0.1", "10.1.0.2"})
 	})
@@ -119,14 +119,13 @@ func TestServicesAndEndpointSlicesBecomeServiceEntries(t *testing.T) {
 
 func TestServicesAreNotReadUnlessAskedFor(t *testing.T) {
 	srv := sharedCluster(t)
-	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("nosvc", ""))
-	apply(t, c, svcGVR, `apiVersion: v1
+	srv.Apply(t, nsGVR, namespace("nosvc", ""))
+	srv.Apply(t, svcGVR, `apiVersion: v1
 kind: Service
 metadata: {name: plain, namespace: nosvc}
 spec: {ports: [{name: http, port: 80}]}
 `)
-	apply(t, c, seGVR, serviceEntry("nosvc", "marker", "marker.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("nosvc", "marker", "marker.example.com"))
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
 	if got := r.hosts(t, "nosvc"); len(got) != 1 || got["nosvc/marker"] == "" {
 		t.Fatalf("without services: %v, want the Istio ServiceEntry only", got)
@@ -138,9 +137,9 @@ spec: {ports: [{name: http, port: 80}]}
 func TestServiceEntryNamedLikeAServiceWins(t *testing.T) {
 	srv := sharedCluster(t)
 	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("clash", ""))
-	apply(t, c, svcGVR, "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: clash}\nspec: {clusterIP: 10.96.0.60, ports: [{name: http, port: 80}]}\n")
-	apply(t, c, seGVR, serviceEntry("clash", "api.svc", "istio-api.example.com"))
+	srv.Apply(t, nsGVR, namespace("clash", ""))
+	srv.Apply(t, svcGVR, "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: clash}\nspec: {clusterIP: 10.96.0.60, ports: [{name: http, port: 80}]}\n")
+	srv.Apply(t, seGVR, serviceEntry("clash", "api.svc", "istio-api.example.com"))
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Services: true})
 	if got := r.hosts(t, "clash"); got["clash/api.svc"] != "istio-api.example.com" {
 		t.Fatalf("served %v, want the Istio ServiceEntry clash/api.svc", got)

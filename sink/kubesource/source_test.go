@@ -17,10 +17,8 @@ import (
 	"go.uber.org/goleak"
 	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 )
 
 func TestMain(m *testing.M) {
@@ -80,30 +78,6 @@ func sharedCluster(t *testing.T) *kubetest.Server {
 		t.Fatal("the shared API server did not start (see the first test's failure)")
 	}
 	return cluster.srv
-}
-
-// apply creates or replaces an object given as YAML.
-func apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, doc string) {
-	t.Helper()
-	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	ri := c.Resource(gvr).Namespace(u.GetNamespace())
-	if gvr == nsGVR {
-		ri = c.Resource(gvr)
-	}
-	old, err := ri.Get(context.Background(), u.GetName(), metav1.GetOptions{})
-	if err == nil {
-		u.SetResourceVersion(old.GetResourceVersion())
-		_, err = ri.Update(context.Background(), u, metav1.UpdateOptions{})
-	} else {
-		_, err = ri.Create(context.Background(), u, metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("applying %s %s/%s: %v", gvr.Resource, u.GetNamespace(), u.GetName(), err)
-	}
 }
 
 func remove(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) {
@@ -225,17 +199,17 @@ func wantHosts(t *testing.T, r *running, ns string, want map[string]string) {
 func TestIstioObjectsCreatedUpdatedDeletedReachTheStore(t *testing.T) {
 	srv := sharedCluster(t)
 	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("crud", ""))
-	apply(t, c, seGVR, serviceEntry("crud", "before", "before.example.com"))
+	srv.Apply(t, nsGVR, namespace("crud", ""))
+	srv.Apply(t, seGVR, serviceEntry("crud", "before", "before.example.com"))
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
 
 	// The first state holds what was there before the source started.
 	if got := r.hosts(t, "crud"); got["crud/before"] != "before.example.com" {
 		t.Fatalf("first state: %v, want crud/before", got)
 	}
-	apply(t, c, seGVR, serviceEntry("crud", "a", "a.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("crud", "a", "a.example.com"))
 	wantHosts(t, r, "crud", map[string]string{"crud/a": "a.example.com", "crud/before": "before.example.com"})
-	apply(t, c, seGVR, serviceEntry("crud", "a", "a2.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("crud", "a", "a2.example.com"))
 	wantHosts(t, r, "crud", map[string]string{"crud/a": "a2.example.com", "crud/before": "before.example.com"})
 	remove(t, c, seGVR, "crud", "before")
 	wantHosts(t, r, "crud", map[string]string{"crud/a": "a2.example.com"})
@@ -258,7 +232,7 @@ func TestIstioObjectsCreatedUpdatedDeletedReachTheStore(t *testing.T) {
 	}
 
 	// Another kind, read in the version the cluster prefers.
-	apply(t, c, vsGVR, `apiVersion: networking.istio.io/v1
+	srv.Apply(t, vsGVR, `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: vs, namespace: crud}
 spec:
@@ -276,8 +250,8 @@ spec:
 func TestInvalidObjectIsAFaultNamingItsFieldAndTheRestIsServed(t *testing.T) {
 	srv := sharedCluster(t)
 	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("invalid", ""))
-	apply(t, c, seGVR, serviceEntry("invalid", "good", "good.example.com"))
+	srv.Apply(t, nsGVR, namespace("invalid", ""))
+	srv.Apply(t, seGVR, serviceEntry("invalid", "good", "good.example.com"))
 	// Accepted by the CRD's schema, refused by istiod's validation: a STATIC ServiceEntry's
 	// endpoint must be an IP address.
 	bad := `apiVersion: networking.istio.io/v1
@@ -289,7 +263,7 @@ spec:
   resolution: STATIC
   endpoints: [{address: not-an-ip.example.com}]
 `
-	apply(t, c, seGVR, bad)
+	srv.Apply(t, seGVR, bad)
 	// Not left broken in the shared cluster, where other tests' sources would see its fault.
 	t.Cleanup(func() { remove(t, c, seGVR, "invalid", "bad") })
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig})
@@ -304,12 +278,12 @@ spec:
 	}
 
 	// Fixed, it is served and the fault clears.
-	apply(t, c, seGVR, strings.Replace(bad, "not-an-ip.example.com", "10.0.0.1", 1))
+	srv.Apply(t, seGVR, strings.Replace(bad, "not-an-ip.example.com", "10.0.0.1", 1))
 	wantHosts(t, r, "invalid", map[string]string{"invalid/bad": "bad.example.com", "invalid/good": "good.example.com"})
 	eventually(t, "the fault cleared", func() bool { return len(r.src.Faults()) == 0 })
 
 	// Broken again: the last valid version stays served, and the fault is back.
-	apply(t, c, seGVR, strings.Replace(bad, "bad.example.com]", "bad2.example.com]", 1))
+	srv.Apply(t, seGVR, strings.Replace(bad, "bad.example.com]", "bad2.example.com]", 1))
 	eventually(t, "the fault back", func() bool { return len(r.src.Faults()) == 1 })
 	if got := r.hosts(t, "invalid"); got["invalid/bad"] != "bad.example.com" {
 		t.Fatalf("after a breaking edit: %v, want the last valid version of invalid/bad", got)
@@ -318,12 +292,11 @@ spec:
 
 func TestNamespacesBySelectorAndListFollowLabelChanges(t *testing.T) {
 	srv := sharedCluster(t)
-	c := srv.Dynamic(t)
-	apply(t, c, nsGVR, namespace("sel-a", "mesh: enabled"))
-	apply(t, c, nsGVR, namespace("sel-b", ""))
-	apply(t, c, nsGVR, namespace("sel-listed", ""))
+	srv.Apply(t, nsGVR, namespace("sel-a", "mesh: enabled"))
+	srv.Apply(t, nsGVR, namespace("sel-b", ""))
+	srv.Apply(t, nsGVR, namespace("sel-listed", ""))
 	for _, ns := range []string{"sel-a", "sel-b", "sel-listed"} {
-		apply(t, c, seGVR, serviceEntry(ns, "se", ns+".example.com"))
+		srv.Apply(t, seGVR, serviceEntry(ns, "se", ns+".example.com"))
 	}
 	r := startSource(t, Options{Kubeconfig: srv.Kubeconfig, Namespaces: []string{"sel-listed"}, NamespaceSelector: "mesh=enabled"})
 	for ns, want := range map[string]bool{"sel-a": true, "sel-b": false, "sel-listed": true} {
@@ -332,13 +305,13 @@ func TestNamespacesBySelectorAndListFollowLabelChanges(t *testing.T) {
 		}
 	}
 	// sel-b joins the selector: its objects are added; sel-a leaves it: its objects are removed.
-	apply(t, c, nsGVR, namespace("sel-b", "mesh: enabled"))
+	srv.Apply(t, nsGVR, namespace("sel-b", "mesh: enabled"))
 	wantHosts(t, r, "sel-b", map[string]string{"sel-b/se": "sel-b.example.com"})
-	apply(t, c, nsGVR, namespace("sel-a", "mesh: disabled"))
+	srv.Apply(t, nsGVR, namespace("sel-a", "mesh: disabled"))
 	wantHosts(t, r, "sel-a", map[string]string{})
 	// An object created in a namespace outside the selection is not read.
-	apply(t, c, seGVR, serviceEntry("sel-a", "late", "late.example.com"))
-	apply(t, c, seGVR, serviceEntry("sel-b", "late", "late-b.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("sel-a", "late", "late.example.com"))
+	srv.Apply(t, seGVR, serviceEntry("sel-b", "late", "late-b.example.com"))
 	wantHosts(t, r, "sel-b", map[string]string{"sel-b/late": "late-b.example.com", "sel-b/se": "sel-b.example.com"})
 	if got := r.hosts(t, "sel-a"); len(got) != 0 {
 		t.Fatalf("namespace outside the selector served: %v", got)

@@ -191,6 +191,31 @@ func TestPushACKsEveryCollectionAndStoresUnderTheProducerID(t *testing.T) {
 	}
 }
 
+// Files that hold nothing would make the sink remove everything the producer holds: refused,
+// nothing pushed, unless --allow-empty.
+func TestPushOfNothingIsRefusedUnlessAllowed(t *testing.T) {
+	b := bridgetest.Start(t)
+	if code, _, stderr := runCLI(t, "push", "--addr", b.GRPCAddr(), "--producer-id", "team-a", "../../examples/"); code != 0 {
+		t.Fatalf("first push: exit %d, %s", code, stderr)
+	}
+	empty := t.TempDir()
+	code, _, stderr := runCLI(t, "push", "--addr", b.GRPCAddr(), "--producer-id", "team-a", empty)
+	if code != exitRuntime {
+		t.Fatalf("push of an empty directory: exit %d, want 1 (stderr %q)", code, stderr)
+	}
+	assertOneLine(t, stderr, "the files hold no resource", "nothing was pushed", "--allow-empty")
+	if n := b.Store().View().OwnedCount("producer:team-a"); n == 0 {
+		t.Fatal("the refused push removed the producer's resources")
+	}
+	code, stdout, stderr := runCLI(t, "push", "--addr", b.GRPCAddr(), "--producer-id", "team-a", "--allow-empty", empty)
+	if code != 0 || !strings.Contains(stdout, "ACK  istio/networking/v1alpha3/serviceentries (0 resources)") {
+		t.Fatalf("--allow-empty: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if n := b.Store().View().OwnedCount("producer:team-a"); n != 0 {
+		t.Fatalf("after --allow-empty the producer still holds %d resources", n)
+	}
+}
+
 func TestPushReportsCollectionsTheSinkDidNotAskFor(t *testing.T) {
 	b := bridgetest.Start(t, bridgetest.WithCollections(seCollection))
 	code, stdout, stderr := runCLI(t, "push", "--to", b.GRPCAddr(), "../../examples/")

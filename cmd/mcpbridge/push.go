@@ -48,6 +48,7 @@ failure (no connection, no answer within --timeout); 2 for a bad command line.`,
 	fs.String("producer-id", "", "sent as the mcp-producer-id metadata: the sink stores what is pushed under this producer")
 	fs.Duration("timeout", 10*time.Second, "how long to wait for the sink: the stream, then (without --watch) its requests and every answer")
 	fs.Bool("watch", false, "keep pushing on every change of the files, until SIGINT")
+	fs.Bool("allow-empty", false, "push files that hold no resource: the sink then removes everything this producer holds")
 	addDialFlags(fs)
 	return cmd
 }
@@ -57,6 +58,7 @@ func runPush(cmd *cobra.Command, paths []string) error {
 	timeout, _ := fs.GetDuration("timeout")
 	watch, _ := fs.GetBool("watch")
 	producerID, _ := fs.GetString("producer-id")
+	allowEmpty, _ := fs.GetBool("allow-empty")
 	if timeout <= 0 {
 		return usageError{fmt.Errorf("--timeout: must be positive, got %s", timeout)}
 	}
@@ -74,7 +76,7 @@ func runPush(cmd *cobra.Command, paths []string) error {
 	addr, _ := fs.GetString("addr")
 	// File faults go to stderr as they are found (with --watch, as files change).
 	f := newFiles(paths, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
-	p := &pusher{out: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), addr: addr, files: f, timeout: timeout, watch: watch}
+	p := &pusher{out: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), addr: addr, files: f, timeout: timeout, watch: watch, allowEmpty: allowEmpty}
 	ctx := cmd.Context()
 	if producerID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, sink.ProducerIDKey, producerID)
@@ -86,6 +88,9 @@ func runPush(cmd *cobra.Command, paths []string) error {
 		}
 		if len(faults) > 0 {
 			return fmt.Errorf("push: %d fault%s in the files (see above); nothing was pushed", len(faults), plural(len(faults)))
+		}
+		if err := p.checkEmpty(); err != nil {
+			return err
 		}
 		return p.once(ctx, mcp.NewResourceSinkClient(conn))
 	}
@@ -99,6 +104,7 @@ type pusher struct {
 	files       *files
 	timeout     time.Duration
 	watch       bool
+	allowEmpty  bool // push files that hold nothing (the sink removes all the producer holds)
 
 	stream   grpc.BidiStreamingClient[mcp.Resources, mcp.RequestResources]
 	asked    map[string]string // the sink's name of each collection asked → canonical
@@ -215,6 +221,9 @@ func (p *pusher) follow(ctx context.Context, client mcp.ResourceSinkClient) erro
 	case err := <-srcErr:
 		return fmt.Errorf("push: %w", err)
 	}
+	if err := p.checkEmpty(); err != nil {
+		return err
+	}
 	changed := p.files.store.Watch()
 	defer changed.Close()
 	// --timeout bounds the connection; after that, the stream lives until SIGINT.
@@ -298,6 +307,12 @@ func (p *pusher) push(name string) error {
 
 // pushChanged pushes every asked collection whose files changed since its last push.
 func (p *pusher) pushChanged() error {
+	if n, _ := p.files.resources(); n == 0 && !p.allowEmpty {
+		// Files emptied while followed (a directory cleared, a checkout in progress): the
+		// producer's state stays as last pushed.
+		fmt.Fprintln(p.stderr, "push: the files hold no resource now; not pushed (--allow-empty pushes it, removing everything this producer holds)")
+		return nil
+	}
 	v := p.files.store.View()
 	names := make([]string, 0, len(p.asked))
 	for name := range p.asked {
@@ -310,6 +325,15 @@ func (p *pusher) pushChanged() error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// checkEmpty refuses files that hold no resource unless --allow-empty: their full state would
+// make the sink remove everything the producer holds.
+func (p *pusher) checkEmpty() error {
+	if n, _ := p.files.resources(); n == 0 && !p.allowEmpty {
+		return errors.New("push: the files hold no resource: pushing them would remove everything this producer holds in every collection the sink asks for; nothing was pushed (--allow-empty to push them)")
 	}
 	return nil
 }

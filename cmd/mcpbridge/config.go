@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -115,7 +116,7 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 	// a misspelt field inside one is an error here.
 	exact := func(c *mapstructure.DecoderConfig) { c.ErrorUnused = true }
 	if err := v.Unmarshal(cfg, decode, exact); err != nil {
-		return nil, configErrorf("configuration: %s", oneLine(err))
+		return nil, configErrorf("configuration: %s", decodeError(err))
 	}
 	if fs.Changed("upstream") {
 		// A list of objects has no flag form of its own: each --upstream is one plaintext
@@ -136,9 +137,50 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 // file) into Config's types: durations from "100ms", lists from "a,b".
 func decodeHook() mapstructure.DecodeHookFunc {
 	return mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(),
+		stringToDuration,
 		mapstructure.StringToSliceHookFunc(","),
+		stringToInt,
 	)
+}
+
+// stringToDuration decodes a duration, its error naming the value and what is expected (the
+// library's says "time: unknown unit" and not the value).
+func stringToDuration(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || from.Kind() != reflect.String || to != reflect.TypeOf(time.Duration(0)) {
+		return data, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a duration: want a number and a unit, such as 500ms, 30s, 5m or 1h30m", s)
+	}
+	return d, nil
+}
+
+// stringToInt decodes an integer given as a string (the environment's, a quoted YAML value),
+// its error naming the value.
+func stringToInt(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || from.Kind() != reflect.String || to.Kind() != reflect.Int {
+		return data, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 0, strconv.IntSize) // as mapstructure's own
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a whole number", s)
+	}
+	return int(n), nil
+}
+
+// mapstructureKey finds the key mapstructure names in each of its errors: 'sink.expiry' ...
+var mapstructureKey = regexp.MustCompile(`'([a-z0-9_.\[\]]+)' `)
+
+// decodeError rewrites mapstructure's errors as KEY: WHAT, one line: "sink.expiry: "5x" is
+// not a duration: ...", not "decoding failed due to the following error(s): 'sink.expiry'
+// time: unknown unit".
+func decodeError(err error) string {
+	text := oneLine(err)
+	text = strings.TrimPrefix(text, "decoding failed due to the following error(s): ")
+	return mapstructureKey.ReplaceAllString(text, "$1: ")
 }
 
 func readConfigFile(v *viper.Viper, path string) error {

@@ -68,7 +68,9 @@ func TestBadConfigurationExits2NamingTheKey(t *testing.T) {
 	}{
 		{"unknown key", []string{"serve", "--config", write("typo.yaml", "grpc:\n  adress: x\n")}, nil, []string{"unknown key", "grpc.adress"}},
 		{"bad level in file", []string{"serve", "--config", write("lvl.yaml", "log:\n  level: loud\n")}, nil, []string{"log.level", "loud"}},
-		{"bad duration", []string{"serve", "--config", write("dur.yaml", "sources:\n  startup_timeout: soon\n")}, nil, []string{"startup_timeout"}},
+		{"bad duration", []string{"serve", "--config", write("dur.yaml", "sources:\n  startup_timeout: soon\n")}, nil, []string{"sources.startup_timeout: \"soon\" is not a duration", "30s"}},
+		{"bad duration in env", []string{"serve"}, map[string]string{"MCPBRIDGE_SINK_EXPIRY": "5x"}, []string{"sink.expiry: \"5x\" is not a duration"}},
+		{"bad number", []string{"serve", "--config", write("num.yaml", "limits:\n  streams_per_peer: many\n")}, nil, []string{"limits.streams_per_peer: \"many\" is not a whole number"}},
 		{"missing config file", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, nil, []string{"--config", "nope.yaml"}},
 		{"not yaml", []string{"serve", "--config", write("bad.yaml", "grpc: [unclosed\n")}, nil, []string{"--config", "bad.yaml"}},
 		{"bad env address", []string{"serve"}, map[string]string{"MCPBRIDGE_HTTP_ADDRESS": "127.0.0.1:99999"}, []string{"http.address", "99999"}},

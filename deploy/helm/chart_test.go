@@ -516,6 +516,38 @@ func TestKubernetesSourceGetsReadOnlyRBAC(t *testing.T) {
 	}
 }
 
+// TestSchemaRefusesMisspeltKeys: values.schema.json refuses a key the chart does not know, at
+// the top and inside its sections, naming it; Kubernetes objects passed through and config
+// (which the bridge checks itself) take any keys.
+func TestSchemaRefusesMisspeltKeys(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		vals map[string]any
+		want string
+	}{
+		{"top level", map[string]any{"replicaCont": 3}, "replicaCont"},
+		{"in a section", with(nil, "image.tagg", "1.0"), "tagg"},
+		{"deeper", with(nil, "tls.certManager.dnsName", []any{"a"}), "dnsName"},
+		{"a wrong type", with(nil, "replicaCount", "three"), "replicaCount"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := render(c.vals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("render: %v, want a schema error naming %q", err, c.want)
+			}
+		})
+	}
+	for _, vals := range []map[string]any{
+		with(nil, "resources.limits.cpu", "2"),
+		with(nil, "affinity.nodeAffinity", map[string]any{}),
+		with(nil, "config.log.level", "debug"),
+	} {
+		if _, err := render(vals); err != nil {
+			t.Errorf("render %v: %v, want passed-through objects and config to take any key", vals, err)
+		}
+	}
+}
+
 // TestChartRefusesValuesThatCannotWork: values that would deploy a pod that cannot start or
 // cannot be probed, or a setting the chart would silently override, fail the render with a
 // message that says what to change.

@@ -326,3 +326,16 @@ sink:
 		t.Fatalf("bad --upstream: exit %d, %q", code, stderr)
 	}
 }
+
+// Every command but version shows examples in its -h, as kubectl's and istioctl's do.
+func TestEveryCommandHasExamples(t *testing.T) {
+	root := newRootCommand(io.Discard, io.Discard)
+	for _, c := range root.Commands() {
+		if c.Name() == "version" || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if !strings.Contains(c.Example, "mcpbridge "+c.Name()) {
+			t.Errorf("%s -h shows no example of it: %q", c.Name(), c.Example)
+		}
+	}
+}

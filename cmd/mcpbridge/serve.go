@@ -14,9 +14,20 @@ import (
 
 func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   "serve [--config FILE] [flags]",
 		Short: "Run the bridge until SIGINT or SIGTERM",
-		Args:  cobra.NoArgs,
+		Long: `Run the bridge: its gRPC services (MCP sink and source, xDS, Linkerd, CSDS) on
+grpc.address and health, metrics, debug views and the status page on http.address, serving
+the sources configured (files, upstreams, Kubernetes, ZooKeeper) until SIGINT or SIGTERM.
+
+Configuration comes from, in this order of precedence: flags, MCPBRIDGE_ environment
+variables (MCPBRIDGE_ and the key upper-cased, "." as "_"), the --config file (keys as in
+config.yaml, which documents every one), and the defaults. An unknown key or variable, or a
+value that does not decode, exits 2 naming it.`,
+		Example: `  mcpbridge serve --config config.yaml
+  mcpbridge serve --files examples/ --log-level debug
+  MCPBRIDGE_GRPC_ADDRESS=0.0.0.0:15010 MCPBRIDGE_GRPC_INSECURE=true mcpbridge serve --config config.yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
 			if err != nil {

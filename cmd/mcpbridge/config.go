@@ -118,6 +118,9 @@ func loadConfig(fs *pflag.FlagSet) (*Config, error) {
 	if err := v.Unmarshal(cfg, decode, exact); err != nil {
 		return nil, configErrorf("configuration: %s", decodeError(err))
 	}
+	if err := kubernetesFromEnv(cfg); err != nil {
+		return nil, err
+	}
 	if fs.Changed("upstream") {
 		// A list of objects has no flag form of its own: each --upstream is one plaintext
 		// target, and the flags replace the file's list.
@@ -224,6 +227,51 @@ func envName(key string) string {
 	return "MCPBRIDGE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
+// kubernetesSection is the optional section whose keys the environment may set although
+// viper, holding no default for them, does not read them itself.
+const kubernetesSection = "sources.kubernetes"
+
+// kubernetesFromEnv sets sources.kubernetes's fields from MCPBRIDGE_SOURCES_KUBERNETES_*
+// (over the file's, as for every key), turning the source on when one is set.
+func kubernetesFromEnv(cfg *Config) error {
+	t := reflect.TypeOf(app.KubernetesSourceConfig{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := envName(kubernetesSection + "." + f.Tag.Get("mapstructure"))
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			continue
+		}
+		if cfg.Sources.Kubernetes == nil {
+			cfg.Sources.Kubernetes = &app.KubernetesSourceConfig{}
+		}
+		field := reflect.ValueOf(cfg.Sources.Kubernetes).Elem().Field(i)
+		switch field.Kind() {
+		case reflect.String:
+			field.SetString(val)
+		case reflect.Bool:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return configErrorf("%s: %q is neither true nor false", name, val)
+			}
+			field.SetBool(b)
+		case reflect.Slice:
+			field.Set(reflect.ValueOf(strings.Split(val, ",")))
+		}
+	}
+	return nil
+}
+
+// kubernetesEnvNames are the variables of kubernetesFromEnv.
+func kubernetesEnvNames() []string {
+	var out []string
+	t := reflect.TypeOf(app.KubernetesSourceConfig{})
+	for i := range t.NumField() {
+		out = append(out, envName(kubernetesSection+"."+t.Field(i).Tag.Get("mapstructure")))
+	}
+	return out
+}
+
 // checkEnvironment refuses an MCPBRIDGE_ variable that sets no key, as an unknown key of the
 // file is refused: a misspelt variable would otherwise be ignored without a word. The error
 // names the variable and the closest variable that does set a key.
@@ -238,6 +286,10 @@ func checkEnvironment(environ []string) error {
 		}
 		known[envName(key)] = true
 		names = append(names, envName(key))
+	}
+	for _, name := range kubernetesEnvNames() {
+		known[name] = true
+		names = append(names, name)
 	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,29 @@ func TestBadSourcesExit2NamingTheKey(t *testing.T) {
 			}
 			assertOneLine(t, stderr, tc.wants...)
 		})
+	}
+}
+
+// sources.kubernetes's keys are variables too (MCPBRIDGE_SOURCES_KUBERNETES_*), over the
+// file's, as every key is; one of them turns the source on.
+func TestKubernetesSourceFromTheEnvironment(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MCPBRIDGE_SOURCES_KUBERNETES_KUBECONFIG", kubeconfig)
+	t.Setenv("MCPBRIDGE_SOURCES_KUBERNETES_NAMESPACES", "shop,payments")
+	t.Setenv("MCPBRIDGE_SOURCES_KUBERNETES_SERVICES", "true")
+	cfg, err := loadFile(t, "sources:\n  kubernetes: {namespace_selector: mesh=on, services: false}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cfg.Sources.Kubernetes
+	if k == nil || k.Kubeconfig != kubeconfig || len(k.Namespaces) != 2 || k.Namespaces[1] != "payments" || !k.Services || k.NamespaceSelector != "mesh=on" {
+		t.Fatalf("sources.kubernetes = %+v, want the environment's over the file's", k)
+	}
+	t.Setenv("MCPBRIDGE_SOURCES_KUBERNETES_SERVICES", "yes please")
+	if _, err := loadFile(t, ""); err == nil || !strings.Contains(err.Error(), "MCPBRIDGE_SOURCES_KUBERNETES_SERVICES") {
+		t.Fatalf("a bad boolean: %v, want an error naming the variable", err)
 	}
 }

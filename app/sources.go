@@ -120,7 +120,7 @@ func (z zkFollowed) report() metrics.SourceReport {
 	}
 	objects := map[string]int{}
 	if st.Services > 0 {
-		objects[serviceEntryCollection] = st.Services
+		objects[zksource.Collection()] = st.Services
 	}
 	restarts := map[string]int{}
 	if st.Connects > 1 {
@@ -136,6 +136,3 @@ func (z zkFollowed) report() metrics.SourceReport {
 		Faults: faultStrings(z.src.Faults()),
 	}
 }
-
-// serviceEntryCollection is the ServiceEntry collection, which the ZooKeeper sources write.
-const serviceEntryCollection = "istio/networking/v1alpha3/serviceentries"

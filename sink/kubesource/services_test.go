@@ -53,15 +53,7 @@ func serviceEntryOfStore(t *testing.T, r *running, name string) *networking.Serv
 	if e == nil {
 		return nil
 	}
-	res, err := e.Decode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var se networking.ServiceEntry
-	if err := res.GetBody().UnmarshalTo(&se); err != nil {
-		t.Fatal(err)
-	}
-	return &se
+	return decodeServiceEntry(t, e)
 }
 
 func endpointAddresses(se *networking.ServiceEntry) []string {

@@ -163,17 +163,23 @@ func (r *running) hosts(t *testing.T, ns string) map[string]string {
 		if !strings.HasPrefix(e.Name, ns+"/") {
 			continue
 		}
-		res, err := e.Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var se networking.ServiceEntry
-		if err := res.GetBody().UnmarshalTo(&se); err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name] = strings.Join(se.Hosts, ",")
+		out[e.Name] = strings.Join(decodeServiceEntry(t, e).Hosts, ",")
 	}
 	return out
+}
+
+// decodeServiceEntry is the body of a stored ServiceEntry.
+func decodeServiceEntry(t *testing.T, e *store.Entry) *networking.ServiceEntry {
+	t.Helper()
+	res, err := e.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se networking.ServiceEntry
+	if err := res.GetBody().UnmarshalTo(&se); err != nil {
+		t.Fatal(err)
+	}
+	return &se
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {

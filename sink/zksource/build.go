@@ -16,6 +16,9 @@ import (
 // serviceEntryKind is the kind the source writes.
 var serviceEntryKind = mustKind("istio/networking/v1alpha3/serviceentries")
 
+// Collection is the store collection the source writes: the ServiceEntries'.
+func Collection() string { return serviceEntryKind.Collection }
+
 func mustKind(collection string) *kinds.Kind {
 	k, ok := kinds.ByCollection(collection)
 	if !ok {

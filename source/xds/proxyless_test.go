@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"testing"
@@ -116,5 +117,79 @@ func TestNamespacesWithNothingParticularShareResponses(t *testing.T) {
 	}
 	if n := s.engine.Stats().Encodes - before; n != 1 {
 		t.Fatalf("three namespaces' sidecars cost %d encodings of one response, want 1", n)
+	}
+}
+
+// The requests that ask for what is built only for proxyless clients: listeners by name (an
+// API listener), a host's route configuration; not Envoy's wildcard listeners, nor a port's
+// or a gateway's route configuration, nor anything else by name.
+func TestAsksProxylessOutputs(t *testing.T) {
+	for _, c := range []struct {
+		req  source.Request
+		want bool
+	}{
+		{source.Request{Key: ListenerType, Names: []string{"echo.ns.svc.cluster.local:8080"}}, true},
+		{source.Request{Key: ListenerTypeV2, Names: []string{"echo:8080"}}, true},
+		{source.Request{Key: ListenerType, Subscribe: []string{"echo:8080"}}, true},
+		{source.Request{Key: ListenerType}, false},
+		{source.Request{Key: ListenerType, Names: []string{"*"}}, false},
+		{source.Request{Key: ListenerType, Subscribe: []string{"*"}}, false},
+		{source.Request{Key: RouteType, Names: []string{"8080", "outbound|8080||echo"}}, true},
+		{source.Request{Key: RouteType, Names: []string{"8080"}}, false},
+		{source.Request{Key: RouteType, Subscribe: []string{"gateway.x/http.80"}}, false},
+		{source.Request{Key: ClusterType, Names: []string{"outbound|8080||echo"}}, false},
+		{source.Request{Key: EndpointType, Names: []string{"outbound|8080||echo"}}, false},
+	} {
+		if got := AsksProxylessOutputs(&c.req); got != c.want {
+			t.Errorf("%s names %v subscribe %v: %v, want %v", c.req.Key, c.req.Names, c.req.Subscribe, got, c.want)
+		}
+	}
+}
+
+// countingViews counts what a stream holds of the translation's views.
+type countingViews struct {
+	mu                sync.Mutex
+	scopes, proxyless int
+	releasedProxyless int
+	releasedScopes    int
+}
+
+func (v *countingViews) AcquireGatewayClass(translate.GatewayClass) func() { return func() {} }
+func (v *countingViews) AcquireScope(string) (func(), <-chan struct{}, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.scopes++
+	return func() { v.mu.Lock(); v.releasedScopes++; v.mu.Unlock() }, nil, true
+}
+func (v *countingViews) AcquireProxyless() (func(), <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.proxyless++
+	return func() { v.mu.Lock(); v.releasedProxyless++; v.mu.Unlock() }, nil
+}
+
+// A stream holds its node's view from its first request, and the proxyless outputs from the
+// first request that asks for them, once; both are given back when the stream ends.
+func TestStreamHoldsProxylessOutputsFromTheRequestThatAsks(t *testing.T) {
+	views := &countingViews{}
+	h := viewHold{views: views}
+	sidecar := &source.Node{ID: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"}
+	h.see(&source.Request{Key: ClusterType, Node: sidecar})
+	if views.scopes != 1 || views.proxyless != 0 {
+		t.Fatalf("after a sidecar's CDS request: %d scopes, %d proxyless holds; want 1 and 0", views.scopes, views.proxyless)
+	}
+	h.see(&source.Request{Key: ListenerType})
+	if views.proxyless != 0 {
+		t.Fatal("a wildcard listener request acquired the proxyless outputs")
+	}
+	h.see(&source.Request{Key: ListenerType, Names: []string{"echo:8080"}})
+	h.see(&source.Request{Key: RouteType, Names: []string{"outbound|8080||echo"}})
+	if views.scopes != 1 || views.proxyless != 1 {
+		t.Fatalf("after requests by name: %d scopes, %d proxyless holds; want 1 and 1", views.scopes, views.proxyless)
+	}
+	h.end()
+	h.see(&source.Request{Key: ListenerType, Names: []string{"other:8080"}})
+	if views.releasedScopes != 1 || views.releasedProxyless != 1 || views.proxyless != 1 {
+		t.Errorf("after the end: released %d scopes and %d proxyless holds of %d; want everything once, nothing acquired after", views.releasedScopes, views.releasedProxyless, views.proxyless)
 	}
 }

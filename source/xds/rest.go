@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	// The Envoy types, linked for protojson's resolver of the resources' Anys (what their
@@ -44,8 +46,9 @@ func nodeOf(req *source.Request) source.Node {
 }
 
 // HoldView acquires the view of a request's node from views, so that it is built: a router
-// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); a
-// proxyless gRPC client's clusters (Proxyless); release gives it back. Nil views, or any other
+// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); the
+// proxyless gRPC clients' outputs for a proxyless node (Proxyless) or a request for them
+// (AsksProxylessOutputs); release gives it back. Nil views, or any other
 // node, holds nothing. A namespace's view and the proxyless clusters are waited for until
 // they are built (at most ScopeBuildWait), so that the client is not first served the
 // mesh-wide view, with services its namespace must not see, or Envoy's clusters; a gateway
@@ -64,7 +67,7 @@ func HoldView(views Views, req *source.Request) (release func()) {
 		r, built, _ := views.AcquireScope(ns)
 		releases, waits = append(releases, r), append(waits, built)
 	}
-	if Proxyless(node) {
+	if Proxyless(node) || AsksProxylessOutputs(req) {
 		r, built := views.AcquireProxyless()
 		releases, waits = append(releases, r), append(waits, built)
 	}
@@ -74,6 +77,34 @@ func HoldView(views Views, req *source.Request) (release func()) {
 			r()
 		}
 	}
+}
+
+// holdProxyless acquires the proxyless outputs and waits until they are built (at most
+// ScopeBuildWait).
+func holdProxyless(views Views) (release func()) {
+	r, built := views.AcquireProxyless()
+	waitBuilt([]<-chan struct{}{built})
+	return r
+}
+
+// AsksProxylessOutputs tells a request for what the translation builds only while a
+// proxyless gRPC client is connected (translate/envoy SetProxyless): listeners by name (a
+// grpc-go client's API listener, HOST:PORT; Envoy asks for its listeners by wildcard) or a
+// host's route configuration (outbound|PORT||HOST; Envoy's sidecars ask for the port's, and
+// gateways for their class's). A grpc-go client without Istio's bootstrap has no GENERATOR
+// in its node, so the request says it instead. The request's names are read in place.
+func AsksProxylessOutputs(req *source.Request) bool {
+	names := req.Names
+	if len(req.Subscribe) > 0 {
+		names = req.Subscribe
+	}
+	switch resolve(req.Key).collection {
+	case ListenerType:
+		return slices.ContainsFunc(names, func(n string) bool { return n != "*" })
+	case RouteType:
+		return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "outbound|") })
+	}
+	return false
 }
 
 // waitBuilt waits until every channel is closed (nil ones are not waited for), ScopeBuildWait
@@ -107,7 +138,7 @@ func ViewKey(req *source.Request) string {
 	if ns, ok := ScopeOf(node); ok {
 		key = "scope\x00" + ns
 	}
-	if Proxyless(node) {
+	if Proxyless(node) || AsksProxylessOutputs(req) {
 		key += "\x00grpc"
 	}
 	return key

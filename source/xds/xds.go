@@ -142,50 +142,64 @@ type Views interface {
 	// when it is refused (too many), and the namespace's proxies see the mesh-wide view
 	// meanwhile.
 	AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool)
-	// AcquireProxyless holds the proxyless gRPC clients' clusters (translate/envoy
-	// GRPCClusterType), built only while one is connected; built is closed once they are.
+	// AcquireProxyless holds the outputs only proxyless gRPC clients read (translate/envoy
+	// SetProxyless: their clusters, API listeners, per-host route configurations), built
+	// only while one is connected; built is closed once they are.
 	AcquireProxyless() (release func(), built <-chan struct{})
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
-// its node (on the receiving goroutine), and releases it when the stream ends (on the
-// handler's, which may come first: then nothing is acquired).
+// its node (on the receiving goroutine), and the proxyless outputs from the first request
+// that asks for them (AsksProxylessOutputs), if its node did not; it releases them when the
+// stream ends (on the handler's, which may come first: then nothing more is acquired).
 type viewHold struct {
 	views Views
 
-	mu         sync.Mutex
-	seen, done bool
-	release    func()
+	mu        sync.Mutex
+	seen      bool // the node's view is held
+	proxyless bool // the proxyless outputs are held
+	done      bool
+	releases  []func()
 }
 
 func (h *viewHold) see(req *source.Request) {
-	if h.views == nil || req.Node == nil {
+	if h.views == nil {
 		return
 	}
 	h.mu.Lock()
-	if h.seen || h.done {
+	first := !h.seen && req.Node != nil
+	asks := !h.proxyless && AsksProxylessOutputs(req)
+	if h.done || (!first && !asks) {
 		h.mu.Unlock()
 		return
 	}
-	h.seen = true
+	h.seen = h.seen || first
+	h.proxyless = h.proxyless || asks || (first && Proxyless(*req.Node))
 	h.mu.Unlock()
-	release := HoldView(h.views, req) // may wait for the view to be built: not under mu
+	// Either may wait for the view to be built: not under mu.
+	var release func()
+	if first {
+		release = HoldView(h.views, req) // the proxyless outputs too, when the request asks
+	} else {
+		release = holdProxyless(h.views)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
 		release() // the stream ended meanwhile
 		return
 	}
-	h.release = release
+	h.releases = append(h.releases, release)
 }
 
 func (h *viewHold) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.done = true
-	if h.release != nil {
-		h.release()
+	for _, r := range h.releases {
+		r()
 	}
+	h.releases = nil
 }
 
 // Register adds the ADS and the per-type (LDS, RDS, CDS, EDS) services to s, v3 and, unless

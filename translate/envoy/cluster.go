@@ -140,7 +140,7 @@ func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, e
 		b.put(ClusterType, name, sidecar)
 		b.putIn(translate.GatewayCollection(ClusterType), ClusterType, name, gateway)
 	}
-	if b.t.grpcClusters {
+	if b.t.proxyless {
 		b.addGRPCCluster(c, pol)
 	}
 }

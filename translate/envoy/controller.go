@@ -69,15 +69,15 @@ type Controller struct {
 	running atomic.Bool
 	classes *classRegistry
 	scopes  *holdRegistry[string] // namespaces whose proxies are connected
-	// proxyless holds "grpc" while a proxyless gRPC client is connected: its clusters are
-	// built meanwhile (SetGRPCClusters).
+	// proxyless holds "grpc" while a proxyless gRPC client is connected: the outputs only
+	// such clients read are built meanwhile (SetProxyless).
 	proxyless *holdRegistry[string]
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
 	wroteFull bool              // false until a full write succeeded (and after a failed write)
 	unbuilt   []string          // scopes set since the last successful write
-	// grpcUnbuilt: the proxyless clients' clusters were set since the last successful write.
+	// grpcUnbuilt: the proxyless outputs were set since the last successful write.
 	grpcUnbuilt bool
 
 	mu        sync.Mutex
@@ -114,7 +114,7 @@ func New(opts Options) *Controller {
 	return &Controller{
 		st:        opts.Store,
 		log:       log.With("component", "translate"),
-		t:         NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyGRPCClusters: true}),
+		t:         NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyProxyless: true}),
 		ready:     make(chan struct{}),
 		revs:      map[string]uint64{},
 		classes:   classes,
@@ -143,10 +143,12 @@ func (c *Controller) AcquireScope(namespace string) (release func(), built <-cha
 	return c.scopes.acquire(namespace, namespace)
 }
 
-// AcquireProxyless says that a proxyless gRPC client is connected: the clusters of their form
-// (GRPCClusterType) are built from the next translation, and kept until the last such client
+// AcquireProxyless says that a proxyless gRPC client is connected: the outputs only such
+// clients read (their clusters, GRPCClusterType; the API listeners; the per-host route
+// configurations) are built from the next translation, and kept until the last such client
 // has been gone for the grace period. built is closed once they are written. Safe for
-// concurrent use; the xDS server calls it for each proxyless client's stream.
+// concurrent use; the xDS server calls it for each stream of a proxyless client, or of any
+// client that asks for what only they read (source/xds HoldView).
 func (c *Controller) AcquireProxyless() (release func(), built <-chan struct{}) {
 	release, built, _ = c.proxyless.acquire(proxylessID, proxylessID)
 	return release, built
@@ -215,7 +217,7 @@ func (c *Controller) sync() error {
 	}
 	c.classes.apply(c.t.SetGatewayClass, c.t.RemoveGatewayClass)
 	c.unbuilt = append(c.unbuilt, c.scopes.apply(c.t.SetScope, c.t.RemoveScope)...)
-	grpcSet := c.proxyless.apply(func(string) { c.t.SetGRPCClusters(true) }, func(string) { c.t.SetGRPCClusters(false) })
+	grpcSet := c.proxyless.apply(func(string) { c.t.SetProxyless(true) }, func(string) { c.t.SetProxyless(false) })
 	c.grpcUnbuilt = c.grpcUnbuilt || len(grpcSet) > 0
 	start := time.Now()
 	delta, stats := c.t.Translate()

@@ -54,6 +54,19 @@ func runController(t *testing.T, st *store.Store, ctrl *Controller) *harness {
 	return h
 }
 
+// holdProxyless acquires the proxyless outputs until the end of the test and waits until
+// they are built.
+func (h *harness) holdProxyless() {
+	h.t.Helper()
+	release, built := h.ctrl.AcquireProxyless()
+	h.t.Cleanup(release)
+	select {
+	case <-built:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the proxyless outputs were not built within 10s")
+	}
+}
+
 func newStore() *store.Store {
 	return store.New(store.Options{Validate: kinds.ValidateResource})
 }
@@ -110,7 +123,7 @@ func TestControllerFirstRunWritesTheFullBuild(t *testing.T) {
 	}
 	h := startController(t, st)
 	// No proxyless client is connected: the controller builds no clusters of theirs.
-	want, _ := Build(in, TranslatorOptions{LazyGRPCClusters: true})
+	want, _ := Build(in, TranslatorOptions{LazyProxyless: true})
 	if d := diffOutputs(want, served(h.st)); d != "" {
 		t.Fatalf("the store does not serve the full build:\n%s", d)
 	}
@@ -249,6 +262,7 @@ spec:
     - destination: {host: two.test.svc.cluster.local}
       weight: 50
 `)
+	h.holdProxyless() // so that the host's own route configuration is built
 	h.apply(upserts(in)...)
 	faults := h.ctrl.Faults()
 	if len(faults) != 1 || faults[0].Name != "test/one" || !strings.Contains(faults[0].Message, "two.test.svc.cluster.local") {
@@ -276,7 +290,7 @@ func TestControllerSyncedWaitsForTheTranslation(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("revision not translated within 10s")
 	}
-	if h.st.View().Get(ListenerType, "one.test.svc.cluster.local:8080") == nil {
+	if h.st.View().Get(ListenerType, OutboundListenerName(8080)) == nil {
 		t.Fatal("Synced closed before the listener was written")
 	}
 	select {
@@ -346,6 +360,7 @@ func TestOneVirtualServiceChangeTouchesOnlyItsHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := startController(t, st)
+	h.holdProxyless() // so that the host's own route configuration is built and counted too
 	if n := len(served(st)); n < 8000 {
 		t.Fatalf("only %d outputs for 1,000 services", n)
 	}
@@ -356,8 +371,8 @@ func TestOneVirtualServiceChangeTouchesOnlyItsHosts(t *testing.T) {
 	v := st.View()
 	var touched []string
 	for _, typ := range outputTypes {
-		if v.Collection(typ).Revision == 0 {
-			continue // never written: the proxyless clusters, with no proxyless client
+		if v.Collection(typ).Revision <= before {
+			continue // not written since
 		}
 		ch, err := v.ChangesSince(typ, before)
 		if err != nil {

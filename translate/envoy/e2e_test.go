@@ -315,6 +315,36 @@ func TestGRPCClientCallsAServiceEntryHostWithoutDestinationRule(t *testing.T) {
 	b.assertNoNACK()
 }
 
+// A grpc-go client without Istio's bootstrap (no GENERATOR in its node) is not known to be
+// proxyless by its node; its request for its API listener by name says it. The API listener
+// and the host's route configuration are built for it (none before: a mesh of Envoys never
+// pays for them), and it calls the service.
+func TestGRPCClientWithoutIstioBootstrapGetsItsAPIListener(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a")
+	b.setConfig(echoService(bs["v1-a"]))
+	if b.st.View().Collection(ListenerType).Count == 0 {
+		t.Fatal("no listener translated")
+	}
+	listener := strings.TrimPrefix(e2eTarget, "xds:///")
+	route := HostRouteName(strings.TrimSuffix(listener, ":8080"), 8080)
+	if b.st.View().Get(ListenerType, listener) != nil || b.st.View().Get(RouteType, route) != nil {
+		t.Fatal("the API listener or the host's route configuration is built with no proxyless client connected")
+	}
+	conn, err := grpc.NewClient(e2eTarget, grpc.WithResolvers(b.resolverWithMetadata(`{}`)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := testgrpc.NewTestServiceClient(conn)
+	eventually(t, c, "the endpoint answers", func(id string) bool { return id == "v1-a" })
+	if b.st.View().Get(RouteType, route) == nil {
+		t.Error("the host's route configuration is not in the store while the client is connected")
+	}
+	b.assertNoNACK()
+}
+
 func TestGRPCClientFollowsWeightedSplit(t *testing.T) {
 	b := startBridge(t)
 	bs := startBackends(t, "v1-a", "v2-a")

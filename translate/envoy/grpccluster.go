@@ -16,25 +16,32 @@ import (
 // names: istiod's gRPC generator (grpcgen) builds them apart from Envoy's, with only what
 // grpc-go reads. An Envoy cluster's defaults would not do: its LEAST_REQUEST policy (Istio's
 // default) is refused by grpc-go before 1.62 and over xDS v2, and its TLS context names SDS
-// secrets, which grpc-go refuses (it takes certificate providers only). Routes, listeners
-// and load assignments are the same for both, so only clusters have a second form. The
-// controller builds it only while a proxyless client is connected (SetGRPCClusters): with
-// 100,000 services it is a tenth of the translation's memory and CPU.
+// secrets, which grpc-go refuses (it takes certificate providers only). Load assignments are
+// the same for both; the API listeners (HOST:PORT) and the per-host route configurations
+// (outbound|PORT||HOST) are read by proxyless clients alone (Envoy sidecars route by the
+// port's route configuration).
+//
+// The controller builds these proxyless outputs only while a client that reads them is
+// connected (SetProxyless, Controller.AcquireProxyless): a GENERATOR=grpc node, or any client
+// that asks for listeners by name or for an outbound|... route configuration (a grpc-go
+// client without Istio's bootstrap). istiod builds a proxyless client's outputs on demand
+// too. With 1,000,000 services they would be two of every host's five outputs, 40% of the
+// translation's encodings, for meshes of Envoys that never read them.
 
 // GRPCClusterType is the store collection of the proxyless gRPC clients' clusters. Its
 // resources are Clusters (their bodies' type URL is ClusterType); source/xds serves it under
 // ClusterType to a client whose node says GENERATOR=grpc.
 const GRPCClusterType = translate.EnvoyGRPCClusterCollection
 
-// SetGRPCClusters starts (or stops) building the proxyless clients' clusters, from the next
-// Translate: every host is built again. The controller sets it while a proxyless client is
-// connected (Controller.AcquireProxyless), so that a mesh of Envoys alone pays nothing for
-// the second form of every cluster.
-func (t *Translator) SetGRPCClusters(on bool) {
-	if t.grpcClusters == on {
+// SetProxyless starts (or stops) building the proxyless clients' outputs (their clusters, API
+// listeners and per-host route configurations), from the next Translate: every host is built
+// again. The controller sets it while a proxyless client is connected
+// (Controller.AcquireProxyless).
+func (t *Translator) SetProxyless(on bool) {
+	if t.proxyless == on {
 		return
 	}
-	t.grpcClusters = on
+	t.proxyless = on
 	for k := range t.units {
 		if k.kind == unitHost {
 			t.dirty[k] = struct{}{}

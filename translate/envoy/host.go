@@ -224,7 +224,8 @@ func (b *hostBuild) buildPorts() {
 }
 
 // buildRoutes adds an HTTP port's virtual host (routed by the host's VirtualService, or to
-// the host's own cluster without one), its route configuration and its API listener.
+// the host's own cluster without one), and, while the proxyless outputs are built
+// (Translator.SetProxyless), the host's route configuration and API listener.
 //
 // Proxyless gRPC clients and Envoy sidecars get the virtual host as istiod builds it for each:
 // the host's own route configuration (the API listener's) has the gRPC client's, with domains
@@ -245,36 +246,39 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if !ok {
 		return
 	}
-	grpcHead, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains})
-	if err != nil {
-		b.invalid("VirtualHost", name, err)
-		return
-	}
 	sidecar, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
 	if err != nil {
 		b.invalid("VirtualHost", name, err)
 		return
 	}
-	shared := 0
-	if own == nil {
-		shared = len(grpcRest) // the sidecar's rest is the end of the host's route configuration
+	pv := portVhost{port: p.number, route: -1, sidecar: sidecar, own: own}
+	grpc := b.t.proxyless // the proxyless outputs are built (grpccluster.go)
+	var grpcHead, localGRPCHead []byte
+	if grpc {
+		if grpcHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains}); err != nil {
+			b.invalid("VirtualHost", name, err)
+			return
+		}
+		// The host's own route configuration holds just the gRPC virtual host, validated (by
+		// routeRests) and encoded already: assembled from those bytes, not encoded again. Its
+		// encoding ends with the virtual host, which is where the sidecar's shares its routes
+		// from.
+		if pv.route = b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: grpcHead, tail: grpcRest}}, nil); pv.route < 0 {
+			return
+		}
+		if own == nil {
+			pv.shared = len(grpcRest) // the sidecar's rest is the end of the host's route configuration
+		}
+	} else if own == nil {
+		pv.own = grpcRest // no route configuration of the host to share it from
 	}
-	// The host's own route configuration holds just the gRPC virtual host, validated (by
-	// routeRests) and encoded already: assembled from those bytes, not encoded again. Its
-	// encoding ends with the virtual host, which is where the sidecar's shares its routes from.
-	route := b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: grpcHead, tail: grpcRest}}, nil)
-	if route < 0 {
-		return
-	}
-	pv := portVhost{port: p.number, route: route, sidecar: sidecar, own: own, shared: shared}
 	scope, local := b.localScope()
-	var localGRPCHead []byte
 	if local {
 		// The proxies of the host's own namespace also call it by its bare name (domains.go).
 		ld := proxyDNSDomain(scope, b.t.suffix)
 		pv.local, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
 			Domains: virtualHostDomains(b.host, p.number, vip, ld, false, known)})
-		if err == nil {
+		if err == nil && grpc {
 			localGRPCHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
 				Domains: virtualHostDomains(b.host, p.number, vip, ld, true, known)})
 		}
@@ -282,8 +286,10 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			b.invalid("VirtualHost", name, err)
 			return
 		}
-		b.putRouteConfigurationIn(translate.ScopeCollection(scope, RouteType), HostRouteName(b.host, p.number),
-			[]vhostParts{{head: localGRPCHead, tail: grpcRest}}, nil)
+		if grpc {
+			b.putRouteConfigurationIn(translate.ScopeCollection(scope, RouteType), HostRouteName(b.host, p.number),
+				[]vhostParts{{head: localGRPCHead, tail: grpcRest}}, nil)
+		}
 	}
 	for _, sv := range b.scopedVirtualServices(vs) {
 		gRest, sRest, ok := b.routeRests(p, sv.vs, name, grpcDomains, sidecarDomains)
@@ -294,6 +300,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			sRest = gRest
 		}
 		pv.variants = append(pv.variants, scopedRest{namespace: sv.namespace, sidecar: sRest})
+		if !grpc {
+			continue
+		}
 		head := grpcHead
 		if local && sv.namespace == scope {
 			head = localGRPCHead
@@ -302,7 +311,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			[]vhostParts{{head: head, tail: gRest}}, nil)
 	}
 	b.u.vhosts = append(b.u.vhosts, pv)
-	b.putAPIListener(p.number)
+	if grpc {
+		b.putAPIListener(p.number)
+	}
 }
 
 // putAPIListener adds the host's API listener of a port (apilistener_wire.go).

@@ -538,36 +538,93 @@ spec:
     route: [{destination: {host: public.foo.svc.cluster.local}}]
 `
 
-// The controller builds the proxyless clients' clusters only while one is connected: none
-// before, all of them once AcquireProxyless's built is closed, none again after the grace.
-func TestControllerBuildsGRPCClustersWhileAProxylessClientIsConnected(t *testing.T) {
+// The controller builds the proxyless clients' outputs (their clusters, API listeners and
+// per-host route configurations, in the mesh-wide collections and the scopes' overlays) only
+// while one is connected: none before, all of them once AcquireProxyless's built is closed,
+// none again after the grace. What Envoy sidecars read is the same byte for byte either way:
+// their port route configuration shares its virtual hosts' routes with the host's own route
+// configuration when that is built, and keeps them itself when not.
+func TestControllerBuildsProxylessOutputsWhileAProxylessClientIsConnected(t *testing.T) {
 	st := newStore()
 	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond})
 	h := runController(t, st, ctrl)
+	release, _, _ := ctrl.AcquireScope("bookinfo") // a scope, so that its overlays are built too
+	defer release()
 	h.apply(upserts(decodeYAML(t, scopeYAML))...)
-	count := func() int { return st.View().Collection(GRPCClusterType).Count }
-	envoy := st.View().Collection(ClusterType).Count
-	if n := count(); n != 0 {
-		t.Fatalf("%d proxyless clusters built with no proxyless client connected", n)
+	proxyless := func() (clusters, listeners, routes []string) {
+		v := st.View()
+		_, grpc := v.Snapshot(GRPCClusterType)
+		for _, e := range grpc {
+			clusters = append(clusters, e.Name)
+		}
+		for _, coll := range []string{ListenerType, translate.ScopeCollection("bookinfo", ListenerType)} {
+			_, ls := v.Snapshot(coll)
+			for _, e := range ls {
+				if strings.Contains(e.Name, ":") { // HOST:PORT
+					listeners = append(listeners, coll+" "+e.Name)
+				}
+			}
+		}
+		for _, coll := range []string{RouteType, translate.ScopeCollection("bookinfo", RouteType)} {
+			_, rs := v.Snapshot(coll)
+			for _, e := range rs {
+				if strings.HasPrefix(e.Name, "outbound|") {
+					routes = append(routes, coll+" "+e.Name)
+				}
+			}
+		}
+		return clusters, listeners, routes
 	}
-	release, built := ctrl.AcquireProxyless()
+	sidecarRoutes := func() map[string]string {
+		v := st.View()
+		out := map[string]string{}
+		for _, coll := range []string{RouteType, translate.ScopeCollection("bookinfo", RouteType)} {
+			_, rs := v.Snapshot(coll)
+			for _, e := range rs {
+				if !strings.HasPrefix(e.Name, "outbound|") {
+					_, body := e.Body()
+					out[coll+" "+e.Name] = string(body)
+				}
+			}
+		}
+		return out
+	}
+	envoy := st.View().Collection(ClusterType).Count
+	lazyRoutes := sidecarRoutes()
+	if c, l, r := proxyless(); len(c)+len(l)+len(r) != 0 {
+		t.Fatalf("proxyless outputs built with no proxyless client connected: clusters %v, API listeners %v, host routes %v", c, l, r)
+	}
+	acquired, built := ctrl.AcquireProxyless()
 	again, _ := ctrl.AcquireProxyless()
 	select {
 	case <-built:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the proxyless clusters were not built within 5s")
+		t.Fatal("the proxyless outputs were not built within 5s")
 	}
 	// Every Envoy cluster of a service has a proxyless form; the capture plumbing's do not.
-	if n := count(); n != envoy-3 {
-		t.Fatalf("%d proxyless clusters, want %d (the Envoy clusters but the three of the sidecar plumbing)", n, envoy-3)
+	clusters, listeners, routes := proxyless()
+	if len(clusters) != envoy-3 {
+		t.Fatalf("%d proxyless clusters, want %d (the Envoy clusters but the three of the sidecar plumbing)", len(clusters), envoy-3)
 	}
-	release()
+	if len(listeners) == 0 || len(routes) == 0 || !slices.ContainsFunc(routes, func(r string) bool { return strings.HasPrefix(r, translate.ScopeCollection("bookinfo", RouteType)) }) {
+		t.Fatalf("API listeners %v and host routes %v; want some of each, and host routes in the scope's overlay", listeners, routes)
+	}
+	if got := sidecarRoutes(); !maps.Equal(got, lazyRoutes) {
+		t.Errorf("the sidecars' route configurations differ once the proxyless outputs are built: %d vs %d", len(got), len(lazyRoutes))
+	}
+	acquired()
 	time.Sleep(150 * time.Millisecond)
-	if count() == 0 {
-		t.Fatal("the proxyless clusters were dropped while a client still holds them")
+	if c, _, _ := proxyless(); len(c) == 0 {
+		t.Fatal("the proxyless outputs were dropped while a client still holds them")
 	}
 	again()
-	waitUntil(t, "the proxyless clusters are dropped after the grace", func() bool { return count() == 0 })
+	waitUntil(t, "the proxyless outputs are dropped after the grace", func() bool {
+		c, l, r := proxyless()
+		return len(c)+len(l)+len(r) == 0
+	})
+	if got := sidecarRoutes(); !maps.Equal(got, lazyRoutes) {
+		t.Errorf("the sidecars' route configurations differ once the proxyless outputs are dropped")
+	}
 }
 
 // A Sidecar without egress imports every host (istiod's default egress listener), and an

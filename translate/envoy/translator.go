@@ -71,9 +71,10 @@ type Translator struct {
 
 	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
 	scopes keySet
-	// grpcClusters tells whether the proxyless gRPC clients' clusters are built
-	// (SetGRPCClusters, grpccluster.go).
-	grpcClusters bool
+	// proxyless tells whether the outputs only proxyless gRPC clients read are built: their
+	// clusters, API listeners and per-host route configurations (SetProxyless,
+	// grpccluster.go).
+	proxyless bool
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
 	// limitedVSs the VirtualServices' (scope.go).
@@ -179,10 +180,11 @@ func (o output) value() []byte {
 }
 
 // portVhost locates a host's virtual host for one port. The host's route configuration for
-// that port (outputs[route]) ends with the proxyless gRPC client's virtual host; the sidecar's,
-// which the port's route configuration gathers, is its head (name and domains) followed by
-// own, or, when own is nil, by the last shared bytes of that encoding (its routes, when they
-// are the same; see buildRoutes). local, when set, is the head for the proxies of the host's
+// that port (outputs[route]; route is -1 while the proxyless outputs are not built) ends with
+// the proxyless gRPC client's virtual host; the sidecar's, which the port's route
+// configuration gathers, is its head (name and domains) followed by own, or, when own is nil,
+// by the last shared bytes of that encoding (its routes, when they are the same; see
+// buildRoutes). local, when set, is the head for the proxies of the host's
 // own namespace (a scope: scope.go), whose domains add the bare name.
 type portVhost struct {
 	port    uint32
@@ -270,7 +272,7 @@ func (u *unitState) vhost(p uint32) (vh vhostParts, pv *portVhost, ok bool) {
 	for i := range u.vhosts {
 		if v := &u.vhosts[i]; v.port == p {
 			tail := v.own
-			if tail == nil {
+			if tail == nil && v.route >= 0 {
 				value := u.outputs[v.route].value()
 				tail = value[len(value)-v.shared:]
 			}
@@ -305,10 +307,11 @@ type TranslatorOptions struct {
 	// Scopes are the namespaces whose views are built from the start (SetScope), for tools
 	// and tests.
 	Scopes []string
-	// LazyGRPCClusters leaves the proxyless gRPC clients' clusters out until
-	// SetGRPCClusters(true): the controller builds them only while such a client is
-	// connected. Without it they are built from the start.
-	LazyGRPCClusters bool
+	// LazyProxyless leaves the outputs only proxyless gRPC clients read (their clusters,
+	// API listeners and per-host route configurations) out until SetProxyless(true): the
+	// controller builds them only while such a client is connected. Without it they are
+	// built from the start.
+	LazyProxyless bool
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
 	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
 	OutboundTrafficPolicy OutboundTrafficPolicy
@@ -331,7 +334,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 		outboundPolicy: opts.OutboundTrafficPolicy,
-		grpcClusters:   !opts.LazyGRPCClusters,
+		proxyless:      !opts.LazyProxyless,
 	}
 	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {

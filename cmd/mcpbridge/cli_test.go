@@ -155,8 +155,8 @@ func TestValidateReportsWhatIstiodRefuses(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want one line per fault, got %q", stdout)
 	}
-	mustHave(t, "the host's line", lines[0], file+": document 2 (line 6): DestinationRule shop/reviews: field spec.host: empty domain name not allowed")
-	mustHave(t, "the subset's line", lines[1], file+": document 2 (line 6): DestinationRule shop/reviews: field spec.subsets[0].name: subset name is invalid: v_1")
+	mustHave(t, "the host's line", lines[0], file+":10:3: document 2: DestinationRule shop/reviews: field spec.host: empty domain name not allowed")
+	mustHave(t, "the subset's line", lines[1], file+":11:14: document 2: DestinationRule shop/reviews: field spec.subsets[0].name: subset name is invalid: v_1")
 	assertOneLine(t, stderr, "validate: 2 faults")
 }
 

@@ -35,23 +35,33 @@ func (o Object) Name() string { return o.Resource.GetMetadata().GetName() }
 // DecodeError is a fault of one document of a file, or of the whole file (Doc 0). It names
 // everything known about where the fault is, so that an operator can find it from the text alone.
 type DecodeError struct {
-	File  string
-	Doc   int    // 1-based index among the file's non-empty documents; 0: the file as a whole
-	Line  int    // the document's first line in the file; 0 when unknown
-	Kind  string // the document's kind, when known
-	Name  string // "namespace/name", when known
-	Field string // path of the field at fault ("spec.ports[0].number"), when known
-	Err   error
+	File string
+	Doc  int // 1-based index among the file's non-empty documents; 0: the file as a whole
+	// Line and Column are where the fault is in the file, 1-based: the field's key (or list
+	// item) when Field is found in the document's YAML, the YAML parser's line for a syntax
+	// error, else the document's first line. Line 0 is unknown (a fault of the whole file, or
+	// not of a file); Column 0 is unknown (no field found).
+	Line   int
+	Column int
+	Kind   string // the document's kind, when known
+	Name   string // "namespace/name", when known
+	Field  string // path of the field at fault ("spec.ports[0].number"), when known
+	Err    error
 }
 
+// Error is "FILE:LINE:COLUMN: document N: KIND NAME: field FIELD: what is wrong", as compilers
+// and linters print positions, so that editors and CI jump to it; what is unknown is left out.
 func (e *DecodeError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
+	}
 	if e.Doc > 0 {
 		fmt.Fprintf(&b, ": document %d", e.Doc)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", e.Line)
-		}
 	}
 	if e.Kind != "" || e.Name != "" {
 		b.WriteString(": ")
@@ -132,6 +142,7 @@ func decode(data []byte, file string, validate bool) ([]Object, []error) {
 		dd := &docDecoder{file: file, doc: doc, line: d.line, yaml: fast, unchecked: !validate}
 		obj, faults := dd.decode(d.text)
 		if len(faults) > 0 {
+			d.locate(faults) // the error path only: the decoders keep no positions
 			for _, f := range faults {
 				errs = append(errs, f)
 			}
@@ -142,7 +153,9 @@ func decode(data []byte, file string, validate bool) ([]Object, []error) {
 		}
 		k := [2]string{obj.Kind.Collection, obj.Name()}
 		if first, dup := seen[k]; dup {
-			errs = append(errs, dd.fail("metadata.name", fmt.Errorf("%s %s is already defined in document %d", obj.Kind.Kind, obj.Name(), first)))
+			f := dd.fail("metadata.name", fmt.Errorf("%s %s is already defined in document %d", obj.Kind.Kind, obj.Name(), first))
+			d.locate([]*DecodeError{f})
+			errs = append(errs, f)
 			continue
 		}
 		seen[k] = doc
@@ -155,6 +168,7 @@ func decode(data []byte, file string, validate bool) ([]Object, []error) {
 type document struct {
 	text []byte
 	line int
+	col  int // the columns of line before text: 3 when text follows a marker on its line ("--- {")
 }
 
 // splitDocuments splits a YAML stream at its document markers. The YAML decoder converts only
@@ -163,23 +177,23 @@ type document struct {
 func splitDocuments(data []byte) []document {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
 	var docs []document
-	start, startLine := 0, 1
+	start, startLine, startCol := 0, 1, 0
 	for off, line := 0, 1; off < len(data); line++ {
 		end := len(data)
 		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
 			end = off + i + 1
 		}
 		if isMarker(data[off:end]) {
-			docs = append(docs, document{text: data[start:off], line: startLine})
+			docs = append(docs, document{text: data[start:off], line: startLine, col: startCol})
 			// Text after the marker (a comment, or inline content) belongs to the next document.
-			start, startLine = off+3, line
+			start, startLine, startCol = off+3, line, 3
 			if isBlank(data[start:end]) {
-				start, startLine = end, line+1
+				start, startLine, startCol = end, line+1, 0
 			}
 		}
 		off = end
 	}
-	return append(docs, document{text: data[start:], line: startLine})
+	return append(docs, document{text: data[start:], line: startLine, col: startCol})
 }
 
 // isMarker reports whether a line is a document marker: "---" or "..." at its start, followed
@@ -289,7 +303,7 @@ func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, proto.Message, *De
 	if js == nil {
 		var err error
 		if js, err = yaml.YAMLToJSONStrict(text); err != nil {
-			return nil, nil, d.fail("", d.yamlError(err))
+			return nil, nil, d.yamlFault(err)
 		}
 	}
 	if bytes.Equal(js, []byte("null")) {
@@ -329,17 +343,28 @@ func (d *docDecoder) decodeGeneral(text, js []byte) (*Object, proto.Message, *De
 // yamlLine finds the line numbers in the YAML parser's messages.
 var yamlLine = regexp.MustCompile(`\bline (\d+)`)
 
-// yamlError makes the lines a YAML error names lines of the file: the parser saw only the
-// document, whose first line is d.line.
-func (d *docDecoder) yamlError(err error) error {
+// yamlFault is the fault of a document the YAML parser refuses, at the first line the
+// parser's message names (it gives no column), else at the document's first line. The lines
+// in the message become lines of the file: the parser saw only the document, whose first
+// line is d.line.
+func (d *docDecoder) yamlFault(err error) *DecodeError {
+	first := 0
 	text := yamlLine.ReplaceAllStringFunc(err.Error(), func(m string) string {
 		n, convErr := strconv.Atoi(strings.TrimPrefix(m, "line "))
-		if convErr != nil {
+		if convErr != nil || n < 1 {
 			return m
 		}
-		return "line " + strconv.Itoa(n+d.line-1)
+		n += d.line - 1
+		if first == 0 {
+			first = n
+		}
+		return "line " + strconv.Itoa(n)
 	})
-	return &cleanError{text: text, err: err}
+	fault := d.fail("", &cleanError{text: text, err: err})
+	if first > 0 {
+		fault.Line = first
+	}
+	return fault
 }
 
 func (d *docDecoder) kindOf(top map[string]json.RawMessage) (*kinds.Kind, *DecodeError) {

@@ -185,32 +185,33 @@ func TestDecodeDeterministicBody(t *testing.T) {
 var decodeErrorTests = []struct {
 	name string
 	data string
-	// want are the fields the error must have, and mentions what its text must contain.
+	// want are the fields the error must have (Line and Column when Line is set), and mentions
+	// what its text must contain.
 	want     DecodeError
 	mentions []string
 }{
 	{
 		name:     "unknown spec field",
 		data:     reviewsSE + "  colour: blue\n",
-		want:     DecodeError{Doc: 1, Line: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.colour"},
+		want:     DecodeError{Doc: 1, Line: 20, Column: 3, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.colour"},
 		mentions: []string{"unknown field", "colour"},
 	},
 	{
 		name:     "bad value in a list",
 		data:     strings.Replace(reviewsSE, "number: 9080", "number: ninety", 1),
-		want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.ports[0].number"},
+		want:     DecodeError{Doc: 1, Line: 14, Column: 5, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.ports[0].number"},
 		mentions: []string{"ninety"},
 	},
 	{
 		name:     "bad enum",
 		data:     strings.Replace(reviewsSE, "resolution: STATIC", "resolution: STATIK", 1),
-		want:     DecodeError{Doc: 1, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.resolution"},
+		want:     DecodeError{Doc: 1, Line: 17, Column: 3, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.resolution"},
 		mentions: []string{"STATIK"},
 	},
 	{
 		name:     "bad nested field in second document",
 		data:     "---\n" + reviewsSE + "---\n" + strings.Replace(reviewsSE, "address: 10.0.0.1", "address: 10.0.0.1\n    portz: {}", 1),
-		want:     DecodeError{Doc: 2, Line: 22, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.endpoints[0].portz"},
+		want:     DecodeError{Doc: 2, Line: 41, Column: 5, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "spec.endpoints[0].portz"},
 		mentions: []string{"unknown field"},
 	},
 	{
@@ -245,7 +246,7 @@ var decodeErrorTests = []struct {
 	{
 		name: "missing name",
 		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {namespace: a}\nspec: {}\n",
-		want: DecodeError{Doc: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"missing"},
+		want: DecodeError{Doc: 1, Line: 1, Kind: "Gateway", Field: "metadata.name"}, mentions: []string{"missing"},
 	},
 	{
 		name: "name with a slash",
@@ -260,12 +261,12 @@ var decodeErrorTests = []struct {
 	{
 		name: "label that is a number",
 		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  labels:\n    version: 1\nspec: {}\n",
-		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: "metadata.labels.version"}, mentions: []string{"must be a string"},
+		want: DecodeError{Doc: 1, Line: 6, Column: 5, Kind: "Gateway", Name: "default/gw", Field: "metadata.labels.version"}, mentions: []string{"must be a string"},
 	},
 	{
 		name: "annotation key with dots",
 		data: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n  annotations:\n    example.com/x: true\nspec: {}\n",
-		want: DecodeError{Doc: 1, Kind: "Gateway", Name: "default/gw", Field: `metadata.annotations["example.com/x"]`},
+		want: DecodeError{Doc: 1, Line: 6, Column: 5, Kind: "Gateway", Name: "default/gw", Field: `metadata.annotations["example.com/x"]`},
 	},
 	{
 		name: "unknown metadata field",
@@ -280,7 +281,7 @@ var decodeErrorTests = []struct {
 	{
 		name:     "YAML syntax, line in the file",
 		data:     reviewsSE + "---\n# c\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: gw\n   bad: indent\n",
-		want:     DecodeError{Doc: 2, Line: 21},
+		want:     DecodeError{Doc: 2, Line: 26}, // the parser's line, in the file; it gives no column
 		mentions: []string{"line 26"},
 	},
 	{
@@ -297,13 +298,13 @@ var decodeErrorTests = []struct {
 	{
 		name:     "same name twice",
 		data:     reviewsSE + "---\n" + reviewsSE,
-		want:     DecodeError{Doc: 2, Line: 21, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "metadata.name"},
+		want:     DecodeError{Doc: 2, Line: 24, Column: 3, Kind: "ServiceEntry", Name: "bookinfo/reviews", Field: "metadata.name"},
 		mentions: []string{"already defined in document 1"},
 	},
 	{
 		name: "wrong type for a duration",
 		data: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs}\nspec:\n  http:\n  - timeout: soon\n",
-		want: DecodeError{Doc: 1, Kind: "VirtualService", Name: "default/vs", Field: "spec.http[0].timeout"},
+		want: DecodeError{Doc: 1, Line: 6, Column: 5, Kind: "VirtualService", Name: "default/vs", Field: "spec.http[0].timeout"},
 	},
 }
 
@@ -319,7 +320,8 @@ func TestDecodeErrors(t *testing.T) {
 				t.Errorf("objects = %d, want the first of the two kept", len(objs))
 			}
 			if de.File != "dir/file.yaml" || de.Doc != tt.want.Doc || de.Kind != tt.want.Kind ||
-				de.Name != tt.want.Name || de.Field != tt.want.Field || (tt.want.Line != 0 && de.Line != tt.want.Line) {
+				de.Name != tt.want.Name || de.Field != tt.want.Field ||
+				(tt.want.Line != 0 && (de.Line != tt.want.Line || de.Column != tt.want.Column)) {
 				t.Errorf("error = %+v\nwant    %+v", *de, tt.want)
 			}
 			text := de.Error()
@@ -390,12 +392,17 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("--- |\n  text\n...\n---\n- [a, {b: c}]\n"))
 	f.Add([]byte("apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: a\n  labels: {x: 1}\nspec: {}\n"))
 	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("--- {apiVersion: networking.istio.io/v1, kind: Gateway, metadata: {name: g}, spec: {b: &b {x: 1}, c: {<<: *b}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, errs := Decode(data, "fuzz.yaml")
 		for _, err := range errs {
 			var de *DecodeError
 			if !errors.As(err, &de) || de.File != "fuzz.yaml" || de.Doc < 1 || de.Err == nil {
 				t.Fatalf("error %v is not a *DecodeError naming the file and the document", err)
+			}
+			// A line break is at least a byte, whatever YAML takes for one.
+			if de.Line < 1 || de.Line > len(data)+1 || de.Column < 0 {
+				t.Fatalf("error %v is at %d:%d, outside the file", err, de.Line, de.Column)
 			}
 		}
 		for _, o := range objs {

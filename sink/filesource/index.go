@@ -146,8 +146,8 @@ func (ix *index) dupFaults(files map[string]*fileState) []error {
 		for _, p := range ps[1:] {
 			o, _ := files[p].object(k)
 			faults = append(faults, &DecodeError{
-				File: p, Doc: o.doc, Line: o.line, Kind: o.kind.Kind, Name: k.name,
-				Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", ps[0], first.doc),
+				File: files[p].nameOr(p), Doc: o.doc, Line: o.line, Kind: o.kind.Kind, Name: k.name,
+				Err: fmt.Errorf("already defined in %s, document %d; this one is ignored", files[ps[0]].nameOr(ps[0]), first.doc),
 			})
 		}
 	}

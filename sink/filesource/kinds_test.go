@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -158,7 +159,7 @@ func TestDecodeKindsIstiodReads(t *testing.T) {
 var istiodRefuses = []struct {
 	name   string
 	doc    string
-	faults []DecodeError // File, Doc, Line and Kind are checked; Err by mentions
+	faults []DecodeError // Line, Column, Kind, Name and Field are checked; Err by mentions
 	// mentions are what each fault's text must contain, in order.
 	mentions []string
 }{
@@ -166,7 +167,7 @@ var istiodRefuses = []struct {
 		name: "DestinationRule with an empty host",
 		doc:  "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: shop}\nspec:\n  host: \"\"\n  subsets: [{name: v1}]\n",
 		faults: []DecodeError{
-			{Kind: "DestinationRule", Name: "shop/reviews", Field: "spec.host"},
+			{Line: 25, Column: 3, Kind: "DestinationRule", Name: "shop/reviews", Field: "spec.host"},
 		},
 		mentions: []string{"empty domain name not allowed"},
 	},
@@ -174,8 +175,8 @@ var istiodRefuses = []struct {
 		name: "ServiceEntry, two faults",
 		doc:  "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: api, namespace: shop}\nspec:\n  hosts: [api.example.com]\n  ports: [{number: 0, name: Bad_Name, protocol: HTTP}]\n  resolution: DNS\n",
 		faults: []DecodeError{
-			{Kind: "ServiceEntry", Name: "shop/api", Field: "spec.ports[0].name"},
-			{Kind: "ServiceEntry", Name: "shop/api", Field: "spec.ports[0].number"},
+			{Line: 26, Column: 23, Kind: "ServiceEntry", Name: "shop/api", Field: "spec.ports[0].name"},
+			{Line: 26, Column: 12, Kind: "ServiceEntry", Name: "shop/api", Field: "spec.ports[0].number"},
 		},
 		mentions: []string{"invalid port name: Bad_Name", "port number 0 must be in the range 1..65535"},
 	},
@@ -183,7 +184,7 @@ var istiodRefuses = []struct {
 		name: "Gateway named with a dot",
 		doc:  "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: edge.gw, namespace: shop}\nspec:\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]\n",
 		faults: []DecodeError{
-			{Kind: "Gateway", Name: "shop/edge.gw", Field: "metadata.name"},
+			{Line: 23, Column: 12, Kind: "Gateway", Name: "shop/edge.gw", Field: "metadata.name"},
 		},
 		mentions: []string{`invalid gateway name: "edge.gw"`},
 	},
@@ -191,7 +192,8 @@ var istiodRefuses = []struct {
 		name: "WasmPlugin without url",
 		doc:  "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: w, namespace: shop}\nspec:\n  phase: AUTHN\n",
 		faults: []DecodeError{
-			{Kind: "WasmPlugin", Name: "shop/w", Field: "spec.url"},
+			// Missing: the document's first line, no column.
+			{Line: 21, Kind: "WasmPlugin", Name: "shop/w", Field: "spec.url"},
 		},
 		mentions: []string{"url field needs to be set"},
 	},
@@ -199,7 +201,7 @@ var istiodRefuses = []struct {
 		name: "Telemetry sampling over 100",
 		doc:  "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t, namespace: shop}\nspec:\n  tracing: [{randomSamplingPercentage: 101}]\n",
 		faults: []DecodeError{
-			{Kind: "Telemetry", Name: "shop/t", Field: "spec.tracing[0].randomSamplingPercentage"},
+			{Line: 25, Column: 14, Kind: "Telemetry", Name: "shop/t", Field: "spec.tracing[0].randomSamplingPercentage"},
 		},
 		mentions: []string{"randomSamplingPercentage must be in range [0.0, 100.0]"},
 	},
@@ -208,7 +210,8 @@ var istiodRefuses = []struct {
 func TestDecodeReportsWhatIstiodRefuses(t *testing.T) {
 	for _, tt := range istiodRefuses {
 		t.Run(tt.name, func(t *testing.T) {
-			// After a good document, so that the fault's document and line are not the first.
+			// After a good document, so that the fault's document and line are not the first: the
+			// document starts on line 21, and the fault is on its field's line.
 			data := reviewsSE + "---\n" + tt.doc
 			objs, errs := Decode([]byte(data), "dir/mesh.yaml")
 			if len(objs) != 1 || objs[0].Name() != "bookinfo/reviews" {
@@ -223,11 +226,16 @@ func TestDecodeReportsWhatIstiodRefuses(t *testing.T) {
 					t.Fatalf("fault %v is not a *DecodeError", err)
 				}
 				want := tt.faults[i]
-				if de.File != "dir/mesh.yaml" || de.Doc != 2 || de.Line != 21 || de.Kind != want.Kind || de.Name != want.Name || de.Field != want.Field {
-					t.Errorf("fault %d = %+v, want %+v in dir/mesh.yaml document 2 (line 21)", i, *de, want)
+				if de.File != "dir/mesh.yaml" || de.Doc != 2 || de.Line != want.Line || de.Column != want.Column ||
+					de.Kind != want.Kind || de.Name != want.Name || de.Field != want.Field {
+					t.Errorf("fault %d = %+v, want %+v in dir/mesh.yaml document 2", i, *de, want)
 				}
 				text := de.Error()
-				for _, m := range []string{"dir/mesh.yaml: document 2 (line 21): " + want.Kind + " " + want.Name + ": field " + want.Field + ": ", tt.mentions[i]} {
+				pos := fmt.Sprintf("dir/mesh.yaml:%d:%d: ", want.Line, want.Column)
+				if want.Column == 0 {
+					pos = fmt.Sprintf("dir/mesh.yaml:%d: ", want.Line)
+				}
+				for _, m := range []string{pos + "document 2: " + want.Kind + " " + want.Name + ": field " + want.Field + ": ", tt.mentions[i]} {
 					if !strings.Contains(text, m) {
 						t.Errorf("fault text %q does not contain %q", text, m)
 					}

@@ -52,6 +52,11 @@ type Options struct {
 	Debounce time.Duration
 	Store    Applier
 	Logger   *slog.Logger
+	// NamesAsGiven makes faults name files as Paths give them: a path as given, relative or
+	// absolute, and a file found in a directory as the directory as given joined with the
+	// file's name. Without it they are absolute, whatever the working directory of whoever
+	// reads them. For mcpbridge validate, whose reader is the person who typed the paths.
+	NamesAsGiven bool
 }
 
 const defaultOwner = "file"
@@ -121,7 +126,7 @@ func (s *Source) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("file source: %w", err)
 	}
-	l := &loader{roots: roots, files: map[string]*fileState{}}
+	l := &loader{roots: roots, files: map[string]*fileState{}, namesAsGiven: s.opts.NamesAsGiven}
 	s.reload(l)
 	close(s.ready)
 	if err := w.Run(ctx, func(c fswatch.Change) { s.changed(l, c) }); err != nil {
@@ -143,7 +148,7 @@ func (s *Source) changed(l *loader, c fswatch.Change) {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Op == "watch" {
 			// A directory back but not watched: a fault of this reload, as long as it lasts.
-			l.watchFaults = append(l.watchFaults, &DecodeError{File: pe.Path, Err: fmt.Errorf("watching directory: %w", pe.Err)})
+			l.watchFaults = append(l.watchFaults, &DecodeError{File: l.name(pe.Path), Err: fmt.Errorf("watching directory: %w", pe.Err)})
 			continue
 		}
 		s.log.Warn("file watcher error; reloading everything", "err", err)
@@ -225,8 +230,9 @@ func (s *Source) setFaults(faults []error) {
 
 // root is one configured path.
 type root struct {
-	path string // absolute and clean
-	dir  bool
+	path  string // absolute and clean
+	given string // as configured, for faults (Options.NamesAsGiven)
+	dir   bool
 }
 
 func resolveRoots(paths []string) ([]root, error) {
@@ -246,15 +252,16 @@ func resolveRoots(paths []string) ([]root, error) {
 		if err != nil {
 			return nil, fmt.Errorf("file source: path %q: %w", p, unwrapPathError(err))
 		}
-		roots = append(roots, root{path: abs, dir: fi.IsDir()})
+		roots = append(roots, root{path: abs, given: p, dir: fi.IsDir()})
 	}
 	return roots, nil
 }
 
 // loader holds what the last reload read. Only Run's goroutine uses it.
 type loader struct {
-	roots []root
-	files map[string]*fileState // by absolute path
+	roots        []root
+	namesAsGiven bool                  // Options.NamesAsGiven
+	files        map[string]*fileState // by absolute path
 	// watchFaults are directories that exist again but could not be watched again.
 	watchFaults []error
 	// applied is true when the store holds the state of files: a reload that changes no
@@ -274,8 +281,28 @@ type loadResult struct {
 	changed bool // some file's objects changed since the previous load
 }
 
+// name is what faults call a file or directory: its absolute path, or with NamesAsGiven, the
+// name of the configured path it is, or is directly in (a directory's file).
+func (l *loader) name(abs string) string {
+	if !l.namesAsGiven {
+		return abs
+	}
+	for _, r := range l.roots {
+		if abs == r.path {
+			return r.given
+		}
+	}
+	for _, r := range l.roots {
+		if r.dir && filepath.Dir(abs) == r.path {
+			return filepath.Join(r.given, filepath.Base(abs))
+		}
+	}
+	return abs
+}
+
 // fileState is what is known of one file.
 type fileState struct {
+	name    string         // what its faults call it (loader.name)
 	root    string         // the configured path it was found under
 	sum     uint64         // xxHash of the content last read, to skip decoding an unchanged file
 	read    bool           // sum is set
@@ -314,7 +341,7 @@ func (l *loader) load() loadResult {
 	for i, p := range order {
 		states[i] = l.files[p]
 		if states[i] == nil {
-			states[i] = &fileState{root: paths[p].path}
+			states[i] = &fileState{name: l.name(p), root: paths[p].path}
 		}
 	}
 	before := make([][]stored, len(order))
@@ -339,7 +366,7 @@ func (l *loader) load() loadResult {
 		if r.gone {
 			// A file of a directory may come and go; a file named in the configuration may not.
 			if !paths[p].dir {
-				faults = append(faults, &DecodeError{File: p, Err: errors.New("file does not exist")})
+				faults = append(faults, &DecodeError{File: l.name(p), Err: errors.New("file does not exist")})
 			}
 			continue
 		}
@@ -376,7 +403,7 @@ func (l *loader) list() (paths map[string]root, keep []string, faults []error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				msg = errors.New("directory does not exist (removed, or being replaced); the files it had stay served until it is back")
 			}
-			faults = append(faults, &DecodeError{File: r.path, Err: msg})
+			faults = append(faults, &DecodeError{File: l.name(r.path), Err: msg})
 			keep = append(keep, l.filesUnder(r.path)...)
 			continue
 		}
@@ -444,7 +471,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 	}
 	if err != nil {
 		f.read = false // decode again once readable, whatever the content
-		f.faults = []error{&DecodeError{File: path, Err: fmt.Errorf("reading: %w", unwrapPathError(err))}}
+		f.faults = []error{&DecodeError{File: f.nameOr(path), Err: fmt.Errorf("reading: %w", unwrapPathError(err))}}
 		return false, false
 	}
 	sum := xxhash.Sum64(data)
@@ -452,7 +479,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.sum, f.read = sum, true
-	decodedObjs, errs := Decode(data, path)
+	decodedObjs, errs := Decode(data, f.nameOr(path))
 	f.faults = errs
 	if len(errs) > 0 {
 		return false, false
@@ -460,7 +487,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 	objs, err := storedOf(decodedObjs)
 	if err != nil {
 		f.read = false
-		f.faults = []error{&DecodeError{File: path, Err: err}}
+		f.faults = []error{&DecodeError{File: f.nameOr(path), Err: err}}
 		return false, false
 	}
 	f.objects = objs
@@ -469,6 +496,14 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		f.byKey[o.key()] = i // Decode keeps one object per name
 	}
 	return false, true
+}
+
+// nameOr is what faults call the file: its name, or path if it has none.
+func (f *fileState) nameOr(path string) string {
+	if f.name != "" {
+		return f.name
+	}
+	return path
 }
 
 // unwrapPathError drops the path and operation of an *fs.PathError, for messages that name the

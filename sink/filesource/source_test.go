@@ -590,3 +590,45 @@ func TestSourceEditWritesOnlyTheDifference(t *testing.T) {
 		t.Errorf("the store encoded %d resources for a removal", n)
 	}
 }
+
+// TestFaultsNameFilesAsGiven: with NamesAsGiven, faults name a file as its path was given,
+// and a directory's file as the directory as given joined with its name; without, absolute.
+func TestFaultsNameFilesAsGiven(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "conf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "conf", "bad.yaml"), strings.Replace(serviceEntry("bad", "bad.example"), "STATIC", "STATIK", 1))
+	writeFile(t, filepath.Join(dir, "conf", "twice.yaml"), serviceEntry("twice", "a.example"))
+	writeFile(t, filepath.Join(dir, "again.yaml"), serviceEntry("twice", "b.example"))
+	t.Chdir(dir)
+	for _, tt := range []struct {
+		asGiven bool
+		want    []string // each fault's file, and the file a duplicate names
+	}{
+		{true, []string{"conf/bad.yaml", "conf/twice.yaml again.yaml"}},
+		{false, []string{filepath.Join(dir, "conf", "bad.yaml"), filepath.Join(dir, "conf", "twice.yaml") + " " + filepath.Join(dir, "again.yaml")}},
+	} {
+		src := New(Options{Paths: []string{"./conf/", "again.yaml"}, Store: store.New(store.Options{}), NamesAsGiven: tt.asGiven})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // Run loads once, then returns
+		if err := src.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range src.Faults() {
+			var de *DecodeError
+			if !errors.As(f, &de) {
+				t.Fatalf("fault %v is not a *DecodeError", f)
+			}
+			name := de.File
+			if _, other, ok := strings.Cut(de.Err.Error(), "already defined in "); ok {
+				name += " " + strings.Split(other, ",")[0]
+			}
+			got = append(got, name)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("NamesAsGiven %v: faults name %q, want %q", tt.asGiven, got, tt.want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func (s *mySink) has(host string) bool {
 	return s.hosts[host]
 }
 
-// The README's example, as it is written there.
+// The example of docs/testing.md ("bridgetest"), as it is written there.
 func TestMySinkGetsReviews(t *testing.T) {
 	b := bridgetest.Start(t)
 	b.LoadYAML(t, `

@@ -11,7 +11,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/app"
 )
 
-// Each limits.* key is read from the file (and the environment), as the README documents it.
+// Each limits.* key is read from the file (and the environment), as docs/configuration.md ("Limits") documents it.
 func TestLimitsAreReadFromTheConfiguration(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "limits.yaml")
 	os.WriteFile(file, []byte(`limits:

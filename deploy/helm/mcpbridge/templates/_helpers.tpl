@@ -172,7 +172,7 @@ to change. The bridge checks its own config at start; these are the chart's wiri
 {{- fail "tls.enabled needs a certificate: set tls.secretName (a kubernetes.io/tls Secret) or tls.certManager.enabled" }}
 {{- end }}
 {{- if and .Values.tls.http.enabled (eq (.Values.tls.http.clientAuth | toString) "require") }}
-{{- fail "tls.http.clientAuth: require refuses kubelet's HTTPS probes, which present no client certificate: use request (README, TLS)" }}
+{{- fail "tls.http.clientAuth: require refuses kubelet's HTTPS probes, which present no client certificate: use request (docs/security.md, TLS)" }}
 {{- end }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
 {{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the cert-manager Issuer or ClusterIssuer that signs the bridge's certificate" }}
@@ -181,7 +181,7 @@ to change. The bridge checks its own config at start; these are the chart's wiri
 {{- fail "tls.certManager.enabled without tls.enabled: the certificate would be issued and never used; set tls.enabled: true" }}
 {{- end }}
 {{- if eq (dig "http" "tls" "client_auth" "" .Values.config | toString) "require" }}
-{{- fail "config.http.tls.client_auth: require refuses kubelet's HTTPS probes, which present no client certificate: use request (README, TLS)" }}
+{{- fail "config.http.tls.client_auth: require refuses kubelet's HTTPS probes, which present no client certificate: use request (docs/security.md, TLS)" }}
 {{- end }}
 {{- if .Values.files.enabled }}
 {{- if and .Values.files.existingConfigMap .Values.files.data }}

@@ -21,6 +21,64 @@ type seedDoc struct {
 // nested lists, fields by their proto names) and what it leaves to the general path.
 var seedDocs = []seedDoc{
 	{"ServiceEntry", true, reviewsSE},
+	// The wire encoder's cases (fastwire.go): a map's zero values and empty keys' values, an
+	// empty string in a repeated field, zero scalars left out, an enum by number, a oneof
+	// after the plain fields, a nested message over 127 bytes (a two-byte length).
+	{"wire edge cases", true, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: edges
+  namespace: ns
+spec:
+  hosts:
+  - a.example.com
+  - ""
+  exportTo:
+  - ""
+  - "."
+  ports:
+  - number: 0
+    name: ""
+    protocol: HTTP
+    targetPort: 0
+  - number: 8080
+    name: http
+    protocol: HTTP
+  resolution: 1
+  location: MESH_EXTERNAL
+  endpoints:
+  - address: 10.0.0.1
+    ports:
+      http: 0
+      grpc: 9090
+    labels:
+      app: ""
+      version: v1
+      zone: us-east-1a-very-long-label-value-that-makes-the-endpoint-longer-than-one-hundred-twenty-seven-bytes
+    weight: 0
+    locality: ""
+`},
+	{"oneof after plain fields", true, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: lb
+  namespace: ns
+spec:
+  host: a.example.com
+  trafficPolicy:
+    loadBalancer:
+      warmupDurationSecs: 10s
+      simple: LEAST_REQUEST
+      localityLbSetting:
+        enabled: false
+    connectionPool:
+      tcp:
+        maxConnections: 0
+        connectTimeout: 0s
+      http:
+        http1MaxPendingRequests: 1
+        maxRetries: 0
+`},
 	{"PeerAuthentication with ignored metadata", true, `apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata:

@@ -80,8 +80,18 @@ func (dr *destinationRule) checkSubsets(fs *faults) {
 }
 
 // addCluster adds one cluster as istiod builds it (buildCluster, applyTrafficPolicy), and its
-// form for proxyless gRPC clients (addGRPCCluster).
+// form for proxyless gRPC clients (addGRPCCluster): the common one from parts
+// (cluster_wire.go), any other through its message.
 func (b *hostBuild) addCluster(name string, p port, subset string, pol policy, eps []endpoint) {
+	if b.plainCluster(p) {
+		b.putPlainCluster(name, p.protocol)
+		return
+	}
+	b.addClusterMessage(name, p, subset, pol, eps)
+}
+
+// addClusterMessage is addCluster through the cluster's message.
+func (b *hostBuild) addClusterMessage(name string, p port, subset string, pol policy, eps []endpoint) {
 	c := &clusterpb.Cluster{Name: name, AltStatName: name + statPrefixDelimiter, CommonLbConfig: &clusterpb.Cluster_CommonLbConfig{}}
 	switch b.se.resolution {
 	case networking.ServiceEntry_DNS:

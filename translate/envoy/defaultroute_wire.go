@@ -48,6 +48,11 @@ func newWireTemplate(m proto.Message, holes ...protowire.Number) (wireTemplate, 
 	if err != nil {
 		return wireTemplate{}, err
 	}
+	return newWireTemplateOf(enc, holes...)
+}
+
+// newWireTemplateOf is newWireTemplate of a message's encoding.
+func newWireTemplateOf(enc []byte, holes ...protowire.Number) (wireTemplate, error) {
 	var t wireTemplate
 	start, next := 0, 0
 	for b := enc; len(b) > 0; {

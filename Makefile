@@ -38,14 +38,23 @@ test: $(KUBEAPI_BIN)
 	cd e2e/xdsv2 && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
 # The container image, without a Docker daemon or a registry (deploy/image, a module of its
-# own): a tarball for docker load / podman load, and its digest. Timestamps come from the last
-# commit (SOURCE_DATE_EPOCH), so the same commit gives the same digest.
+# own): a tarball for docker load, podman load, ctr images import and kind load image-archive,
+# and its digest. Timestamps come from the last commit (SOURCE_DATE_EPOCH), so the same commit
+# gives the same digest. IMAGE_TAG names the image: mcpbridge:dev, the image the Helm chart
+# deploys by default (deploy/helm's tests hold the two together); IMAGE_TAG= names it
+# mcpbridge:VERSION. PLATFORMS empty builds for this machine's platform alone: a docker save
+# tarball, which every docker load takes. Several (PLATFORMS=linux/amd64,linux/arm64) build one
+# image each and their OCI image index, in an OCI image layout tarball: containerd (ctr, kind),
+# podman, and Docker with the containerd image store load it; Docker's classic store cannot.
 IMAGE             ?= bin/mcpbridge-image.tar
+IMAGE_TAG         ?= mcpbridge:dev
+PLATFORMS         ?=
 REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
 	cd deploy/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . -src $(CURDIR) \
-	  -version '$(VERSION)' -revision '$(REVISION)' -o $(abspath $(IMAGE))
+	  -version '$(VERSION)' -revision '$(REVISION)' -tag '$(IMAGE_TAG)' -platforms '$(PLATFORMS)' \
+	  -o $(abspath $(IMAGE))
 
 # Benchmarks only (no tests): numbers for CONTRACT.md section 7. BENCHTIME=2s for steadier figures.
 bench: $(KUBEAPI_BIN)

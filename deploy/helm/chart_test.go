@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,7 +104,7 @@ func checkCommon(t *testing.T, r *rendered) {
 		t.Errorf("the Deployment's selector %v does not select its pods %v", dep.Spec.Selector.MatchLabels, pod.Labels)
 	}
 
-	// The restricted Pod Security Standard, and the image from the chart's appVersion.
+	// The restricted Pod Security Standard, and the image at the chart's appVersion.
 	psc := pod.Spec.SecurityContext
 	if psc == nil || !isTrue(psc.RunAsNonRoot) || psc.RunAsUser == nil || *psc.RunAsUser != 65532 ||
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
@@ -118,8 +119,9 @@ func checkCommon(t *testing.T, r *rendered) {
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		t.Error("the pod mounts a service account token; the bridge never calls the Kubernetes API")
 	}
-	if c.Image != "ghcr.io/mcpbridge/mcpbridge:"+appVersion(t) {
-		t.Errorf("image %q, want the repository at the chart's appVersion %s", c.Image, appVersion(t))
+	if c.Image != "mcpbridge:"+appVersion(t) || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q, pull policy %s; want mcpbridge at the chart's appVersion %s, IfNotPresent (a loaded image is used)",
+			c.Image, c.ImagePullPolicy, appVersion(t))
 	}
 	if pod.Annotations["checksum/config"] == "" {
 		t.Error("no checksum/config annotation: a change of the bridge's config would not roll the pods")
@@ -252,6 +254,11 @@ func checkDefault(t *testing.T, _ map[string]any, r *rendered) {
 	dep := one[appsv1.Deployment](t, r, "Deployment", releaseName)
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
 		t.Errorf("replicas %v, want 1", dep.Spec.Replicas)
+	}
+	// The image is the one make image writes, so that make image, kind load image-archive and
+	// helm install work with no flag: ghcr.io/mcpbridge/mcpbridge is not published.
+	if c := container(t, dep); c.Image != makeImageTag(t) {
+		t.Errorf("image %q, want %q, the image make image writes (the Makefile's IMAGE_TAG)", c.Image, makeImageTag(t))
 	}
 	a := dep.Spec.Template.Annotations
 	if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "15014" || a["prometheus.io/path"] != "/metrics" || a["prometheus.io/scheme"] != "http" {
@@ -798,6 +805,21 @@ func appVersion(t *testing.T) string {
 		t.Fatalf("Chart.yaml appVersion: %q, %v", chart.AppVersion, err)
 	}
 	return chart.AppVersion
+}
+
+// makeImageTag is the name make image gives the image it writes: the default of the top-level
+// Makefile's IMAGE_TAG, which the image tool (deploy/image) records in the tarball as given.
+func makeImageTag(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(path.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^IMAGE_TAG\s*\?=\s*(\S+)\s*$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("the Makefile has no IMAGE_TAG ?= line: what does make image name the image?")
+	}
+	return string(m[1])
 }
 
 func metav1Selector(m map[string]string) (labels.Selector, error) {

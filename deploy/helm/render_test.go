@@ -33,7 +33,7 @@ import (
 const (
 	chartDir    = "mcpbridge"
 	examplesDir = "mcpbridge/examples"
-	// The release as the README installs it: istiod's namespace, and a release name that
+	// The release as docs/deploy.md installs it: istiod's namespace, and a release name that
 	// makes the Service "mcpbridge", the address NOTES.txt and docs/istiod.md give istiod.
 	releaseName = "mcpbridge"
 	namespace   = "istio-system"

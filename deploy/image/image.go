@@ -67,6 +67,7 @@ type spec struct {
 	created  time.Time // every timestamp in the image: SOURCE_DATE_EPOCH, not the clock
 	binary   []byte    // the static mcpbridge binary
 	caBundle []byte    // PEM
+	oci      bool      // OCI's media types (an image of an index); false: Docker's (docker save)
 }
 
 // entry is one file or directory of a layer. Everything belongs to root and nothing is
@@ -151,14 +152,21 @@ func labels(s spec) map[string]string {
 // buildImage assembles the image on an empty base: no registry is needed, and nothing comes
 // into the image that this tool did not put there.
 //
-// The manifest and layers have Docker's media types (those of the empty base), not OCI's: the
-// tarball is in the docker save format, which records the config and the layers but no
-// manifest, so whoever reads it back makes a manifest again, and go-containerregistry (crane
-// push, the tests) makes a Docker one. With Docker's types that is this very manifest, so the
-// digest make image prints is the one the tarball gives when read back.
+// The manifest and layers of one image alone have Docker's media types (those of the empty
+// base), not OCI's: the tarball is in the docker save format, which records the config and
+// the layers but no manifest, so whoever reads it back makes a manifest again, and
+// go-containerregistry (crane push, the tests) makes a Docker one. With Docker's types that is
+// this very manifest, so the digest make image prints is the one the tarball gives when read
+// back. The images of an index (s.oci) have OCI's: an OCI image layout keeps their manifests
+// as written, and an OCI index of OCI manifests is what every reader of the layout expects.
 func buildImage(s spec) (v1.Image, error) {
 	created := v1.Time{Time: s.created.UTC()}
-	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
+	base, layerType := empty.Image, types.DockerLayer
+	if s.oci {
+		base = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+		layerType = types.OCILayer
+	}
+	img, err := mutate.ConfigFile(base, &v1.ConfigFile{
 		Architecture: s.arch,
 		OS:           "linux",
 		Created:      created,
@@ -180,7 +188,7 @@ func buildImage(s spec) (v1.Image, error) {
 		// the digest is that of these bytes, whatever compression the library would pick.
 		gl, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(blob)), nil
-		}, tarball.WithMediaType(types.DockerLayer))
+		}, tarball.WithMediaType(layerType))
 		if err != nil {
 			return nil, fmt.Errorf("layer: %w", err)
 		}

@@ -1,10 +1,13 @@
 // Command image builds mcpbridge's container image without a Docker daemon and without a
 // network: it builds the static binary, lays it and a few files (users, CA certificates, the
 // image's default configuration) as layers on an empty base with go-containerregistry, and
-// writes the image as a tarball that `docker load` and `podman load` take. The same source,
-// Go toolchain, version and SOURCE_DATE_EPOCH give the same image digest.
+// writes the image as a tarball that `docker load`, `podman load`, `ctr images import` and
+// `kind load image-archive` take. With several -platforms it builds one image per platform and
+// writes them with their OCI image index as an OCI image layout (layout.go says who loads it).
+// The same source, Go toolchain, version and SOURCE_DATE_EPOCH give the same image digest.
 //
 //	go run . -version v1.2.3 -o mcpbridge-image.tar     # from deploy/image; make image does this
+//	go run . -version v1.2.3 -platforms linux/amd64,linux/arm64 -o mcpbridge-image.tar
 //	go run . -version v1.2.3 -rootfs DIR                 # the same files in a directory (the Dockerfile)
 //
 // It lives in a module of its own so that go-containerregistry, a build tool's dependency,
@@ -43,14 +46,56 @@ func main() {
 // command line or environment. Errors are printed as one line (the go build output that may
 // follow is the compiler's own).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, code := parseArgs(args, getenv, stderr)
+	if o == nil {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "image: %v\n", err)
+		return 1
+	}
+	specs, err := makeSpecs(ctx, o)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case o.rootfs != "":
+		if err := writeRootfs(o.rootfs, specs[0]); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "%s: the image's files (mcpbridge %s, linux/%s)\n", o.rootfs, o.version, specs[0].arch)
+	case len(specs) == 1:
+		err = writeSingle(o, specs[0], stdout)
+	default:
+		err = writeMulti(o, specs, stdout)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// options are a command line, checked.
+type options struct {
+	src, version, revision string
+	arches                 []string // GOARCH values: one makes a docker save tarball, more an OCI layout
+	tag                    name.Tag
+	out, rootfs            string
+	created                time.Time // SOURCE_DATE_EPOCH
+}
+
+// parseArgs checks a command line and its environment before anything is built. With nil
+// options, run exits with the code: 0 for -h, 2 for what is wrong, said in one line.
+func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*options, int) {
 	fl := flag.NewFlagSet("image", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	src := fl.String("src", "", "root of the mcpbridge repository (default: the nearest parent directory whose go.mod is module "+mainModule+")")
 	version := fl.String("version", "dev", "version to stamp into the binary (internal/buildinfo.Version) and the image's labels")
 	revision := fl.String("revision", "", "commit of the source, for the org.opencontainers.image.revision label")
-	arch := fl.String("arch", runtime.GOARCH, "GOARCH of the binary and architecture of the image (amd64, arm64, ppc64le, s390x, riscv64)")
+	arch := fl.String("arch", runtime.GOARCH, "GOARCH of the binary and architecture of the image ("+strings.Join(arches, ", ")+")")
+	platforms := fl.String("platforms", "", "OS/ARCH,...: one image per platform and an OCI image index, written as an OCI image layout tarball (default: linux/ARCH of -arch alone, a docker save tarball)")
 	tag := fl.String("tag", "", "repository:tag recorded in the tarball, the name docker load gives the image (default mcpbridge:VERSION)")
-	out := fl.String("o", "", "write the image to this tarball (the docker save format)")
+	out := fl.String("o", "", "write the image to this tarball (the docker save format; with several -platforms, an OCI image layout)")
 	rootfs := fl.String("rootfs", "", "instead of a tarball, write the image's files into this directory (what the Dockerfile copies)")
 	fl.Usage = func() {
 		fmt.Fprintf(stderr, "usage: image [flags] (-o FILE | -rootfs DIR)\n\nSOURCE_DATE_EPOCH (seconds since 1970) is the time of every timestamp in the image; unset: 0.\n\n")
@@ -58,13 +103,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return nil, 0
 		}
-		return 2
+		return nil, 2
 	}
-	usage := func(format string, a ...any) int {
+	usage := func(format string, a ...any) (*options, int) {
 		fmt.Fprintf(stderr, "image: "+format+"\n", a...)
-		return 2
+		return nil, 2
 	}
 	if fl.NArg() > 0 {
 		return usage("unexpected argument %q", fl.Arg(0))
@@ -72,74 +117,134 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if (*out == "") == (*rootfs == "") {
 		return usage("give one of -o FILE (a tarball) or -rootfs DIR")
 	}
-	if *arch == "" {
-		*arch = runtime.GOARCH // the Dockerfile passes TARGETARCH, empty without BuildKit
-	}
-	created, err := sourceDateEpoch(getenv("SOURCE_DATE_EPOCH"))
-	if err != nil {
+	o := &options{version: *version, revision: *revision, out: *out, rootfs: *rootfs}
+	var err error
+	if o.created, err = sourceDateEpoch(getenv("SOURCE_DATE_EPOCH")); err != nil {
 		return usage("%v", err)
 	}
-	if err := checkVersion(*version); err != nil {
+	if err := checkVersion(o.version); err != nil {
 		return usage("%v", err)
 	}
-	if err := checkArch(*arch); err != nil {
+	if o.arches, err = platformArches(fl, *arch, *platforms); err != nil {
 		return usage("%v", err)
+	}
+	if len(o.arches) > 1 && o.rootfs != "" {
+		return usage("-rootfs writes the files of one platform: give -arch, not -platforms %s", *platforms)
 	}
 	if *tag == "" {
-		*tag = defaultTag(*version)
+		*tag = defaultTag(o.version)
 	}
-	ref, err := parseTag(*tag)
-	if err != nil {
+	if o.tag, err = parseTag(*tag); err != nil {
 		return usage("%v", err)
 	}
-	if *src == "" {
-		if *src, err = findSource("."); err != nil {
+	if o.src = *src; o.src == "" {
+		if o.src, err = findSource("."); err != nil {
 			return usage("%v", err)
 		}
-	} else if err := checkSource(*src); err != nil {
+	} else if err := checkSource(o.src); err != nil {
 		return usage("%v", err)
 	}
+	return o, 0
+}
 
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "image: %v\n", err)
-		return 1
+// platformArches are the architectures to build: those of -platforms, or -arch's one. Both
+// given is refused rather than one silently winning.
+func platformArches(fl *flag.FlagSet, arch, platforms string) ([]string, error) {
+	if platforms == "" {
+		if arch == "" {
+			arch = runtime.GOARCH // the Dockerfile passes TARGETARCH, empty without BuildKit
+		}
+		if err := checkArch(arch); err != nil {
+			return nil, err
+		}
+		return []string{arch}, nil
 	}
-	bin, err := buildBinary(ctx, *src, *version, *arch)
-	if err != nil {
-		return fail(err)
+	archSet := false
+	fl.Visit(func(f *flag.Flag) { archSet = archSet || f.Name == "arch" })
+	if archSet {
+		return nil, fmt.Errorf("give -arch or -platforms, not both (-arch %s, -platforms %s)", arch, platforms)
 	}
+	return parsePlatforms(platforms)
+}
+
+// makeSpecs builds the binary of each architecture, one after the other (each go build uses
+// every core), and makes the spec of its image.
+func makeSpecs(ctx context.Context, o *options) ([]spec, error) {
 	ca, _, err := caBundle()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	s := spec{version: *version, revision: *revision, arch: *arch, created: created, binary: bin, caBundle: ca}
-
-	if *rootfs != "" {
-		if err := writeRootfs(*rootfs, s); err != nil {
-			return fail(err)
+	var specs []spec
+	for _, arch := range o.arches {
+		bin, err := build(ctx, o.src, o.version, arch)
+		if err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(stdout, "%s: the image's files (mcpbridge %s, linux/%s)\n", *rootfs, *version, *arch)
-		return 0
+		specs = append(specs, spec{version: o.version, revision: o.revision, arch: arch, created: o.created, binary: bin, caBundle: ca})
 	}
+	return specs, nil
+}
+
+// writeSingle writes the image of one platform in the docker save format, and says its
+// digest and image ID.
+func writeSingle(o *options, s spec, stdout io.Writer) error {
 	img, err := buildImage(s)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	id, err := img.ConfigName()
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if err := writeTarball(*out, ref, img); err != nil {
-		return fail(err)
+	if err := writeTarball(o.out, o.tag, img); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "%s: %s (linux/%s)\n", *out, *tag, *arch)
+	fmt.Fprintf(stdout, "%s: %s (mcpbridge %s, linux/%s)\n", o.out, o.tag, o.version, s.arch)
 	fmt.Fprintf(stdout, "digest:   %s  (the manifest's, as go-containerregistry reads the tarball back: crane push pushes it so)\n", digest)
 	fmt.Fprintf(stdout, "image id: %s  (the config's: what docker images and podman images show)\n", id)
-	return 0
+	return nil
+}
+
+// writeMulti writes the images of several platforms and their index as an OCI image layout,
+// and says the index's digest and each image's.
+func writeMulti(o *options, specs []spec, stdout io.Writer) error {
+	idx, err := buildIndex(specs)
+	if err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if err := writeFile(o.out, func(w io.Writer) error { return writeLayout(w, o.tag, idx, o.created) }); err != nil {
+		return err
+	}
+	var platforms []string
+	for _, m := range im.Manifests {
+		platforms = append(platforms, m.Platform.String())
+	}
+	fmt.Fprintf(stdout, "%s: %s (mcpbridge %s, %s: an image index, in an OCI image layout)\n", o.out, o.tag, o.version, strings.Join(platforms, ", "))
+	fmt.Fprintf(stdout, "digest:   %s  (the image index's: a registry gives the image this digest once pushed)\n", digest)
+	for _, m := range im.Manifests {
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			return err
+		}
+		id, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%-12s %s  image id %s\n", m.Platform.String()+":", m.Digest, id)
+	}
+	return nil
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH (reproducible-builds.org): the image's timestamps
@@ -155,10 +260,10 @@ func sourceDateEpoch(s string) (time.Time, error) {
 	return time.Unix(n, 0).UTC(), nil
 }
 
-// writeTarball writes the image to path in the docker save format (manifest.json, the config,
-// the gzipped layers), which every docker load and podman load take. It writes a file beside
-// path and renames it, so that path is never half written.
-func writeTarball(path string, tag name.Tag, img v1.Image) (err error) {
+// writeFile writes a tarball to path: the docker save format (manifest.json, the config, the
+// gzipped layers), which every docker load and podman load take, or an OCI image layout. It
+// writes a file beside path and renames it, so that path is never half written.
+func writeFile(path string, write func(io.Writer) error) (err error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -174,7 +279,7 @@ func writeTarball(path string, tag name.Tag, img v1.Image) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err := tarball.Write(tag, img, f); err != nil {
+	if err := write(f); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Chmod(0o644); err != nil {
@@ -184,6 +289,11 @@ func writeTarball(path string, tag name.Tag, img v1.Image) (err error) {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// writeTarball writes the image to path in the docker save format.
+func writeTarball(path string, tag name.Tag, img v1.Image) error {
+	return writeFile(path, func(w io.Writer) error { return tarball.Write(tag, img, w) })
 }
 
 // writeRootfs writes the image's files into dir, with their modes: the Dockerfile builds

@@ -32,6 +32,14 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"tag", []string{"-o", "x.tar", "-tag", "Bad Name:x"}, "", `-tag "Bad Name:x"`},
 		{"src elsewhere", []string{"-o", "x.tar", "-src", t.TempDir()}, "", "no go.mod there"},
 		{"src another module", []string{"-o", "x.tar", "-src", "."}, "", "its go.mod is module github.com/mcpbridge/mcpbridge/deploy/image"},
+		{"platforms not linux", []string{"-o", "x.tar", "-platforms", "linux/amd64,windows/amd64"}, "", `-platforms: "windows/amd64": the image is for linux only`},
+		{"platforms arch", []string{"-o", "x.tar", "-platforms", "linux/arm"}, "", `-platforms: "linux/arm": architecture "arm" is not one of amd64, arm64`},
+		{"platforms no OS", []string{"-o", "x.tar", "-platforms", "arm64"}, "", `-platforms: "arm64" is not OS/ARCH`},
+		{"platforms variant", []string{"-o", "x.tar", "-platforms", "linux/arm64/v8"}, "", `-platforms: "linux/arm64/v8" is not OS/ARCH`},
+		{"platforms empty", []string{"-o", "x.tar", "-platforms", "linux/amd64,"}, "", "-platforms: an empty platform"},
+		{"platforms twice", []string{"-o", "x.tar", "-platforms", "linux/amd64, linux/amd64"}, "", "linux/amd64 is given twice"},
+		{"platforms and arch", []string{"-o", "x.tar", "-arch", "amd64", "-platforms", "linux/arm64"}, "", "give -arch or -platforms, not both"},
+		{"platforms and rootfs", []string{"-rootfs", "dir", "-platforms", "linux/amd64,linux/arm64"}, "", "-rootfs writes the files of one platform"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -48,6 +56,10 @@ func TestRunRefusesBadInput(t *testing.T) {
 			code := run(context.Background(), args, getenv, &stdout, &stderr)
 			if code != 2 || !strings.Contains(stderr.String(), c.want) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), c.want)
+			}
+			// One line, but for the flag package's own error, which the usage follows.
+			if lines := strings.Count(stderr.String(), "\n"); lines != 1 && c.name != "unknown flag" {
+				t.Errorf("stderr has %d lines, want 1: %q", lines, stderr.String())
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())

@@ -237,6 +237,9 @@ func (c *classes) AcquireScope(ns string) (func(), <-chan struct{}, bool) {
 }
 
 func (c *classes) AcquireProxyless() (func(), <-chan struct{}) { return func() {}, nil }
+func (c *classes) AcquireProxylessHost(string) (func(), <-chan struct{}) {
+	return func() {}, nil
+}
 
 func (c *classes) scopeCounts(ns string) (int, int) {
 	c.mu.Lock()

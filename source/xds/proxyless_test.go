@@ -120,38 +120,44 @@ func TestNamespacesWithNothingParticularShareResponses(t *testing.T) {
 	}
 }
 
-// The requests that ask for what is built only for proxyless clients: listeners by name (an
-// API listener), a host's route configuration; not Envoy's wildcard listeners, nor a port's
-// or a gateway's route configuration, nor anything else by name.
-func TestAsksProxylessOutputs(t *testing.T) {
+// The hosts a request asks the proxyless outputs of: API listeners by name, host route
+// configurations, and, for a proxyless node, clusters; not Envoy's wildcard listeners, a
+// port's or a gateway's route configuration, load assignments, nor names of other forms.
+func TestProxylessHostsOf(t *testing.T) {
 	for _, c := range []struct {
-		req  source.Request
-		want bool
+		req       source.Request
+		proxyless bool
+		want      []string
 	}{
-		{source.Request{Key: ListenerType, Names: []string{"echo.ns.svc.cluster.local:8080"}}, true},
-		{source.Request{Key: ListenerTypeV2, Names: []string{"echo:8080"}}, true},
-		{source.Request{Key: ListenerType, Subscribe: []string{"echo:8080"}}, true},
-		{source.Request{Key: ListenerType}, false},
-		{source.Request{Key: ListenerType, Names: []string{"*"}}, false},
-		{source.Request{Key: ListenerType, Subscribe: []string{"*"}}, false},
-		{source.Request{Key: RouteType, Names: []string{"8080", "outbound|8080||echo"}}, true},
-		{source.Request{Key: RouteType, Names: []string{"8080"}}, false},
-		{source.Request{Key: RouteType, Subscribe: []string{"gateway.x/http.80"}}, false},
-		{source.Request{Key: ClusterType, Names: []string{"outbound|8080||echo"}}, false},
-		{source.Request{Key: EndpointType, Names: []string{"outbound|8080||echo"}}, false},
+		{source.Request{Key: ListenerType, Names: []string{"echo.ns.svc.cluster.local:8080"}}, false, []string{"echo.ns.svc.cluster.local"}},
+		{source.Request{Key: ListenerTypeV2, Names: []string{"echo:8080", "other:80"}}, false, []string{"echo", "other"}},
+		{source.Request{Key: ListenerType, Subscribe: []string{"echo:8080"}}, false, []string{"echo"}},
+		{source.Request{Key: ListenerType}, false, nil},
+		{source.Request{Key: ListenerType, Names: []string{"*"}}, false, nil},
+		{source.Request{Key: ListenerType, Names: []string{"0.0.0.0_8080", ":80", "echo:http", "echo:99999"}}, false, nil},
+		{source.Request{Key: RouteType, Names: []string{"8080", "outbound|8080||echo"}}, false, []string{"echo"}},
+		{source.Request{Key: RouteType, Names: []string{"8080"}}, false, nil},
+		{source.Request{Key: RouteType, Subscribe: []string{"gateway.x/http.80", "outbound|80|"}}, false, nil},
+		{source.Request{Key: ClusterType, Names: []string{"outbound|8080|v1|echo"}}, true, []string{"echo"}},
+		{source.Request{Key: ClusterType, Names: []string{"outbound|8080|v1|echo"}}, false, nil},
+		{source.Request{Key: EndpointType, Names: []string{"outbound|8080||echo"}}, true, nil},
 	} {
-		if got := AsksProxylessOutputs(&c.req); got != c.want {
-			t.Errorf("%s names %v subscribe %v: %v, want %v", c.req.Key, c.req.Names, c.req.Subscribe, got, c.want)
+		if got := ProxylessHostsOf(&c.req, c.proxyless); !slices.Equal(got, c.want) {
+			t.Errorf("%s names %v subscribe %v (proxyless node %v): %v, want %v", c.req.Key, c.req.Names, c.req.Subscribe, c.proxyless, got, c.want)
 		}
+	}
+	if !AsksProxylessOutputs(&source.Request{Key: ListenerType, Names: []string{"echo:80"}}) ||
+		AsksProxylessOutputs(&source.Request{Key: ClusterType, Names: []string{"outbound|80||echo"}}) {
+		t.Error("AsksProxylessOutputs: want listeners by name, not clusters")
 	}
 }
 
 // countingViews counts what a stream holds of the translation's views.
 type countingViews struct {
-	mu                sync.Mutex
-	scopes, proxyless int
-	releasedProxyless int
-	releasedScopes    int
+	mu                       sync.Mutex
+	scopes, all              int
+	hosts                    []string
+	releasedScopes, released int
 }
 
 func (v *countingViews) AcquireGatewayClass(translate.GatewayClass) func() { return func() {} }
@@ -164,32 +170,38 @@ func (v *countingViews) AcquireScope(string) (func(), <-chan struct{}, bool) {
 func (v *countingViews) AcquireProxyless() (func(), <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.proxyless++
-	return func() { v.mu.Lock(); v.releasedProxyless++; v.mu.Unlock() }, nil
+	v.all++
+	return func() {}, nil
+}
+func (v *countingViews) AcquireProxylessHost(host string) (func(), <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hosts = append(v.hosts, host)
+	return func() { v.mu.Lock(); v.released++; v.mu.Unlock() }, nil
 }
 
-// A stream holds its node's view from its first request, and the proxyless outputs from the
-// first request that asks for them, once; both are given back when the stream ends.
-func TestStreamHoldsProxylessOutputsFromTheRequestThatAsks(t *testing.T) {
+// A stream holds its node's view from its first request, and the proxyless outputs of each
+// host a request asks for, once each (a proxyless node's clusters too); nothing for every
+// host; all given back when the stream ends.
+func TestStreamHoldsTheProxylessHostsItAsksFor(t *testing.T) {
 	views := &countingViews{}
 	h := viewHold{views: views}
-	sidecar := &source.Node{ID: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"}
-	h.see(&source.Request{Key: ClusterType, Node: sidecar})
-	if views.scopes != 1 || views.proxyless != 0 {
-		t.Fatalf("after a sidecar's CDS request: %d scopes, %d proxyless holds; want 1 and 0", views.scopes, views.proxyless)
+	md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	node := nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", Metadata: md})
+	h.see(&source.Request{Key: ListenerType, Names: []string{"a:8080"}, Node: node})
 	h.see(&source.Request{Key: ListenerType})
-	if views.proxyless != 0 {
-		t.Fatal("a wildcard listener request acquired the proxyless outputs")
-	}
-	h.see(&source.Request{Key: ListenerType, Names: []string{"echo:8080"}})
-	h.see(&source.Request{Key: RouteType, Names: []string{"outbound|8080||echo"}})
-	if views.scopes != 1 || views.proxyless != 1 {
-		t.Fatalf("after requests by name: %d scopes, %d proxyless holds; want 1 and 1", views.scopes, views.proxyless)
+	h.see(&source.Request{Key: RouteType, Names: []string{"outbound|8080||a"}})
+	h.see(&source.Request{Key: ClusterType, Names: []string{"outbound|8080|v1|a", "outbound|9090||b"}})
+	h.see(&source.Request{Key: ListenerType, Names: []string{"a:8080", "c:80"}})
+	if views.scopes != 1 || views.all != 0 || !slices.Equal(views.hosts, []string{"a", "b", "c"}) {
+		t.Fatalf("%d scopes, %d holds of every host, hosts %v; want 1, 0 and a, b, c once each", views.scopes, views.all, views.hosts)
 	}
 	h.end()
-	h.see(&source.Request{Key: ListenerType, Names: []string{"other:8080"}})
-	if views.releasedScopes != 1 || views.releasedProxyless != 1 || views.proxyless != 1 {
-		t.Errorf("after the end: released %d scopes and %d proxyless holds of %d; want everything once, nothing acquired after", views.releasedScopes, views.releasedProxyless, views.proxyless)
+	h.see(&source.Request{Key: ListenerType, Names: []string{"d:8080"}})
+	if views.releasedScopes != 1 || views.released != 3 || len(views.hosts) != 3 {
+		t.Errorf("after the end: released %d scopes and %d hosts of %v; want everything once, nothing acquired after", views.releasedScopes, views.released, views.hosts)
 	}
 }

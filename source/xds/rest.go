@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,32 +46,43 @@ func nodeOf(req *source.Request) source.Node {
 }
 
 // HoldView acquires the view of a request's node from views, so that it is built: a router
-// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); the
-// proxyless gRPC clients' outputs for a proxyless node (Proxyless) or a request for them
-// (AsksProxylessOutputs); release gives it back. Nil views, or any other
-// node, holds nothing. A namespace's view and the proxyless clusters are waited for until
-// they are built (at most ScopeBuildWait), so that the client is not first served the
-// mesh-wide view, with services its namespace must not see, or Envoy's clusters; a gateway
-// class is not (its listeners come a moment later: nothing served is wrong meanwhile).
+// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); and every
+// host's proxyless outputs for a proxyless node (Proxyless) or a request for them
+// (AsksProxylessOutputs). release gives it back. Nil views, or any other node, holds nothing.
+// It is the hold of the clients that come and go, REST polls and file exports; a stream holds
+// only the hosts it asks for instead (viewHold). A namespace's view and the proxyless outputs
+// are waited for until they are built (at most ScopeBuildWait), so that the client is not
+// first served the mesh-wide view, with services its namespace must not see, or Envoy's
+// clusters; a gateway class is not (its listeners come a moment later: nothing served is
+// wrong meanwhile).
 func HoldView(views Views, req *source.Request) (release func()) {
-	node := nodeOf(req)
 	if views == nil {
 		return func() {}
 	}
-	if isRouter(node.ID) {
-		return views.AcquireGatewayClass(GatewayClassOf(node))
-	}
-	var releases []func()
-	var waits []<-chan struct{}
-	if ns, ok := ScopeOf(node); ok {
-		r, built, _ := views.AcquireScope(ns)
-		releases, waits = append(releases, r), append(waits, built)
-	}
+	node := nodeOf(req)
+	releases, waits := holdNodeView(views, node)
 	if Proxyless(node) || AsksProxylessOutputs(req) {
 		r, built := views.AcquireProxyless()
 		releases, waits = append(releases, r), append(waits, built)
 	}
 	waitBuilt(waits)
+	return releaseAll(releases)
+}
+
+// holdNodeView acquires what a node's kind holds: a router's gateway class, a sidecar's
+// namespace; waits are what to wait for before serving it.
+func holdNodeView(views Views, node source.Node) (releases []func(), waits []<-chan struct{}) {
+	if isRouter(node.ID) {
+		return []func(){views.AcquireGatewayClass(GatewayClassOf(node))}, nil
+	}
+	if ns, ok := ScopeOf(node); ok {
+		r, built, _ := views.AcquireScope(ns)
+		return []func(){r}, []<-chan struct{}{built}
+	}
+	return nil, nil
+}
+
+func releaseAll(releases []func()) func() {
 	return func() {
 		for _, r := range releases {
 			r()
@@ -79,32 +90,66 @@ func HoldView(views Views, req *source.Request) (release func()) {
 	}
 }
 
-// holdProxyless acquires the proxyless outputs and waits until they are built (at most
-// ScopeBuildWait).
-func holdProxyless(views Views) (release func()) {
-	r, built := views.AcquireProxyless()
-	waitBuilt([]<-chan struct{}{built})
-	return r
-}
-
-// AsksProxylessOutputs tells a request for what the translation builds only while a
-// proxyless gRPC client is connected (translate/envoy SetProxyless): listeners by name (a
-// grpc-go client's API listener, HOST:PORT; Envoy asks for its listeners by wildcard) or a
-// host's route configuration (outbound|PORT||HOST; Envoy's sidecars ask for the port's, and
-// gateways for their class's). A grpc-go client without Istio's bootstrap has no GENERATOR
-// in its node, so the request says it instead. The request's names are read in place.
-func AsksProxylessOutputs(req *source.Request) bool {
+// ProxylessHostsOf are the hosts whose proxyless outputs (translate/envoy SetProxylessHost) a
+// request asks for: HOST of an API listener HOST:PORT asked by name (Envoy asks for its
+// listeners by wildcard), of a host's route configuration outbound|PORT||HOST (Envoy's
+// sidecars ask for the port's, gateways for their class's), and, for a proxyless node
+// (whose clusters are their gRPC form), of a cluster outbound|PORT|SUBSET|HOST. A grpc-go
+// client without Istio's bootstrap has no GENERATOR in its node: its requests say what it
+// reads. The request's names are read in place.
+func ProxylessHostsOf(req *source.Request, proxylessNode bool) []string {
 	names := req.Names
 	if len(req.Subscribe) > 0 {
 		names = req.Subscribe
 	}
+	var hosts []string
 	switch resolve(req.Key).collection {
 	case ListenerType:
-		return slices.ContainsFunc(names, func(n string) bool { return n != "*" })
+		for _, n := range names {
+			if host, ok := apiListenerHost(n); ok {
+				hosts = append(hosts, host)
+			}
+		}
 	case RouteType:
-		return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "outbound|") })
+		hosts = outboundHosts(names, hosts)
+	case ClusterType:
+		if proxylessNode {
+			hosts = outboundHosts(names, hosts)
+		}
 	}
-	return false
+	return hosts
+}
+
+// AsksProxylessOutputs tells a request for some host's proxyless outputs by a listener or a
+// route configuration (ProxylessHostsOf).
+func AsksProxylessOutputs(req *source.Request) bool {
+	return len(ProxylessHostsOf(req, false)) > 0
+}
+
+// apiListenerHost is the host of an API listener's name, HOST:PORT.
+func apiListenerHost(name string) (string, bool) {
+	i := strings.LastIndexByte(name, ':')
+	if i <= 0 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 10, 16); err != nil {
+		return "", false
+	}
+	return name[:i], true
+}
+
+// outboundHosts appends the hosts of Istio's outbound names, outbound|PORT|SUBSET|HOST.
+func outboundHosts(names, hosts []string) []string {
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, "outbound|")
+		if !ok {
+			continue
+		}
+		if parts := strings.SplitN(rest, "|", 3); len(parts) == 3 && parts[2] != "" {
+			hosts = append(hosts, parts[2])
+		}
+	}
+	return hosts
 }
 
 // waitBuilt waits until every channel is closed (nil ones are not waited for), ScopeBuildWait

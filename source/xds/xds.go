@@ -143,23 +143,27 @@ type Views interface {
 	// meanwhile.
 	AcquireScope(namespace string) (release func(), built <-chan struct{}, ok bool)
 	// AcquireProxyless holds the outputs only proxyless gRPC clients read (translate/envoy
-	// SetProxyless: their clusters, API listeners, per-host route configurations), built
-	// only while one is connected; built is closed once they are.
+	// SetProxyless: their clusters, API listeners, per-host route configurations) for every
+	// host, built only while held; built is closed once they are.
 	AcquireProxyless() (release func(), built <-chan struct{})
+	// AcquireProxylessHost holds them for one host (translate/envoy SetProxylessHost).
+	AcquireProxylessHost(host string) (release func(), built <-chan struct{})
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
-// its node (on the receiving goroutine), and the proxyless outputs from the first request
-// that asks for them (AsksProxylessOutputs), if its node did not; it releases them when the
-// stream ends (on the handler's, which may come first: then nothing more is acquired).
+// its node (on the receiving goroutine), and the proxyless outputs of each host a request
+// asks for (ProxylessHostsOf), once each; it releases them when the stream ends (on the
+// handler's, which may come first: then nothing more is acquired). A request waits until
+// what it newly holds is built (at most ScopeBuildWait), so that it is answered with it.
 type viewHold struct {
 	views Views
 
-	mu        sync.Mutex
-	seen      bool // the node's view is held
-	proxyless bool // the proxyless outputs are held
-	done      bool
-	releases  []func()
+	mu            sync.Mutex
+	seen          bool // the node's view is held
+	proxylessNode bool // the node is a proxyless gRPC client (Proxyless)
+	hosts         map[string]bool
+	done          bool
+	releases      []func()
 }
 
 func (h *viewHold) see(req *source.Request) {
@@ -168,37 +172,48 @@ func (h *viewHold) see(req *source.Request) {
 	}
 	h.mu.Lock()
 	first := !h.seen && req.Node != nil
-	asks := !h.proxyless && AsksProxylessOutputs(req)
-	if h.done || (!first && !asks) {
-		h.mu.Unlock()
+	if first {
+		h.seen, h.proxylessNode = true, Proxyless(*req.Node)
+	}
+	var hosts []string
+	for _, host := range ProxylessHostsOf(req, h.proxylessNode) {
+		if !h.hosts[host] {
+			if h.hosts == nil {
+				h.hosts = map[string]bool{}
+			}
+			h.hosts[host] = true
+			hosts = append(hosts, host)
+		}
+	}
+	done := h.done
+	h.mu.Unlock()
+	if done || !first && len(hosts) == 0 {
 		return
 	}
-	h.seen = h.seen || first
-	h.proxyless = h.proxyless || asks || (first && Proxyless(*req.Node))
-	h.mu.Unlock()
-	// Either may wait for the view to be built: not under mu.
-	var release func()
+	var releases []func()
+	var waits []<-chan struct{}
 	if first {
-		release = HoldView(h.views, req) // the proxyless outputs too, when the request asks
-	} else {
-		release = holdProxyless(h.views)
+		releases, waits = holdNodeView(h.views, *req.Node)
 	}
+	for _, host := range hosts {
+		r, built := h.views.AcquireProxylessHost(host)
+		releases, waits = append(releases, r), append(waits, built)
+	}
+	waitBuilt(waits) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
-		release() // the stream ended meanwhile
+		releaseAll(releases)() // the stream ended meanwhile
 		return
 	}
-	h.releases = append(h.releases, release)
+	h.releases = append(h.releases, releases...)
 }
 
 func (h *viewHold) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.done = true
-	for _, r := range h.releases {
-		r()
-	}
+	releaseAll(h.releases)()
 	h.releases = nil
 }
 

@@ -150,7 +150,7 @@ func (b *hostBuild) addClusterMessage(name string, p port, subset string, pol po
 		b.put(ClusterType, name, sidecar)
 		b.putIn(translate.GatewayCollection(ClusterType), ClusterType, name, gateway)
 	}
-	if b.t.proxyless {
+	if b.t.proxylessFor(b.host) {
 		b.addGRPCCluster(c, pol)
 	}
 }

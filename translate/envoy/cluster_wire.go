@@ -115,7 +115,7 @@ func sameParts(a, b wireTemplate) bool {
 // plainCluster reports whether addCluster may write a cluster from parts: a STATIC host's with
 // no DestinationRule, while the proxyless outputs (which need the message) are not built.
 func (b *hostBuild) plainCluster(p port) bool {
-	return b.dr == nil && b.se.resolution == networking.ServiceEntry_STATIC && !b.t.proxyless &&
+	return b.dr == nil && b.se.resolution == networking.ServiceEntry_STATIC && !b.t.proxylessFor(b.host) &&
 		plainClusterParts[p.protocol].err == nil
 }
 

@@ -69,16 +69,21 @@ type Controller struct {
 	running atomic.Bool
 	classes *classRegistry
 	scopes  *holdRegistry[string] // namespaces whose proxies are connected
-	// proxyless holds "grpc" while a proxyless gRPC client is connected: the outputs only
-	// such clients read are built meanwhile (SetProxyless).
-	proxyless *holdRegistry[string]
+	// proxyless holds "grpc" while a client the xDS server cannot tell the hosts of holds the
+	// outputs only proxyless gRPC clients read: they are built for every host meanwhile
+	// (SetProxyless). proxylessHosts holds the hosts whose proxyless outputs connected
+	// clients ask for (SetProxylessHost).
+	proxyless      *holdRegistry[string]
+	proxylessHosts *holdRegistry[string]
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
 	wroteFull bool              // false until a full write succeeded (and after a failed write)
 	unbuilt   []string          // scopes set since the last successful write
-	// grpcUnbuilt: the proxyless outputs were set since the last successful write.
-	grpcUnbuilt bool
+	// grpcUnbuilt: the proxyless outputs were set since the last successful write;
+	// unbuiltHosts, the hosts whose proxyless outputs were.
+	grpcUnbuilt  bool
+	unbuiltHosts []string
 
 	mu        sync.Mutex
 	synced    bool
@@ -112,14 +117,15 @@ func New(opts Options) *Controller {
 	}
 	classes := newClassRegistry(opts.GatewayClassGrace)
 	return &Controller{
-		st:        opts.Store,
-		log:       log.With("component", "translate"),
-		t:         NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyProxyless: true}),
-		ready:     make(chan struct{}),
-		revs:      map[string]uint64{},
-		classes:   classes,
-		scopes:    newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
-		proxyless: newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
+		st:             opts.Store,
+		log:            log.With("component", "translate"),
+		t:              NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyProxyless: true}),
+		ready:          make(chan struct{}),
+		revs:           map[string]uint64{},
+		classes:        classes,
+		scopes:         newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
+		proxyless:      newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
+		proxylessHosts: newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
 	}
 }
 
@@ -143,14 +149,25 @@ func (c *Controller) AcquireScope(namespace string) (release func(), built <-cha
 	return c.scopes.acquire(namespace, namespace)
 }
 
-// AcquireProxyless says that a proxyless gRPC client is connected: the outputs only such
-// clients read (their clusters, GRPCClusterType; the API listeners; the per-host route
-// configurations) are built from the next translation, and kept until the last such client
+// AcquireProxyless says that a client holds the outputs only proxyless gRPC clients read
+// (their clusters, GRPCClusterType; the API listeners; the per-host route configurations) for
+// every host: they are built from the next translation, and kept until the last such client
 // has been gone for the grace period. built is closed once they are written. Safe for
-// concurrent use; the xDS server calls it for each stream of a proxyless client, or of any
-// client that asks for what only they read (source/xds HoldView).
+// concurrent use; the REST polls and file exports that ask for them call it (source/xds
+// HoldView), and tools and tests that read them all. At a million services it rebuilds every
+// host: streams hold the hosts they ask for instead (AcquireProxylessHost).
 func (c *Controller) AcquireProxyless() (release func(), built <-chan struct{}) {
 	release, built, _ = c.proxyless.acquire(proxylessID, proxylessID)
+	return release, built
+}
+
+// AcquireProxylessHost says that a connected client asks for a host's proxyless outputs (its
+// API listeners, route configurations and the gRPC form of its clusters): they are built from
+// the next translation, the host alone, and kept until the last such client has been gone for
+// the grace period. built is closed once they are written. Safe for concurrent use; the xDS
+// server calls it for each host a stream asks for (source/xds ProxylessHostsOf).
+func (c *Controller) AcquireProxylessHost(host string) (release func(), built <-chan struct{}) {
+	release, built, _ = c.proxylessHosts.acquire(host, host)
 	return release, built
 }
 
@@ -189,6 +206,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.classes.stop()
 	defer c.scopes.stop()
 	defer c.proxyless.stop()
+	defer c.proxylessHosts.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -219,6 +237,8 @@ func (c *Controller) sync() error {
 	c.unbuilt = append(c.unbuilt, c.scopes.apply(c.t.SetScope, c.t.RemoveScope)...)
 	grpcSet := c.proxyless.apply(func(string) { c.t.SetProxyless(true) }, func(string) { c.t.SetProxyless(false) })
 	c.grpcUnbuilt = c.grpcUnbuilt || len(grpcSet) > 0
+	c.unbuiltHosts = append(c.unbuiltHosts, c.proxylessHosts.apply(
+		func(h string) { c.t.SetProxylessHost(h, true) }, func(h string) { c.t.SetProxylessHost(h, false) })...)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
@@ -231,6 +251,8 @@ func (c *Controller) sync() error {
 		c.proxyless.markBuilt([]string{proxylessID})
 		c.grpcUnbuilt = false
 	}
+	c.proxylessHosts.markBuilt(c.unbuiltHosts)
+	c.unbuiltHosts = c.unbuiltHosts[:0]
 	level := slog.LevelDebug
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once

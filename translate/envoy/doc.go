@@ -22,10 +22,9 @@
 //     HttpConnectionManager with RDS (ADS) of outbound|PORT||HOST and grpcgen's fault and
 //     router filters. Envoy's connection managers (sidecars' and gateways') have istiod's
 //     fault, CORS and router filters, whether or not a route uses them. The API listeners,
-//     the host route configurations and the proxyless clusters are built only while a client
-//     that reads them is connected (grpccluster.go: a GENERATOR=grpc node, or a request for
-//     listeners by name or for an outbound|... route configuration), as istiod builds a
-//     proxyless client's configuration when it connects.
+//     the host route configurations and the proxyless clusters are built only for the hosts
+//     connected clients ask for (grpccluster.go), as istiod builds a proxyless client's
+//     configuration when it connects.
 //   - Outbound listener of a port, for Envoy sidecars: 0.0.0.0_PORT, istiod's (below: not
 //     bound, behind virtualOutbound), its HTTP chain with RDS of the route configuration PORT ("9080"), which
 //     holds every HTTP host's virtual host on that port, as istiod builds it for a sidecar: the

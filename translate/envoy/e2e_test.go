@@ -345,6 +345,50 @@ func TestGRPCClientWithoutIstioBootstrapGetsItsAPIListener(t *testing.T) {
 	b.assertNoNACK()
 }
 
+// A proxyless client's outputs are built for the hosts it asks for alone: a client of one
+// service in a mesh of many does not make the translation build every host's.
+func TestGRPCClientHasOnlyItsHostsProxylessOutputsBuilt(t *testing.T) {
+	b := startBridge(t)
+	bs := startBackends(t, "v1-a")
+	others := ""
+	for i := range 20 {
+		others += fmt.Sprintf(`---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: other-%d, namespace: e2e}
+spec:
+  hosts: [other-%d.e2e.svc.cluster.local]
+  ports: [{number: 8080, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+  endpoints: [{address: 10.9.0.%d}]
+`, i, i, i+1)
+	}
+	b.setConfig(echoService(bs["v1-a"]) + others)
+	c := b.client(e2eTarget)
+	eventually(t, c, "the endpoint answers", func(id string) bool { return id == "v1-a" })
+	v := b.st.View()
+	_, grpcClusters := v.Snapshot(GRPCClusterType)
+	var listeners []string
+	_, ls := v.Snapshot(ListenerType)
+	for _, e := range ls {
+		if strings.Contains(e.Name, ":") {
+			listeners = append(listeners, e.Name)
+		}
+	}
+	if want := []string{strings.TrimPrefix(e2eTarget, "xds:///")}; !slices.Equal(listeners, want) {
+		t.Errorf("API listeners %v, want only the one dialled %v", listeners, want)
+	}
+	for _, e := range grpcClusters {
+		if strings.Contains(e.Name, "other-") {
+			t.Errorf("gRPC cluster %s built for a host no client asked for", e.Name)
+		}
+	}
+	if len(grpcClusters) == 0 {
+		t.Error("no gRPC cluster built for the client's host")
+	}
+	b.assertNoNACK()
+}
+
 func TestGRPCClientFollowsWeightedSplit(t *testing.T) {
 	b := startBridge(t)
 	bs := startBackends(t, "v1-a", "v2-a")

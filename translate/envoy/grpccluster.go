@@ -21,21 +21,50 @@ import (
 // (outbound|PORT||HOST) are read by proxyless clients alone (Envoy sidecars route by the
 // port's route configuration).
 //
-// The controller builds these proxyless outputs only while a client that reads them is
-// connected (SetProxyless, Controller.AcquireProxyless): a GENERATOR=grpc node, or any client
-// that asks for listeners by name or for an outbound|... route configuration (a grpc-go
-// client without Istio's bootstrap). istiod builds a proxyless client's outputs on demand
-// too. With 1,000,000 services they would be two of every host's five outputs, 40% of the
-// translation's encodings, for meshes of Envoys that never read them.
+// The controller builds these proxyless outputs only for the hosts a connected client asks
+// for (SetProxylessHost, Controller.AcquireProxylessHost): a client that asks for an API
+// listener HOST:PORT by name, a route configuration outbound|PORT||HOST or a cluster
+// outbound|PORT|SUBSET|HOST (source/xds ProxylessHostsOf), whatever its node says: a grpc-go
+// client without Istio's bootstrap has no GENERATOR. istiod builds a proxyless client's
+// configuration on demand too. With 1,000,000 services they would be two of every host's
+// five outputs, 40% of the translation's encodings, for meshes of Envoys that never read
+// them; and a client of a few services would make the translation build them for every host.
+// SetProxyless builds them for every host (tools, tests, and clients the bridge cannot tell
+// the hosts of: REST polls and file exports that ask for them).
 
 // GRPCClusterType is the store collection of the proxyless gRPC clients' clusters. Its
 // resources are Clusters (their bodies' type URL is ClusterType); source/xds serves it under
 // ClusterType to a client whose node says GENERATOR=grpc.
 const GRPCClusterType = translate.EnvoyGRPCClusterCollection
 
-// SetProxyless starts (or stops) building the proxyless clients' outputs (their clusters, API
+// SetProxylessHost starts (or stops) building a host's proxyless outputs from the next
+// Translate: the host alone is built again.
+func (t *Translator) SetProxylessHost(host string, on bool) {
+	if _, had := t.proxylessHosts[host]; had == on {
+		return
+	}
+	if on {
+		t.proxylessHosts[host] = struct{}{}
+	} else {
+		delete(t.proxylessHosts, host)
+	}
+	if !t.proxyless {
+		t.dirty[unitKey{unitHost, host}] = struct{}{}
+	}
+}
+
+// proxylessFor tells whether a host's proxyless outputs are built.
+func (t *Translator) proxylessFor(host string) bool {
+	if t.proxyless {
+		return true
+	}
+	_, ok := t.proxylessHosts[host]
+	return ok
+}
+
+// SetProxyless starts (or stops) building every host's proxyless outputs (their clusters, API
 // listeners and per-host route configurations), from the next Translate: every host is built
-// again. The controller sets it while a proxyless client is connected
+// again. The controller sets it while a client it cannot tell the hosts of holds them
 // (Controller.AcquireProxyless).
 func (t *Translator) SetProxyless(on bool) {
 	if t.proxyless == on {

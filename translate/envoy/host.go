@@ -252,7 +252,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		return
 	}
 	pv := portVhost{port: p.number, route: -1, sidecar: sidecar, own: own}
-	grpc := b.t.proxyless // the proxyless outputs are built (grpccluster.go)
+	grpc := b.t.proxylessFor(b.host) // the proxyless outputs are built (grpccluster.go)
 	var grpcHead, localGRPCHead []byte
 	if grpc {
 		if grpcHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains}); err != nil {

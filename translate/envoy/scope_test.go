@@ -627,6 +627,54 @@ func TestControllerBuildsProxylessOutputsWhileAProxylessClientIsConnected(t *tes
 	}
 }
 
+// A stream that asks for one host's proxyless outputs has that host's built, and no other's:
+// a client of a few services does not make the translation build them for a million. They go
+// after the grace once the last holder let go.
+func TestControllerBuildsTheProxylessOutputsOfTheHostsAskedFor(t *testing.T) {
+	st := newStore()
+	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond})
+	h := runController(t, st, ctrl)
+	h.apply(upserts(decodeYAML(t, scopeYAML))...)
+	names := func(coll string, keep func(string) bool) []string {
+		_, es := st.View().Snapshot(coll)
+		var out []string
+		for _, e := range es {
+			if keep(e.Name) {
+				out = append(out, e.Name)
+			}
+		}
+		return out
+	}
+	apiListeners := func() []string { return names(ListenerType, func(n string) bool { return strings.Contains(n, ":") }) }
+	hostRoutes := func() []string {
+		return names(RouteType, func(n string) bool { return strings.HasPrefix(n, "outbound|") })
+	}
+	grpcClusters := func() []string { return names(GRPCClusterType, func(string) bool { return true }) }
+	if len(apiListeners())+len(hostRoutes())+len(grpcClusters()) != 0 {
+		t.Fatal("proxyless outputs built with no client asking for them")
+	}
+	const host = "reviews.bookinfo.svc.cluster.local"
+	release, built := ctrl.AcquireProxylessHost(host)
+	select {
+	case <-built:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host's proxyless outputs were not built within 5s")
+	}
+	if got, want := apiListeners(), []string{host + ":9080"}; !slices.Equal(got, want) {
+		t.Errorf("API listeners %v, want %v", got, want)
+	}
+	if got, want := hostRoutes(), []string{"outbound|9080||" + host}; !slices.Equal(got, want) {
+		t.Errorf("host routes %v, want %v", got, want)
+	}
+	if got, want := grpcClusters(), []string{"outbound|9080||" + host}; !slices.Equal(got, want) {
+		t.Errorf("gRPC clusters %v, want %v", got, want)
+	}
+	release()
+	waitUntil(t, "the host's proxyless outputs are dropped after the grace", func() bool {
+		return len(apiListeners())+len(hostRoutes())+len(grpcClusters()) == 0
+	})
+}
+
 // A Sidecar without egress imports every host (istiod's default egress listener), and an
 // egress listener with a port imports its hosts like one without.
 func TestSidecarWithoutEgressOrWithAPortImportsHosts(t *testing.T) {

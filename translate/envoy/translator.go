@@ -71,10 +71,12 @@ type Translator struct {
 
 	// scopes are the namespaces whose proxies' views are built (SetScope, scope.go).
 	scopes keySet
-	// proxyless tells whether the outputs only proxyless gRPC clients read are built: their
-	// clusters, API listeners and per-host route configurations (SetProxyless,
-	// grpccluster.go).
-	proxyless bool
+	// proxyless tells whether the outputs only proxyless gRPC clients read are built for every
+	// host: their clusters, API listeners and per-host route configurations (SetProxyless,
+	// grpccluster.go); proxylessHosts, the hosts they are built for besides
+	// (SetProxylessHost).
+	proxyless      bool
+	proxylessHosts keySet
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
 	// limitedVSs the VirtualServices' (scope.go).
@@ -329,7 +331,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
-		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{},
+		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{}, proxylessHosts: keySet{},
 		dependents: map[depKey]map[unitKey]struct{}{},
 		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},

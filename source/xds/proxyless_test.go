@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -192,7 +193,7 @@ func TestStreamHoldsTheProxylessHostsItAsksFor(t *testing.T) {
 	}
 	node := nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", Metadata: md})
 	h.see(&source.Request{Key: ListenerType, Names: []string{"a:8080"}, Node: node})
-	h.see(&source.Request{Key: ListenerType})
+	h.see(&source.Request{Key: ListenerType, Nonce: "1"}) // an ACK without names holds nothing
 	h.see(&source.Request{Key: RouteType, Names: []string{"outbound|8080||a"}})
 	h.see(&source.Request{Key: ClusterType, Names: []string{"outbound|8080|v1|a", "outbound|9090||b"}})
 	h.see(&source.Request{Key: ListenerType, Names: []string{"a:8080", "c:80"}})
@@ -204,4 +205,42 @@ func TestStreamHoldsTheProxylessHostsItAsksFor(t *testing.T) {
 	if views.releasedScopes != 1 || views.released != 3 || len(views.hosts) != 3 {
 		t.Errorf("after the end: released %d scopes and %d hosts of %v; want everything once, nothing acquired after", views.releasedScopes, views.released, views.hosts)
 	}
+}
+
+// A proxyless node that lists clusters (or listeners) by wildcard holds every host's proxyless
+// outputs, once; an ACK without names does not; and a stream that names more hosts than
+// maxProxylessHosts holds every host's too, not one hold each.
+func TestStreamHoldsEveryHostForAWildcardOrTooManyHosts(t *testing.T) {
+	md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := &countingViews{}
+	h := viewHold{views: views}
+	h.see(&source.Request{Key: ClusterType, Node: nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", Metadata: md})})
+	h.see(&source.Request{Key: ClusterType, Nonce: "1"})
+	h.see(&source.Request{Key: ListenerType, Names: []string{"*"}})
+	h.see(&source.Request{Key: ListenerType, Names: []string{"a:80"}})
+	if views.all != 1 || len(views.hosts) != 0 {
+		t.Errorf("a proxyless node's wildcard: %d holds of every host and hosts %v; want 1 and none", views.all, views.hosts)
+	}
+	h.end()
+
+	views = &countingViews{}
+	h = viewHold{views: views}
+	h.see(&source.Request{Key: ClusterType, Node: nodeFields(&core.Node{Id: "envoy"})})
+	if views.all != 0 {
+		t.Error("an Envoy's wildcard clusters held every host's proxyless outputs")
+	}
+	names := make([]string, maxProxylessHosts+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("h%d:80", i)
+	}
+	h.see(&source.Request{Key: ListenerType, Names: names[:maxProxylessHosts]})
+	h.see(&source.Request{Key: ListenerType, Names: names})
+	h.see(&source.Request{Key: ListenerType, Names: []string{"more:80"}})
+	if views.all != 1 || len(views.hosts) != maxProxylessHosts {
+		t.Errorf("over %d hosts: %d holds of every host, %d hosts held; want 1 and %d", maxProxylessHosts, views.all, len(views.hosts), maxProxylessHosts)
+	}
+	h.end()
 }

@@ -61,6 +61,9 @@ func HoldView(views Views, req *source.Request) (release func()) {
 	}
 	node := nodeOf(req)
 	releases, waits := holdNodeView(views, node)
+	if isRouter(node.ID) {
+		return releaseAll(releases) // a gateway holds its class alone (ViewKey says so)
+	}
 	if Proxyless(node) || AsksProxylessOutputs(req) {
 		r, built := views.AcquireProxyless()
 		releases, waits = append(releases, r), append(waits, built)

@@ -5,6 +5,7 @@
 package xds
 
 import (
+	"slices"
 	"sync"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -162,9 +163,17 @@ type viewHold struct {
 	seen          bool // the node's view is held
 	proxylessNode bool // the node is a proxyless gRPC client (Proxyless)
 	hosts         map[string]bool
-	done          bool
-	releases      []func()
+	// all: every host's proxyless outputs are held: a proxyless node listed listeners or
+	// clusters by wildcard, or the stream asked for more than maxProxylessHosts hosts.
+	all      bool
+	done     bool
+	releases []func()
 }
+
+// maxProxylessHosts bounds the hosts one stream holds the proxyless outputs of one by one
+// (a grpc-go client dials a few services); past it the stream holds every host's, so that a
+// client naming many hosts (or names of hosts that do not exist) costs one hold, not one each.
+const maxProxylessHosts = 1000
 
 func (h *viewHold) see(req *source.Request) {
 	if h.views == nil {
@@ -176,18 +185,25 @@ func (h *viewHold) see(req *source.Request) {
 		h.seen, h.proxylessNode = true, Proxyless(*req.Node)
 	}
 	var hosts []string
-	for _, host := range ProxylessHostsOf(req, h.proxylessNode) {
-		if !h.hosts[host] {
-			if h.hosts == nil {
-				h.hosts = map[string]bool{}
+	all := false
+	if !h.all {
+		for _, host := range ProxylessHostsOf(req, h.proxylessNode) {
+			if !h.hosts[host] {
+				if h.hosts == nil {
+					h.hosts = map[string]bool{}
+				}
+				h.hosts[host] = true
+				hosts = append(hosts, host)
 			}
-			h.hosts[host] = true
-			hosts = append(hosts, host)
+		}
+		all = len(h.hosts) > maxProxylessHosts || h.proxylessNode && proxylessWildcard(req)
+		if all {
+			h.all, hosts = true, nil
 		}
 	}
 	done := h.done
 	h.mu.Unlock()
-	if done || !first && len(hosts) == 0 {
+	if done || !first && len(hosts) == 0 && !all {
 		return
 	}
 	var releases []func()
@@ -199,6 +215,10 @@ func (h *viewHold) see(req *source.Request) {
 		r, built := h.views.AcquireProxylessHost(host)
 		releases, waits = append(releases, r), append(waits, built)
 	}
+	if all {
+		r, built := h.views.AcquireProxyless()
+		releases, waits = append(releases, r), append(waits, built)
+	}
 	waitBuilt(waits) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -207,6 +227,24 @@ func (h *viewHold) see(req *source.Request) {
 		return
 	}
 	h.releases = append(h.releases, releases...)
+}
+
+// proxylessWildcard tells a proxyless node's request that opens a wildcard subscription of
+// listeners or clusters (a tool's, or an SDK's): it is served every host's proxyless outputs,
+// as it was before they were built per host.
+func proxylessWildcard(req *source.Request) bool {
+	if req.Nonce != "" {
+		return false // an ACK or NACK: its names, if any, were seen when they were asked
+	}
+	switch resolve(req.Key).collection {
+	case ListenerType, ClusterType:
+		names := req.Names
+		if len(req.Subscribe) > 0 {
+			names = req.Subscribe
+		}
+		return len(names) == 0 || slices.Contains(names, "*")
+	}
+	return false
 }
 
 func (h *viewHold) end() {

@@ -23,9 +23,9 @@ import (
 //
 // The controller builds these proxyless outputs only for the hosts a connected client asks
 // for (SetProxylessHost, Controller.AcquireProxylessHost): a client that asks for an API
-// listener HOST:PORT by name, a route configuration outbound|PORT||HOST or a cluster
-// outbound|PORT|SUBSET|HOST (source/xds ProxylessHostsOf), whatever its node says: a grpc-go
-// client without Istio's bootstrap has no GENERATOR. istiod builds a proxyless client's
+// listener HOST:PORT by name or a route configuration outbound|PORT||HOST, whatever its node
+// says (a grpc-go client without Istio's bootstrap has no GENERATOR), and a GENERATOR=grpc
+// node that asks for a cluster outbound|PORT|SUBSET|HOST (source/xds ProxylessHostsOf). istiod builds a proxyless client's
 // configuration on demand too. With 1,000,000 services they would be two of every host's
 // five outputs, 40% of the translation's encodings, for meshes of Envoys that never read
 // them; and a client of a few services would make the translation build them for every host.

@@ -225,17 +225,17 @@ func (b *hostBuild) buildPorts() {
 
 // buildRoutes adds an HTTP port's virtual host (routed by the host's VirtualService, or to
 // the host's own cluster without one), and, while the proxyless outputs are built
-// (Translator.SetProxyless), the host's route configuration and API listener.
+// for the host (Translator.SetProxylessHost), the host's route configuration and API listener.
 //
 // Proxyless gRPC clients and Envoy sidecars get the virtual host as istiod builds it for each:
 // the host's own route configuration (the API listener's) has the gRPC client's, with domains
 // with ports and max_stream_duration in its routes (grpcRoutes); the port's route
 // configuration gathers the sidecar's, with domains without ports. Each is kept as a head
 // (name and domains, which differ by the client's namespace) and a rest (routes and after).
-// When the routes are the host's default route, the sidecar's rest is the gRPC one's bytes:
-// one copy of what 100,000 hosts share, and a second one only for hosts that a
-// VirtualService routes. A scope that does not see the VirtualService (its exportTo) gets
-// rests of its own (scope.go).
+// When the routes are the host's default route, the sidecar's rest is the gRPC one's bytes
+// (the host's route configuration, when built, is a copy of its own), and a second rest is
+// kept only for hosts that a VirtualService routes. A scope that does not see the
+// VirtualService (its exportTo) gets rests of its own (scope.go).
 func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	vip := b.vipFor(p.number)
 	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
@@ -251,7 +251,10 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		b.invalid("VirtualHost", name, err)
 		return
 	}
-	pv := portVhost{port: p.number, route: -1, sidecar: sidecar, own: own}
+	if own == nil {
+		own = grpcRest // the sidecar's routes are the gRPC client's
+	}
+	pv := portVhost{port: p.number, sidecar: sidecar, own: own}
 	grpc := b.t.proxylessFor(b.host) // the proxyless outputs are built (grpccluster.go)
 	var grpcHead, localGRPCHead []byte
 	if grpc {
@@ -260,17 +263,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			return
 		}
 		// The host's own route configuration holds just the gRPC virtual host, validated (by
-		// routeRests) and encoded already: assembled from those bytes, not encoded again. Its
-		// encoding ends with the virtual host, which is where the sidecar's shares its routes
-		// from.
-		if pv.route = b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: grpcHead, tail: grpcRest}}, nil); pv.route < 0 {
-			return
-		}
-		if own == nil {
-			pv.shared = len(grpcRest) // the sidecar's rest is the end of the host's route configuration
-		}
-	} else if own == nil {
-		pv.own = grpcRest // no route configuration of the host to share it from
+		// routeRests) and encoded already: assembled from those bytes, not encoded again. One
+		// that cannot be encoded is a fault of its own; the sidecar's virtual host stays.
+		b.putRouteConfiguration(HostRouteName(b.host, p.number), []vhostParts{{head: grpcHead, tail: grpcRest}}, nil)
 	}
 	scope, local := b.localScope()
 	if local {

@@ -675,6 +675,55 @@ func TestControllerBuildsTheProxylessOutputsOfTheHostsAskedFor(t *testing.T) {
 	})
 }
 
+// Building or dropping a host's proxyless outputs rebuilds that host alone: what its ports'
+// route configurations gather of it is the same bytes, so they are not rebuilt (at a million
+// services one holds hundreds of MB), in the mesh or in a scope; the outputs are the same as
+// a translation that built them from the start.
+func TestProxylessHostDoesNotRebuildItsPorts(t *testing.T) {
+	in := decodeYAML(t, scopeYAML)
+	tr := NewTranslator(TranslatorOptions{LazyProxyless: true, Scopes: []string{"bookinfo"}})
+	for _, coll := range sortedKeys(in) {
+		inputs := make([]Input, len(in[coll]))
+		for i, r := range in[coll] {
+			inputs[i] = InputOf(r)
+		}
+		tr.Update(coll, inputs, nil)
+	}
+	tr.Translate()
+	const host = "reviews.bookinfo.svc.cluster.local"
+	for _, on := range []bool{true, false} {
+		tr.SetProxylessHost(host, on)
+		if _, st := tr.Translate(); st.Hosts != 1 || st.Ports != 0 {
+			t.Errorf("proxyless outputs of %s %v: %d hosts and %d ports rebuilt, want the host alone", host, on, st.Hosts, st.Ports)
+		}
+	}
+	tr.SetProxylessHost(host, true)
+	tr.Translate()
+	eager, _ := Build(in, TranslatorOptions{Scopes: []string{"bookinfo"}})
+	want := map[outKey]string{}
+	for _, r := range eager {
+		proxylessKind := r.TypeURL == GRPCClusterType || strings.Contains(r.TypeURL, "Listener") || strings.Contains(r.TypeURL, "RouteConfiguration")
+		if proxylessKind && strings.Contains(r.Name, "ratings.shop") {
+			continue // ratings' proxyless outputs: not asked for
+		}
+		want[outKey{r.TypeURL, r.Name}] = string(r.Encoded.Bytes())
+	}
+	got := map[outKey]string{}
+	for _, r := range tr.Outputs() {
+		got[outKey{r.TypeURL, r.Name}] = string(r.Encoded.Bytes())
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s %s differs from the eager translation's", k.typeURL, k.name)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s %s built, not in the eager translation's", k.typeURL, k.name)
+		}
+	}
+}
+
 // A Sidecar without egress imports every host (istiod's default egress listener), and an
 // egress listener with a port imports its hosts like one without.
 func TestSidecarWithoutEgressOrWithAPortImportsHosts(t *testing.T) {

@@ -181,19 +181,15 @@ func (o output) value() []byte {
 	return v
 }
 
-// portVhost locates a host's virtual host for one port. The host's route configuration for
-// that port (outputs[route]; route is -1 while the proxyless outputs are not built) ends with
-// the proxyless gRPC client's virtual host; the sidecar's, which the port's route
-// configuration gathers, is its head (name and domains) followed by own, or, when own is nil,
-// by the last shared bytes of that encoding (its routes, when they are the same; see
-// buildRoutes). local, when set, is the head for the proxies of the host's
-// own namespace (a scope: scope.go), whose domains add the bare name.
+// portVhost is a host's virtual host for one port, as the port's route configuration gathers
+// it for sidecars: its head (name and domains) followed by own (its routes and what follows
+// them; the gRPC client's own bytes when the routes are the same, see buildRoutes). local,
+// when set, is the head for the proxies of the host's own namespace (a scope: scope.go), whose
+// domains add the bare name.
 type portVhost struct {
 	port    uint32
-	route   int
 	sidecar []byte
 	own     []byte
-	shared  int
 	local   []byte
 	// variants are the sidecar's rests for the scopes that do not see the VirtualService
 	// that routes the host (scope.go).
@@ -273,12 +269,7 @@ func (u *unitState) vhost(p uint32) (vh vhostParts, pv *portVhost, ok bool) {
 	}
 	for i := range u.vhosts {
 		if v := &u.vhosts[i]; v.port == p {
-			tail := v.own
-			if tail == nil && v.route >= 0 {
-				value := u.outputs[v.route].value()
-				tail = value[len(value)-v.shared:]
-			}
-			return vhostParts{head: v.sidecar, tail: tail}, v, true
+			return vhostParts{head: v.sidecar, tail: v.own}, v, true
 		}
 	}
 	return vhostParts{}, nil, false
@@ -587,17 +578,22 @@ type portState struct {
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
-// rebuild may change: every port it had or has.
+// rebuild changes: those it left or joined, and those where its virtual host is not the same
+// bytes as before. A rebuild that changes nothing a port gathers (the host's own proxyless
+// outputs built or dropped, its endpoints, a rule its routes do not read) does not rebuild the
+// port's route configuration, which holds every host's virtual host (hundreds of MB at a
+// million services).
 func (t *Translator) updatePorts(host string, old, u *unitState) {
 	if old != nil {
 		for _, v := range old.vhosts {
+			if _, _, still := u.vhost(v.port); still {
+				continue // compared below
+			}
 			ps := t.ports[v.port]
-			if _, _, still := u.vhost(v.port); !still {
-				delete(ps.hosts, host)
-				ps.reset()
-				if len(ps.hosts) == 0 {
-					delete(t.ports, v.port)
-				}
+			delete(ps.hosts, host)
+			ps.reset()
+			if len(ps.hosts) == 0 {
+				delete(t.ports, v.port)
 			}
 			t.markPort(v.port)
 		}
@@ -611,14 +607,28 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 		if _, in := ps.hosts[host]; !in {
 			ps.hosts[host] = struct{}{}
 			ps.reset()
-		} else if ps.order != nil {
+			t.markPort(v.port)
+			continue
+		}
+		parts, pv, _ := u.vhost(v.port)
+		if ps.order != nil {
 			i, _ := slices.BinarySearch(ps.order, host)
-			var pv *portVhost
-			ps.vhosts[i], pv, _ = u.vhost(v.port)
+			ps.vhosts[i] = parts
 			ps.setOf(i, pv)
 		}
-		t.markPort(v.port)
+		if oldParts, opv, ok := old.vhost(v.port); !ok || !samePortVhost(oldParts, parts, opv, pv) {
+			t.markPort(v.port)
+		}
 	}
+}
+
+// samePortVhost tells whether a host's virtual host on a port gathers as the same bytes, for
+// every scope, and is reached the same way.
+func samePortVhost(a, b vhostParts, av, bv *portVhost) bool {
+	return bytes.Equal(a.head, b.head) && bytes.Equal(a.tail, b.tail) && bytes.Equal(av.local, bv.local) &&
+		av.ownListener == bv.ownListener && slices.EqualFunc(av.variants, bv.variants, func(x, y scopedRest) bool {
+		return x.namespace == y.namespace && bytes.Equal(x.sidecar, y.sidecar)
+	})
 }
 
 // reset drops the order, which the next build makes again.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -14,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
@@ -34,7 +31,14 @@ istio.mcp.v1alpha1.ResourceSink: mcpbridge's own, or any other. push dials ADDR,
 the sink's requests, and answers each collection the sink asks for with the files' full state
 of it (empty when the files hold none: the files are this producer's whole state). It prints
 the sink's ACK or NACK per collection, and names the collections the files hold that the sink
-did not ask for.
+did not ask for. Files with a fault are not pushed at all (a broken file would contribute
+nothing, and the sink would remove what it held from it); neither are files that hold no
+resource, without --allow-empty.
+
+The sink's opening requests: MCP marks no end to them, so push waits until 200 ms pass without
+another before it plans and sends anything. That wait is best effort: a request arriving later
+(a slow sink, or one that asks later) is answered as it comes, without the guarantee that
+push refuses before sending anything of any collection.
 
 Message size: MCP does not announce the largest message a sink accepts; --max-msg-size says
 it (mcpbridge's grpc.max_recv_msg_size: 4 MiB unless configured, gRPC's default). Every
@@ -47,12 +51,17 @@ message is sized before anything is sent:
     this producer (its initial_resource_versions) and the files no longer hold. The end is the
     files' full state, but not in one step: until the last ACK the sink serves its previous
     state with part of the new one applied over it (nothing the files hold is removed on the
-    way). A NACK stops that collection where it is: push again;
+    way), and so briefly holds the old resources and the new together, which can exceed a
+    per-producer limit the full state fits (limits.resources_per_producer on mcpbridge). A NACK
+    stops that collection where it is; so do the timeout, SIGINT, and a stream that ends, and
+    the error then names each collection left part applied: push again;
   - one that does not fit, where the sink asked for full state, cannot be split (each
     full-state message replaces the one before): push refuses, naming the collection, its size
     and the limit, and sends nothing of any collection.
 A sink whose limit is below --max-msg-size ends the stream at the first message over it: push
-names that message's collection and the sink's reason.
+names that message's collection and the sink's reason. Push itself accepts messages of up to
+--max-recv-msg-size from the sink (256 MiB, not gRPC's 4 MiB: a sink's opening request lists
+every name it holds from this producer).
 
 --dry-run connects, reads what the sink asks for, prints per collection what would be sent
 (resources, bytes, messages after splitting, those over --max-msg-size, what the sink would
@@ -62,9 +71,14 @@ collection asked incrementally, where the sink lists what it holds from this pro
 no other way to ask, so for one asked in full state it is "unknown".
 
 With --watch it keeps the stream open and pushes again whenever the files change, until
-SIGINT (exit 0); a faulty file, or a collection grown over --max-msg-size that cannot be
-split, is reported and its last good state stays pushed. A sink that ends the stream ends push
---watch (exit 1): run it under a supervisor to retry.
+SIGINT (exit 0). It starts only from files without a fault (as without --watch); once
+started, a faulty file, files emptied (without --allow-empty), or a collection grown over
+--max-msg-size that cannot be split, is reported and its last good state stays pushed. A sink
+that ends the stream ends push --watch (exit 1): run it under a supervisor to retry.
+
+--timeout bounds each wait for the sink: for the stream, for its first request, and (without
+--watch) for each answer, the timer starting again at every message from the sink; so a
+collection split into many messages may take longer than --timeout in all.
 
 Exit status: 0 when every collection was ACKed; 1 for any NACK, a collection over
 --max-msg-size that cannot be split, a fault in the files, or a failure (no connection, no
@@ -78,10 +92,11 @@ answer within --timeout); 2 for a bad command line.`,
 	fs := cmd.Flags()
 	addAddrFlag(fs, "address of the ResourceSink to push to: the bridge's gRPC port, or any MCP sink", "to")
 	fs.String("producer-id", "", "sent as the mcp-producer-id metadata: the sink stores what is pushed under this producer")
-	fs.Duration("timeout", 10*time.Second, "how long to wait for the sink: the stream, then (without --watch) its requests and every answer")
+	fs.Duration("timeout", 10*time.Second, "how long to wait for the sink, each time: for the stream, then (without --watch) for its requests and for every answer")
 	fs.Bool("watch", false, "keep pushing on every change of the files, until SIGINT")
 	fs.Bool("allow-empty", false, "push files that hold no resource: the sink then removes everything this producer holds")
 	fs.Int("max-msg-size", app.DefaultConfig().GRPC.MaxRecvMsgSize, "the sink's receive limit, in bytes (grpc.max_recv_msg_size on mcpbridge): no message sent is larger")
+	fs.Int("max-recv-msg-size", defaultWatchRecvSize, "largest message accepted from the sink, in bytes: its opening requests list every name it holds from this producer")
 	fs.Bool("dry-run", false, "print what would be sent, and send nothing")
 	addOutputFlag(fs, "table", "json", "yaml")
 	addDialFlags(fs)
@@ -96,6 +111,7 @@ type pushOptions struct {
 	dryRun     bool
 	output     string // of --dry-run
 	maxMsg     int    // the sink's receive limit
+	maxRecv    int    // push's own receive limit
 }
 
 func pushFlags(fs *pflag.FlagSet) (pushOptions, error) {
@@ -105,6 +121,7 @@ func pushFlags(fs *pflag.FlagSet) (pushOptions, error) {
 	o.allowEmpty, _ = fs.GetBool("allow-empty")
 	o.dryRun, _ = fs.GetBool("dry-run")
 	o.maxMsg, _ = fs.GetInt("max-msg-size")
+	o.maxRecv, _ = fs.GetInt("max-recv-msg-size")
 	var err error
 	if o.output, err = outputFormat(fs, "table", "json", "yaml"); err != nil {
 		return o, err
@@ -114,6 +131,8 @@ func pushFlags(fs *pflag.FlagSet) (pushOptions, error) {
 		return o, usageError{fmt.Errorf("--timeout: must be positive, got %s", o.timeout)}
 	case o.maxMsg <= 0:
 		return o, usageError{fmt.Errorf("--max-msg-size: must be a positive number of bytes, got %d", o.maxMsg)}
+	case o.maxRecv <= 0:
+		return o, usageError{fmt.Errorf("--max-recv-msg-size: must be a positive number of bytes, got %d", o.maxRecv)}
 	case o.dryRun && o.watch:
 		return o, usageError{errors.New("--dry-run and --watch: give one")}
 	case fs.Changed("output") && !o.dryRun:
@@ -135,7 +154,9 @@ func runPush(cmd *cobra.Command, paths []string) error {
 	if err := resolveAddr(fs); err != nil {
 		return err
 	}
-	conn, err := dialFlags(fs, "addr")
+	// gRPC's default receive limit, 4 MiB, is too small for the opening request of a sink that
+	// holds tens of thousands of names from this producer (its initial_resource_versions).
+	conn, err := dialFlags(fs, "addr", grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.maxRecv)))
 	if err != nil {
 		return err
 	}
@@ -154,7 +175,7 @@ func runPush(cmd *cobra.Command, paths []string) error {
 			return fmt.Errorf("push: %w", err)
 		}
 		if len(faults) > 0 {
-			return fmt.Errorf("push: %d fault%s in the files (see above); nothing was pushed", len(faults), plural(len(faults)))
+			return faultsRefused(len(faults))
 		}
 		if err := p.checkEmpty(); err != nil {
 			return err
@@ -164,10 +185,17 @@ func runPush(cmd *cobra.Command, paths []string) error {
 	return p.follow(ctx, mcp.NewResourceSinkClient(conn))
 }
 
+// faultsRefused is the refusal of files with faults: a broken file contributes nothing, so
+// their full state would make the sink remove what it holds from that file.
+func faultsRefused(n int) error {
+	return fmt.Errorf("push: %d fault%s in the files (see above); nothing was pushed", n, plural(n))
+}
+
 // requestSettle is how long push waits after the sink's latest request for another before it
 // plans: MCP marks no end to the requests that open a stream, and a sink sends them as one
 // burst (mcpbridge sends them all before it reads anything). Planning every collection first
-// lets push refuse before it sends anything, and --dry-run see what the sink asks for.
+// lets push refuse before it sends anything, and --dry-run see what the sink asks for. It is
+// best effort: a request later than that is answered as it comes (start).
 const requestSettle = 200 * time.Millisecond
 
 // pusher is one push stream: it answers the sink's requests with the files' state.
@@ -178,31 +206,52 @@ type pusher struct {
 	pushOptions
 
 	stream grpc.BidiStreamingClient[mcp.Resources, mcp.RequestResources]
-	asked  map[string]string // the sink's name of each collection asked → canonical
-	order  []string          // the sink's names, as it asked
+	// deadline is --timeout while it runs: through once, and through connect of --watch.
+	deadline *deadline
+	asked    map[string]string // the sink's name of each collection asked → canonical
+	order    []string          // the sink's names, as it asked
 	// incremental: the sink's names it asked incremental updates of. held: what the sink listed
 	// as held from this producer in those (initial_resource_versions), then what push sent
 	// there: the names a split push removes when the files no longer hold them. MCP lets a sink
 	// ignore the removal of a name it does not hold, so more names than it holds do no harm.
 	incremental map[string]bool
 	held        map[string]map[string]bool
-	pushed      map[string]uint64    // canonical → the files' revision last planned
-	busy        map[string]*delivery // the sink's name → its push under way
-	inflight    map[string]sent      // by nonce
-	nonce       int
-	nacks       int
-	acks        int
+	// Every map below is keyed by the sink's name of a collection, as asked and held are.
+	pushed   map[string]uint64    // the files' revision last planned
+	busy     map[string]*delivery // its push under way
+	emptied  map[string]bool      // not pushed because the files held nothing: pushed once they do
+	inflight map[string]sent      // by nonce
+	nonce    int
+	nacks    int
+	acks     int
+	// emptyNoted: the files' emptiness was reported, and not pushed, since they last held anything.
+	emptyNoted bool
 	// ended: a Send found the stream ended. grpc-go's Send then says only io.EOF; the sink's
 	// status comes from Recv, and the error is reported from there.
 	ended bool
+	// stopped: the push met an error it cannot go on from: nothing more is sent.
+	stopped bool
 }
 
 // delivery is one collection's push under way: its messages, each sent after the ACK of the
 // one before.
 type delivery struct {
-	plan  *plan
-	next  int  // the index of the next message to send
-	again bool // asked for again while under way: push it again once answered
+	plan    *plan
+	next    int  // the index of the next message to send
+	waiting bool // the message before next is sent and not answered
+	again   bool // asked for again while under way: push it again once answered
+}
+
+// partial says, for a split push stopped before its end, how far it went; "" when none of it
+// was sent.
+func (d *delivery) partial() string {
+	switch {
+	case d.waiting:
+		return d.plan.stopNote(d.next-1, " unanswered, maybe applied")
+	case d.next > 0:
+		return d.plan.stopNote(d.next, " not sent")
+	}
+	return ""
 }
 
 // sent is a message awaiting its answer.
@@ -226,6 +275,36 @@ type recvd struct {
 	err error
 }
 
+// deadline is --timeout: a timer of push's, not a deadline on the stream (a deadline would
+// travel to the sink as grpc-timeout, and the sink may end the stream first, the reason lost).
+// It cancels the push's context when the sink has been silent for the timeout.
+type deadline struct {
+	timer   *time.Timer
+	d       time.Duration
+	expired atomic.Bool // set before the context is cancelled
+}
+
+func startDeadline(d time.Duration, cancel context.CancelFunc) *deadline {
+	dl := &deadline{d: d}
+	dl.timer = time.AfterFunc(d, func() { dl.expired.Store(true); cancel() })
+	return dl
+}
+
+// heard starts the timer again: the sink sent something. Once expired it stays expired.
+func (dl *deadline) heard() {
+	if dl != nil && !dl.expired.Load() {
+		dl.timer.Reset(dl.d)
+	}
+}
+
+// stop stops the timer and says whether it expired: a timer whose func is already running has
+// expired, even before the func records it.
+func (dl *deadline) stop() (expired bool) {
+	return !dl.timer.Stop() || dl.expired.Load()
+}
+
+func (dl *deadline) hasExpired() bool { return dl != nil && dl.expired.Load() }
+
 // open starts the stream and its receiver. The receiver ends with the stream.
 func (p *pusher) open(ctx context.Context, client mcp.ResourceSinkClient) (<-chan recvd, error) {
 	stream, err := client.EstablishResourceStream(ctx)
@@ -235,6 +314,7 @@ func (p *pusher) open(ctx context.Context, client mcp.ResourceSinkClient) (<-cha
 	p.stream = stream
 	p.asked, p.pushed, p.inflight = map[string]string{}, map[string]uint64{}, map[string]sent{}
 	p.incremental, p.held, p.busy = map[string]bool{}, map[string]map[string]bool{}, map[string]*delivery{}
+	p.emptied = map[string]bool{}
 	ch := make(chan recvd)
 	go func() {
 		for {
@@ -252,6 +332,10 @@ func (p *pusher) open(ctx context.Context, client mcp.ResourceSinkClient) (<-cha
 	return ch, nil
 }
 
+// errCtxEnded is what gather returns when its context ended (the timeout, or SIGINT): the
+// caller, which knows which, says so.
+var errCtxEnded = errors.New("push: context ended")
+
 // gather reads the requests that open the stream: the first within ctx, then every other that
 // follows within requestSettle of the one before.
 func (p *pusher) gather(ctx context.Context, reqs <-chan recvd) error {
@@ -262,8 +346,12 @@ func (p *pusher) gather(ctx context.Context, reqs <-chan recvd) error {
 		select {
 		case r := <-reqs:
 			if r.err != nil {
+				if ctx.Err() != nil { // the receiver's Canceled: not the sink's doing
+					return errCtxEnded
+				}
 				return p.streamEnded(r.err)
 			}
+			p.deadline.heard()
 			if r.req.GetResponseNonce() == "" && r.req.GetCollection() != "" { // nothing was sent: no answer
 				p.subscribe(r.req)
 				settle.Reset(requestSettle)
@@ -271,29 +359,25 @@ func (p *pusher) gather(ctx context.Context, reqs <-chan recvd) error {
 		case <-settle.C:
 			return nil
 		case <-ctx.Done():
-			return errors.New("push: interrupted before the sink asked for every collection")
+			return errCtxEnded
 		}
 	}
 }
 
 // once plans every collection the sink asks for, refuses before sending anything if one cannot
 // be sent, then pushes them and waits for every answer. A sink that asks for more once pushing
-// started is answered as it asks.
-//
-// The timeout is a timer of push's, not a deadline on the stream: a deadline would travel to
-// the sink (grpc-timeout), which may end the stream first, and the reason would be lost.
-func (p *pusher) once(ctx context.Context, client mcp.ResourceSinkClient) error {
-	ctx, cancel := context.WithCancel(ctx)
+// started is answered as it asks. --timeout bounds each wait for the sink.
+func (p *pusher) once(parent context.Context, client mcp.ResourceSinkClient) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	var expired atomic.Bool
-	timer := time.AfterFunc(p.timeout, func() { expired.Store(true); cancel() })
-	defer timer.Stop()
+	p.deadline = startDeadline(p.timeout, cancel)
+	defer p.deadline.stop()
 	reqs, err := p.open(ctx, client)
 	if err != nil {
-		return p.failed(err, &expired)
+		return p.failed(ctx, err)
 	}
 	if err := p.gather(ctx, reqs); err != nil {
-		return p.failed(err, &expired)
+		return p.failed(ctx, err)
 	}
 	plans, err := p.planAsked()
 	if err != nil {
@@ -304,19 +388,23 @@ func (p *pusher) once(ctx context.Context, client mcp.ResourceSinkClient) error 
 		return p.printPlans(plans)
 	}
 	if err := p.deliverAll(plans); err != nil {
-		return err
+		return p.abort(ctx, reqs, err)
 	}
 	for len(p.inflight) > 0 {
 		select {
 		case r := <-reqs:
 			if r.err != nil {
-				return p.failed(p.streamEnded(r.err), &expired)
+				if ctx.Err() != nil { // the receiver's Canceled: the timeout or SIGINT
+					return p.failed(ctx, nil)
+				}
+				return p.streamEnded(r.err)
 			}
+			p.deadline.heard()
 			if err := p.handle(r.req); err != nil {
-				return err
+				return p.abort(ctx, reqs, err)
 			}
 		case <-ctx.Done():
-			return p.failed(errors.New("push: interrupted before every collection was answered"), &expired)
+			return p.failed(ctx, nil)
 		}
 	}
 	p.reportUnasked()
@@ -326,118 +414,21 @@ func (p *pusher) once(ctx context.Context, client mcp.ResourceSinkClient) error 
 	return nil
 }
 
-// failed names the timeout when it is why the stream ended.
-func (p *pusher) failed(err error, expired *atomic.Bool) error {
-	if expired.Load() {
-		return p.timedOut()
-	}
-	return err
-}
-
-func (p *pusher) timedOut() error {
-	if p.stream == nil {
-		return fmt.Errorf("push: no stream to %s within --timeout %s", p.addr, p.timeout)
-	}
-	if len(p.asked) == 0 {
-		return fmt.Errorf("push: %s asked for no collection within --timeout %s", p.addr, p.timeout)
-	}
-	if len(p.inflight) == 0 {
-		return fmt.Errorf("push: %s was still asking for collections when --timeout %s ended; nothing was pushed", p.addr, p.timeout)
-	}
-	var waiting []string
-	for _, s := range p.inflight {
-		waiting = append(waiting, s.describe())
-	}
-	slices.Sort(waiting)
-	return fmt.Errorf("push: no answer from %s within --timeout %s for %v", p.addr, p.timeout, waiting)
-}
-
-// streamEnded is the error of a stream the sink ended. It names the oldest message the sink
-// had not answered: the sink answers in order, so that is the one it was reading when it
-// ended the stream (gRPC ends it with ResourceExhausted at a message over the sink's receive
-// limit), not the one push was sending when it noticed (whose Send says only io.EOF).
-func (p *pusher) streamEnded(err error) error {
-	why, code := "it gave no reason (EOF)", codes.OK
-	if !errors.Is(err, io.EOF) {
-		s := status.Convert(err)
-		why, code = fmt.Sprintf("%s (%s)", s.Message(), s.Code()), s.Code()
-	}
-	oldest, ok := p.oldest()
-	if !ok {
-		return fmt.Errorf("push: %s ended the stream: %s", p.addr, why)
-	}
-	msg := fmt.Sprintf("push: %s ended the stream before answering %s: %s", p.addr, oldest.describe(), why)
-	if code == codes.ResourceExhausted {
-		msg += fmt.Sprintf("; if that is the sink's receive limit, it is below --max-msg-size %d: lower --max-msg-size to the sink's, or raise the sink's (grpc.max_recv_msg_size on mcpbridge)", p.maxMsg)
-	}
-	return errors.New(msg)
-}
-
-// oldest is the first message sent of those not answered.
-func (p *pusher) oldest() (sent, bool) {
-	var first sent
-	for _, s := range p.inflight {
-		if first.d == nil || s.seq < first.seq {
-			first = s
-		}
-	}
-	return first, first.d != nil
-}
-
-// follow runs the file source and pushes every change until ctx ends (SIGINT): exit 0.
-func (p *pusher) follow(ctx context.Context, client mcp.ResourceSinkClient) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	srcErr := make(chan error, 1)
-	go func() { srcErr <- p.files.source.Run(ctx) }()
-	select {
-	case <-p.files.source.Ready():
-	case err := <-srcErr:
-		return fmt.Errorf("push: %w", err)
-	}
-	if err := p.checkEmpty(); err != nil {
-		return err
-	}
-	changed := p.files.store.Watch()
-	defer changed.Close()
-	reqs, err := p.connect(ctx, cancel, client)
-	if err != nil {
-		return err
-	}
-	for {
-		select {
-		case r := <-reqs:
-			if r.err != nil {
-				return p.streamEnded(r.err)
-			}
-			if err := p.handle(r.req); err != nil {
-				return err
-			}
-		case <-changed.C():
-			if err := p.pushChanged(); err != nil {
-				return err
-			}
-		case err := <-srcErr:
-			if err != nil {
-				return fmt.Errorf("push: %w", err)
-			}
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
 // connect opens the stream and makes the first push of --watch. --timeout bounds it: its
 // timer ends follow (cancel); after that, the stream lives until SIGINT.
 func (p *pusher) connect(ctx context.Context, cancel context.CancelFunc, client mcp.ResourceSinkClient) (<-chan recvd, error) {
-	var expired atomic.Bool
-	timer := time.AfterFunc(p.timeout, func() { expired.Store(true); cancel() })
+	p.deadline = startDeadline(p.timeout, cancel)
 	reqs, err := p.open(ctx, client)
 	if err == nil {
 		err = p.gather(ctx, reqs)
 	}
-	if !timer.Stop() || err != nil {
-		return nil, p.failed(err, &expired)
+	expired := p.deadline.stop()
+	p.deadline = nil
+	switch {
+	case expired:
+		return nil, p.timedOut()
+	case err != nil:
+		return nil, err
 	}
 	plans, err := p.planAsked()
 	if err == nil {
@@ -489,6 +480,7 @@ func (p *pusher) answered(nonce string, req *mcp.RequestResources) error {
 	}
 	delete(p.inflight, nonce)
 	d := s.d
+	d.waiting = false
 	if detail := req.GetErrorDetail(); detail != nil {
 		p.nacks++
 		fmt.Fprintf(p.out, "NACK %s%s: %s\n", d.plan.name, d.plan.nackNote(s.part), detail.GetMessage())
@@ -510,14 +502,15 @@ func (p *pusher) finish(d *delivery, acked bool) error {
 	if acked && p.incremental[name] {
 		p.held[name] = d.plan.nameSet()
 	}
-	if d.again || p.files.store.View().Collection(p.asked[name]).Revision != p.pushed[p.asked[name]] {
+	if d.again || p.files.store.View().Collection(p.asked[name]).Revision != p.pushed[name] {
 		return p.repush(name)
 	}
 	return nil
 }
 
-// start pushes the files' state of one collection, unless a push of it is under way: then it
-// is pushed again once that one is answered (one push of a collection at a time, in order).
+// start pushes the files' state of one collection the sink asked for once pushing started,
+// unless a push of it is under way: then it is pushed again once that one is answered (one
+// push of a collection at a time, in order).
 func (p *pusher) start(name string) error {
 	if d := p.busy[name]; d != nil {
 		d.again = true
@@ -556,10 +549,24 @@ func (p *pusher) deliverAll(plans []*plan) error {
 	return nil
 }
 
+// deliver starts a collection's push: every push goes through here. Files that hold no
+// resource are never pushed without --allow-empty: their full state would make the sink
+// remove everything this producer holds there. Such a collection is pushed once they hold
+// something again (pushChanged).
 func (p *pusher) deliver(pl *plan) error {
+	if p.stopped || p.ended {
+		return nil
+	}
+	if pl.filesEmpty && !p.allowEmpty {
+		p.emptied[pl.name] = true
+		p.noteEmpty()
+		return nil
+	}
+	delete(p.emptied, pl.name)
+	p.emptyNoted = false
 	d := &delivery{plan: pl}
 	p.busy[pl.name] = d
-	p.pushed[pl.canonical] = pl.revision
+	p.pushed[pl.name] = pl.revision
 	if p.incremental[pl.name] && len(pl.parts) > 1 {
 		// Until the last ACK the sink may hold any of these: a later push removes them too
 		// if the files drop them.
@@ -572,61 +579,26 @@ func (p *pusher) deliver(pl *plan) error {
 
 // sendNext sends a collection's next message.
 func (p *pusher) sendNext(d *delivery) error {
-	if p.ended {
-		return nil // the stream is over: Recv reports why
+	if p.ended || p.stopped {
+		return nil // the stream is over (Recv reports why), or the push is
 	}
 	msg := d.plan.parts[d.next]
 	p.nonce++
 	msg.Nonce = strconv.Itoa(p.nonce)
 	p.inflight[msg.Nonce] = sent{d: d, part: d.next, seq: p.nonce, size: proto.Size(msg)}
 	d.next++
+	d.waiting = true
 	if err := p.stream.Send(msg); err != nil {
 		if errors.Is(err, io.EOF) {
 			p.ended = true // the sink ended the stream, maybe at an earlier message: Recv says why
 			return nil
 		}
+		delete(p.inflight, msg.Nonce) // not sent
+		d.next--
+		d.waiting = false
 		return rpcError("push: send "+d.plan.name+" to "+p.addr, err)
 	}
 	return nil
-}
-
-// pushChanged pushes every asked collection whose files changed since its last push.
-func (p *pusher) pushChanged() error {
-	if n, _ := p.files.resources(); n == 0 && !p.allowEmpty {
-		// Files emptied while followed (a directory cleared, a checkout in progress): the
-		// producer's state stays as last pushed.
-		fmt.Fprintln(p.stderr, "push: the files hold no resource now; not pushed (--allow-empty pushes it, removing everything this producer holds)")
-		return nil
-	}
-	v := p.files.store.View()
-	for _, name := range p.order {
-		if v.Collection(p.asked[name]).Revision != p.pushed[p.asked[name]] {
-			if err := p.repush(name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// repush pushes a collection again: it changed while followed, or the sink asked for it again
-// while it was being pushed. One grown over the limit is reported and not pushed: its last
-// pushed state stays, as a faulty file's does.
-func (p *pusher) repush(name string) error {
-	if d := p.busy[name]; d != nil {
-		d.again = true
-		return nil
-	}
-	pl, err := p.plan(name)
-	if err != nil {
-		return err
-	}
-	if pl.refused != nil {
-		p.pushed[pl.canonical] = pl.revision // reported once per change
-		fmt.Fprintf(p.stderr, "push: %v; not pushed, its last pushed state stays: %s\n", pl.refused, raiseLimit)
-		return nil
-	}
-	return p.deliver(pl)
 }
 
 // checkEmpty refuses files that hold no resource unless --allow-empty: their full state would

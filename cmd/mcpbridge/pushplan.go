@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 // How push plans what it sends: each collection's messages within --max-msg-size, split
@@ -32,6 +33,7 @@ type plan struct {
 	canonical   string
 	incremental bool // the sink asked for incremental updates
 	revision    uint64
+	filesEmpty  bool     // the files held no resource at all, in any collection, when planned
 	names       []string // the files' resources, sorted
 	// removed are what the sink listed as held from this producer (and push sent since) that
 	// the files do not hold; known only when incremental.
@@ -61,8 +63,9 @@ func (p *pusher) planAsked() ([]*plan, error) {
 // plan lays out the push of the files' full state of one collection.
 func (p *pusher) plan(name string) (*plan, error) {
 	pl := &plan{name: name, canonical: p.asked[name], incremental: p.incremental[name]}
-	rev, entries := p.files.store.View().Snapshot(pl.canonical)
-	pl.revision = rev
+	v := p.files.store.View() // one view: the emptiness is that of the state planned
+	rev, entries := v.Snapshot(pl.canonical)
+	pl.revision, pl.filesEmpty = rev, viewResources(v) == 0
 	rs := make([]*mcpapi.Resource, len(entries))
 	for i, e := range entries {
 		r, err := e.Decode()
@@ -83,6 +86,15 @@ func (p *pusher) plan(name string) (*plan, error) {
 	}
 	pl.layout(rs, p.maxMsg)
 	return pl, nil
+}
+
+// viewResources counts the resources of a view of the files, in every collection.
+func viewResources(v *store.View) int {
+	n := 0
+	for _, c := range v.Collections() {
+		n += c.Count
+	}
+	return n
 }
 
 func (pl *plan) nameSet() map[string]bool {
@@ -123,8 +135,8 @@ func (pl *plan) layout(rs []*mcpapi.Resource, limit int) {
 
 // split packs the resources, then the removals, into incremental messages of at most limit
 // bytes each. Upserts go first so that nothing the files hold is ever missing at the sink; the
-// removals come last, so that the end is the files' full state. A resource too large for a
-// message of its own gets one anyway, over the limit, and refuses the plan.
+// removals come last, so that the end is the files' full state. A resource or a removal too
+// large for a message of its own gets one anyway, over the limit, and refuses the plan.
 func (pl *plan) split(rs []*mcpapi.Resource, sizes []int, limit int, header func() *mcp.Resources) {
 	base := headerSize(header())
 	cur, size := header(), base
@@ -147,6 +159,9 @@ func (pl *plan) split(rs []*mcpapi.Resource, sizes []int, limit int, header func
 		s := repeatedFieldSize(len(n))
 		if size+s > limit && size > base {
 			flush()
+		}
+		if base+s > limit && pl.refused == nil {
+			pl.refused = fmt.Errorf("%s: the removal of %s makes a message of %d bytes on its own, over --max-msg-size %d", pl.name, n, base+s, limit)
 		}
 		cur.RemovedResources = append(cur.RemovedResources, n)
 		size += s
@@ -182,7 +197,14 @@ func (pl *plan) nackNote(part int) string {
 	if len(pl.parts) == 1 {
 		return ""
 	}
-	return fmt.Sprintf(" (incremental message %d of %d: the %d before it were applied, the rest not sent; push again)", part+1, len(pl.parts), part)
+	return pl.stopNote(part, "")
+}
+
+// stopNote says where a split push stopped, at its message part (from 0), in the words of
+// nackNote; state is what became of that message (" unanswered, maybe applied", " not sent"; "" for
+// a NACK).
+func (pl *plan) stopNote(part int, state string) string {
+	return fmt.Sprintf(" (incremental message %d of %d%s: the %d before it were applied, the rest not sent; push again)", part+1, len(pl.parts), state, part)
 }
 
 // --- --dry-run

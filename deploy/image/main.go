@@ -93,7 +93,7 @@ func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (*op
 	version := fl.String("version", "dev", "version to stamp into the binary (internal/buildinfo.Version) and the image's labels")
 	revision := fl.String("revision", "", "commit of the source, for the org.opencontainers.image.revision label")
 	arch := fl.String("arch", runtime.GOARCH, "GOARCH of the binary and architecture of the image ("+strings.Join(arches, ", ")+")")
-	platforms := fl.String("platforms", "", "OS/ARCH,...: one image per platform and an OCI image index, written as an OCI image layout tarball (default: linux/ARCH of -arch alone, a docker save tarball)")
+	platforms := fl.String("platforms", "", "OS/ARCH,...: with several, one image per platform and an OCI image index, written as an OCI image layout tarball; with one, its image alone in the docker save format (default: linux/ARCH of -arch, a docker save tarball)")
 	tag := fl.String("tag", "", "repository:tag recorded in the tarball, the name docker load gives the image (default mcpbridge:VERSION)")
 	out := fl.String("o", "", "write the image to this tarball (the docker save format; with several -platforms, an OCI image layout)")
 	rootfs := fl.String("rootfs", "", "instead of a tarball, write the image's files into this directory (what the Dockerfile copies)")

@@ -17,8 +17,9 @@ import (
 // gateway class (gateway.CLASS/0.0.0.0_PORT: the merge of the Gateways whose selector its
 // labels satisfy, see translate.GatewayClass); a proxyless gRPC client (Proxyless) under a
 // sidecar's node ID the outbound listeners alone; any other node all of them but the capture
-// listeners, which bind 15001 and 15006 for a sidecar's iptables capture alone, and the API
-// listeners (otherListener). Without it an
+// listeners, which bind 15001 and 15006 for a sidecar's iptables capture alone (the API
+// listeners among them are those of the hosts some client holds: translate/envoy
+// SetProxylessHost). Without it an
 // Envoy sidecar would also receive the API listeners meant for proxyless gRPC and the
 // gateways' listeners, which bind the same ports. Proxyless gRPC clients ask for their API
 // listener by name and are not affected. view names the part, for sharing responses between
@@ -33,7 +34,7 @@ func ListenerView(node source.Node) (view string, include func(name string) bool
 		prefix := translate.GatewayClassPrefix(GatewayClassOf(node).ID())
 		return "router:" + prefix, func(name string) bool { return strings.HasPrefix(name, prefix) }
 	}
-	return "other", otherListener
+	return "other", notCaptureListener
 }
 
 // ClusterView is the part of the cluster collection a proxy is served when it subscribes to
@@ -62,14 +63,7 @@ func isCaptureListener(name string) bool {
 	return name == "virtualOutbound" || name == "virtualInbound"
 }
 
-// otherListener is what a node of no kind Istio names gets of the listeners by wildcard:
-// neither the capture listeners nor the API listeners (HOST:PORT), which proxyless clients
-// ask for by name and which are built only for the hosts such clients ask for: a wildcard
-// list of them would change as unrelated clients come and go.
-func otherListener(name string) bool {
-	_, api := apiListenerHost(name)
-	return !isCaptureListener(name) && !api
-}
+func notCaptureListener(name string) bool { return !isCaptureListener(name) }
 
 func isRouter(nodeID string) bool { return strings.HasPrefix(nodeID, "router~") }
 

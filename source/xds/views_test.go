@@ -45,8 +45,7 @@ func listenerNames(t *testing.T, m *discovery.DiscoveryResponse) []string {
 
 // A wildcard listener subscription gets the listeners meant for the kind of proxy its node ID
 // names: a sidecar the outbound ones, a gateway its gateway listeners, anything else all but
-// the capture and API listeners (asked for by name). The node may come on the stream's first
-// request for another type.
+// the capture listeners. The node may come on the stream's first request for another type.
 func TestWildcardListenersFollowTheNodesKind(t *testing.T) {
 	s := startServer(t)
 	ingress := map[string]string{"istio": "ingressgateway"}
@@ -68,7 +67,7 @@ func TestWildcardListenersFollowTheNodesKind(t *testing.T) {
 		{"sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local", nil, []string{outbound, vin, vout}},
 		{"router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", ingress, []string{gateway}},
 		{"router~10.0.0.3~egress.istio-system~istio-system.svc.cluster.local", egress, []string{otherGateway}},
-		{"plain-envoy", nil, []string{outbound, gateway, otherGateway}},
+		{"plain-envoy", nil, []string{outbound, gateway, otherGateway, api}},
 	}
 	for _, tc := range cases {
 		c := newSotW(t, s.addr)

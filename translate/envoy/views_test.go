@@ -12,8 +12,7 @@ import (
 // A gateway gets its own class's listeners: those of the labels it has; a sidecar the outbound
 // ones, of 0.0.0.0 and of the VIPs of non-HTTP ports, and istiod's capture listeners
 // virtualOutbound and virtualInbound, which no gateway, proxyless gRPC client (even under a
-// sidecar's node ID) or other node gets; an other node all but those and the API listeners,
-// which are asked for by name.
+// sidecar's node ID) or other node gets.
 func TestListenerViewFollowsTheNodeKind(t *testing.T) {
 	ingress := map[string]string{"istio": "ingressgateway"}
 	class := translate.GatewayClass{Labels: ingress}.ID()
@@ -27,7 +26,7 @@ func TestListenerViewFollowsTheNodeKind(t *testing.T) {
 		{source.Node{ID: "sidecar~10.0.0.1~reviews-v1.bookinfo~bookinfo.svc.cluster.local"}, []bool{true, false, false, false, true, true, true, true}},
 		{source.Node{ID: "router~10.0.0.2~ingress.istio-system~istio-system.svc.cluster.local", Labels: ingress}, []bool{false, true, false, false, false, false, false, false}},
 		{source.Node{ID: "sidecar~10.0.0.3~client.apps~apps.svc.cluster.local", Generator: "grpc"}, []bool{true, false, false, false, true, true, false, false}},
-		{source.Node{ID: "my-envoy"}, []bool{true, true, false, true, true, true, false, false}},
+		{source.Node{ID: "my-envoy"}, []bool{true, true, true, true, true, true, false, false}},
 	}
 	for _, c := range cases {
 		view, include := xds.ListenerView(c.node)

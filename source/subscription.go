@@ -516,7 +516,9 @@ func (s *subscription) resume(v *store.View, rev uint64, g gates) *pending {
 // holdDeletions merges the deletions since the last response into the held-back ones and
 // splits them into those that may go now and those still held. Names that exist again, or
 // that the client no longer asks for, are dropped: the client is told of them otherwise.
-func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g gates) (removable, held []*store.Entry) {
+// shown: held deletions are shown in the response with their last version (state of the
+// world), so one without its last bytes cannot be held.
+func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g gates, shown bool) (removable, held []*store.Entry) {
 	byName := make(map[string]*store.Entry, len(s.owed.held)+len(deleted))
 	for _, e := range s.owed.held {
 		byName[e.Name] = e
@@ -531,8 +533,11 @@ func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g ga
 			continue
 		}
 		// A tombstone without its last bytes (a layered collection's name its overlay served
-		// and hid: store.Layered) cannot be shown while held back: it goes at once.
-		if !s.holdsBack() || e.Revision <= g.removableThrough || len(e.Bytes) == 0 {
+		// and hid: store.Layered) cannot be shown while held back: in a state-of-the-world
+		// response it goes at once. An incremental one shows nothing of what it holds back, so
+		// it holds those too, and the removals a resumed client is owed (resume), which have
+		// no bytes either, wait for the types that must stop naming them first.
+		if !s.holdsBack() || e.Revision <= g.removableThrough || shown && len(e.Bytes) == 0 {
 			removable = append(removable, e)
 		} else {
 			held = append(held, e)
@@ -547,7 +552,7 @@ func (s *subscription) holdDeletions(v *store.View, deleted []*store.Entry, g ga
 // held back stay in the response with their last version until they may go.
 func (s *subscription) nextStateOfTheWorld(v *store.View, ch store.Changes, rev uint64, protocol string, g gates) *pending {
 	upserts := s.wanted(ch.Upserts)
-	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g)
+	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g, true)
 	p := &pending{rev: rev, held: held}
 	if len(upserts) == 0 && len(removable) == 0 && !s.owed.anew() {
 		return p // nothing the client holds changed
@@ -596,7 +601,7 @@ func (s *subscription) nextPartial(v *store.View, ch store.Changes, rev uint64, 
 // as missing).
 func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint64, protocol string, g gates) *pending {
 	p := &pending{rev: rev, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10), Incremental: true}}
-	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g)
+	removable, held := s.holdDeletions(v, s.wanted(ch.Deleted), g, false)
 	p.held = held
 	// A deletion still held back is not told as "missing" either, even to a name asked anew.
 	heldBack := make(map[string]bool, len(held))

@@ -508,16 +508,22 @@ func (p *pusher) finish(d *delivery, acked bool) error {
 	return nil
 }
 
-// start pushes the files' state of one collection the sink asked for once pushing started,
-// unless a push of it is under way: then it is pushed again once that one is answered (one
-// push of a collection at a time, in order).
-func (p *pusher) start(name string) error {
+// planNext plans the next push of a collection, or returns nil while a push of it is under
+// way: it is then pushed again once that one is answered (one push of a collection at a
+// time, in order).
+func (p *pusher) planNext(name string) (*plan, error) {
 	if d := p.busy[name]; d != nil {
 		d.again = true
-		return nil
+		return nil, nil
 	}
-	pl, err := p.plan(name)
-	if err != nil {
+	return p.plan(name)
+}
+
+// start pushes the files' state of one collection the sink asked for once pushing started
+// (planNext).
+func (p *pusher) start(name string) error {
+	pl, err := p.planNext(name)
+	if err != nil || pl == nil {
 		return err
 	}
 	if pl.refused != nil {

@@ -108,12 +108,8 @@ func (p *pusher) noteEmpty() {
 // while it was being pushed. One grown over the limit is reported and not pushed: its last
 // pushed state stays, as a faulty file's does.
 func (p *pusher) repush(name string) error {
-	if d := p.busy[name]; d != nil {
-		d.again = true
-		return nil
-	}
-	pl, err := p.plan(name)
-	if err != nil {
+	pl, err := p.planNext(name)
+	if err != nil || pl == nil {
 		return err
 	}
 	if pl.refused != nil {

@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -159,6 +160,8 @@ type countingViews struct {
 	scopes, all              int
 	hosts                    []string
 	releasedScopes, released int
+	ports                    []uint32
+	allPorts, releasedPorts  int
 }
 
 func (v *countingViews) AcquireGatewayClass(translate.GatewayClass) func() { return func() {} }
@@ -179,6 +182,72 @@ func (v *countingViews) AcquireProxylessHost(host string) (func(), <-chan struct
 	defer v.mu.Unlock()
 	v.hosts = append(v.hosts, host)
 	return func() { v.mu.Lock(); v.released++; v.mu.Unlock() }, nil
+}
+
+func (v *countingViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ports = append(v.ports, port)
+	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
+}
+func (v *countingViews) AcquirePortRoutes() (func(), <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.allPorts++
+	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
+}
+
+// The ports a request asks the route configurations of: route configurations named by a
+// port number, as Envoy's sidecars ask for the ones their 0.0.0.0_PORT listeners name; not
+// a host's, a gateway's, a number with a leading zero or out of range, nor other types.
+func TestPortRoutesOf(t *testing.T) {
+	for _, c := range []struct {
+		req  source.Request
+		want []uint32
+	}{
+		{source.Request{Key: RouteType, Names: []string{"8080", "outbound|8080||echo", "80"}}, []uint32{8080, 80}},
+		{source.Request{Key: RouteTypeV2, Subscribe: []string{"9090"}, Names: []string{"8080"}}, []uint32{9090}},
+		{source.Request{Key: RouteType, Names: []string{"08080", "0", "65536", "-1", "+80", "http.80", "*"}}, nil},
+		{source.Request{Key: ListenerType, Names: []string{"8080"}}, nil},
+		{source.Request{Key: ClusterType, Names: []string{"8080"}}, nil},
+	} {
+		if got := PortRoutesOf(&c.req); !slices.Equal(got, c.want) {
+			t.Errorf("%s names %v subscribe %v: %v, want %v", c.req.Key, c.req.Names, c.req.Subscribe, got, c.want)
+		}
+	}
+}
+
+// A stream holds the route configuration of each port it asks for, once each, and gives them
+// back when it ends; past maxProxylessHosts ports, one hold of every port's.
+func TestStreamHoldsThePortRoutesItAsksFor(t *testing.T) {
+	views := &countingViews{}
+	h := viewHold{views: views}
+	h.see(&source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"})})
+	h.see(&source.Request{Key: RouteType, Nonce: "1"})
+	h.see(&source.Request{Key: RouteType, Names: []string{"8080", "80"}})
+	h.see(&source.Request{Key: RouteType, Subscribe: []string{"9090"}})
+	if !slices.Equal(views.ports, []uint32{8080, 80, 9090}) || views.allPorts != 0 {
+		t.Fatalf("held ports %v and %d holds of every port; want 8080, 80, 9090 once each and none", views.ports, views.allPorts)
+	}
+	h.end()
+	h.see(&source.Request{Key: RouteType, Names: []string{"443"}})
+	if views.releasedPorts != 3 || len(views.ports) != 3 {
+		t.Errorf("after the end: released %d of %v; want all 3, nothing acquired after", views.releasedPorts, views.ports)
+	}
+
+	views = &countingViews{}
+	h = viewHold{views: views}
+	names := make([]string, maxProxylessHosts+1)
+	for i := range names {
+		names[i] = strconv.Itoa(i + 1)
+	}
+	h.see(&source.Request{Key: RouteType, Names: names[:maxProxylessHosts]})
+	h.see(&source.Request{Key: RouteType, Names: names})
+	h.see(&source.Request{Key: RouteType, Names: []string{"60000"}})
+	if views.allPorts != 1 || len(views.ports) != maxProxylessHosts {
+		t.Errorf("over %d ports: %d holds of every port, %d ports held; want 1 and %d", maxProxylessHosts, views.allPorts, len(views.ports), maxProxylessHosts)
+	}
+	h.end()
 }
 
 // A stream holds its node's view from its first request, and the proxyless outputs of each

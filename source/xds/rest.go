@@ -46,9 +46,10 @@ func nodeOf(req *source.Request) source.Node {
 }
 
 // HoldView acquires the view of a request's node from views, so that it is built: a router
-// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); and every
+// node's gateway class (its listeners and routes); a sidecar's namespace (ScopeOf); every
 // host's proxyless outputs for a proxyless node (Proxyless) or a request for them
-// (AsksProxylessOutputs). release gives it back. Nil views, or any other node, holds nothing.
+// (AsksProxylessOutputs); and every port's route configuration for a request of route
+// configurations by port (PortRoutesOf). release gives it back. Nil views, or any other node, holds nothing.
 // It is the hold of the clients that come and go, REST polls and file exports; a stream holds
 // only the hosts it asks for instead (viewHold). A namespace's view and the proxyless outputs
 // are waited for until they are built (at most ScopeBuildWait), so that the client is not
@@ -66,6 +67,10 @@ func HoldView(views Views, req *source.Request) (release func()) {
 	}
 	if Proxyless(node) || AsksProxylessOutputs(req) {
 		r, built := views.AcquireProxyless()
+		releases, waits = append(releases, r), append(waits, built)
+	}
+	if len(PortRoutesOf(req)) > 0 {
+		r, built := views.AcquirePortRoutes()
 		releases, waits = append(releases, r), append(waits, built)
 	}
 	waitBuilt(waits)
@@ -121,6 +126,26 @@ func ProxylessHostsOf(req *source.Request, proxylessNode bool) []string {
 		}
 	}
 	return hosts
+}
+
+// PortRoutesOf are the ports whose outbound route configurations (PORT: translate/envoy
+// SetPortRoute) a request asks for, by name: an Envoy sidecar asks for those its 0.0.0.0_PORT
+// listeners name. The request's names are read in place.
+func PortRoutesOf(req *source.Request) []uint32 {
+	if resolve(req.Key).collection != RouteType {
+		return nil
+	}
+	names := req.Names
+	if len(req.Subscribe) > 0 {
+		names = req.Subscribe
+	}
+	var ports []uint32
+	for _, n := range names {
+		if p, err := strconv.ParseUint(n, 10, 16); err == nil && p > 0 && n[0] != '0' {
+			ports = append(ports, uint32(p))
+		}
+	}
+	return ports
 }
 
 // AsksProxylessOutputs tells a request for some host's proxyless outputs by a listener or a
@@ -188,6 +213,9 @@ func ViewKey(req *source.Request) string {
 	}
 	if Proxyless(node) || AsksProxylessOutputs(req) {
 		key += "\x00grpc"
+	}
+	if len(PortRoutesOf(req)) > 0 {
+		key += "\x00ports"
 	}
 	return key
 }

@@ -149,13 +149,19 @@ type Views interface {
 	AcquireProxyless() (release func(), built <-chan struct{})
 	// AcquireProxylessHost holds them for one host (translate/envoy SetProxylessHost).
 	AcquireProxylessHost(host string) (release func(), built <-chan struct{})
+	// AcquirePortRoute holds a port's outbound route configuration (PORT, a virtual host
+	// for every HTTP host on the port), built only while held (translate/envoy
+	// SetPortRoute); built is closed once it is. AcquirePortRoutes holds every port's.
+	AcquirePortRoute(port uint32) (release func(), built <-chan struct{})
+	AcquirePortRoutes() (release func(), built <-chan struct{})
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
-// its node (on the receiving goroutine), and the proxyless outputs of each host a request
-// asks for (ProxylessHostsOf), once each; it releases them when the stream ends (on the
-// handler's, which may come first: then nothing more is acquired). A request waits until
-// what it newly holds is built (at most ScopeBuildWait), so that it is answered with it.
+// its node (on the receiving goroutine), the proxyless outputs of each host a request asks
+// for (ProxylessHostsOf) and the route configuration of each port it asks for (PortRoutesOf),
+// once each; it releases them when the stream ends (on the handler's, which may come first:
+// then nothing more is acquired). A request waits until what it newly holds is built (at most
+// ScopeBuildWait), so that it is answered with it.
 type viewHold struct {
 	views Views
 
@@ -165,7 +171,11 @@ type viewHold struct {
 	hosts         map[string]bool
 	// all: every host's proxyless outputs are held: a proxyless node listed listeners or
 	// clusters by wildcard, or the stream asked for more than maxProxylessHosts hosts.
-	all      bool
+	all bool
+	// ports are the ports whose route configurations are held; allPorts: every port's is
+	// (the stream asked for more than maxProxylessHosts ports).
+	ports    map[uint32]bool
+	allPorts bool
 	done     bool
 	releases []func()
 }
@@ -186,6 +196,7 @@ func (h *viewHold) see(req *source.Request) {
 	}
 	var hosts []string
 	all := false
+	ports, allPorts := h.newPorts(req)
 	if !h.all {
 		for _, host := range ProxylessHostsOf(req, h.proxylessNode) {
 			if !h.hosts[host] {
@@ -203,7 +214,7 @@ func (h *viewHold) see(req *source.Request) {
 	}
 	done := h.done
 	h.mu.Unlock()
-	if done || !first && len(hosts) == 0 && !all {
+	if done || !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
 		return
 	}
 	var releases []func()
@@ -219,6 +230,14 @@ func (h *viewHold) see(req *source.Request) {
 		r, built := h.views.AcquireProxyless()
 		releases, waits = append(releases, r), append(waits, built)
 	}
+	for _, p := range ports {
+		r, built := h.views.AcquirePortRoute(p)
+		releases, waits = append(releases, r), append(waits, built)
+	}
+	if allPorts {
+		r, built := h.views.AcquirePortRoutes()
+		releases, waits = append(releases, r), append(waits, built)
+	}
 	waitBuilt(waits) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -227,6 +246,29 @@ func (h *viewHold) see(req *source.Request) {
 		return
 	}
 	h.releases = append(h.releases, releases...)
+}
+
+// newPorts are the ports a request asks the route configurations of (PortRoutesOf) that the
+// stream does not hold yet, or all: the stream asked for more than maxProxylessHosts ports
+// (route configurations are asked for by name: there is no wildcard). Called under mu.
+func (h *viewHold) newPorts(req *source.Request) (ports []uint32, all bool) {
+	if h.allPorts {
+		return nil, false
+	}
+	for _, p := range PortRoutesOf(req) {
+		if !h.ports[p] {
+			if h.ports == nil {
+				h.ports = map[uint32]bool{}
+			}
+			h.ports[p] = true
+			ports = append(ports, p)
+		}
+	}
+	if len(h.ports) > maxProxylessHosts {
+		h.allPorts = true
+		return nil, true
+	}
+	return ports, false
 }
 
 // proxylessWildcard tells a proxyless node's request that opens a wildcard subscription of

@@ -75,6 +75,12 @@ type Controller struct {
 	// clients ask for (SetProxylessHost).
 	proxyless      *holdRegistry[string]
 	proxylessHosts *holdRegistry[string]
+	// portRoutes holds "ports" while a client the xDS server cannot tell the ports of holds
+	// the ports' outbound route configurations: every port's is built meanwhile
+	// (SetPortRoutes). portRoutesFor holds the ports whose route configurations connected
+	// clients ask for (SetPortRoute, portroutes.go).
+	portRoutes    *holdRegistry[string]
+	portRoutesFor *holdRegistry[uint32]
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
@@ -84,6 +90,9 @@ type Controller struct {
 	// unbuiltHosts, the hosts whose proxyless outputs were.
 	grpcUnbuilt  bool
 	unbuiltHosts []string
+	// portsUnbuilt, unbuiltPorts: the same of the ports' route configurations.
+	portsUnbuilt bool
+	unbuiltPorts []string
 
 	mu        sync.Mutex
 	synced    bool
@@ -116,16 +125,21 @@ func New(opts Options) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	classes := newClassRegistry(opts.GatewayClassGrace)
+	// What only some clients read is built while they are connected.
+	lazy := TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy,
+		LazyProxyless: true, LazyPortRoutes: true}
 	return &Controller{
 		st:             opts.Store,
 		log:            log.With("component", "translate"),
-		t:              NewTranslator(TranslatorOptions{DomainSuffix: opts.DomainSuffix, OutboundTrafficPolicy: opts.OutboundTrafficPolicy, LazyProxyless: true}),
+		t:              NewTranslator(lazy),
 		ready:          make(chan struct{}),
 		revs:           map[string]uint64{},
 		classes:        classes,
 		scopes:         newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, cmp.Or(opts.MaxScopes, DefaultMaxScopes)),
 		proxyless:      newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
 		proxylessHosts: newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
+		portRoutes:     newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
+		portRoutesFor:  newHoldRegistry[uint32](opts.GatewayClassGrace, classes.wake, 0),
 	}
 }
 
@@ -174,6 +188,28 @@ func (c *Controller) AcquireProxylessHost(host string) (release func(), built <-
 // proxylessID is the one view the proxyless registry holds.
 const proxylessID = "grpc"
 
+// AcquirePortRoute says that a connected client asks for a port's outbound route
+// configuration (PORT, OutboundRouteName), which gathers the virtual host of every HTTP host
+// on the port: it is built from the next translation, mesh-wide and as each held scope sees
+// it, and kept until the last such client has been gone for the grace period. built is
+// closed once it is written. Safe for concurrent use; the xDS server calls it for each port
+// a stream asks for (source/xds PortRoutesOf).
+func (c *Controller) AcquirePortRoute(port uint32) (release func(), built <-chan struct{}) {
+	release, built, _ = c.portRoutesFor.acquire(portKey(port), port)
+	return release, built
+}
+
+// AcquirePortRoutes holds every port's outbound route configuration, as AcquirePortRoute
+// holds one's: for the REST polls and file exports that ask for route configurations
+// (source/xds HoldView), and tools and tests that read them all.
+func (c *Controller) AcquirePortRoutes() (release func(), built <-chan struct{}) {
+	release, built, _ = c.portRoutes.acquire(portRoutesID, portRoutesID)
+	return release, built
+}
+
+// portRoutesID is the one view the portRoutes registry holds.
+const portRoutesID = "ports"
+
 // Scopes is how many namespaces' scopes are held (built, or within their grace period).
 func (c *Controller) Scopes() int {
 	c.scopes.mu.Lock()
@@ -207,6 +243,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.scopes.stop()
 	defer c.proxyless.stop()
 	defer c.proxylessHosts.stop()
+	defer c.portRoutes.stop()
+	defer c.portRoutesFor.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -239,6 +277,10 @@ func (c *Controller) sync() error {
 	c.grpcUnbuilt = c.grpcUnbuilt || len(grpcSet) > 0
 	c.unbuiltHosts = append(c.unbuiltHosts, c.proxylessHosts.apply(
 		func(h string) { c.t.SetProxylessHost(h, true) }, func(h string) { c.t.SetProxylessHost(h, false) })...)
+	portsSet := c.portRoutes.apply(func(string) { c.t.SetPortRoutes(true) }, func(string) { c.t.SetPortRoutes(false) })
+	c.portsUnbuilt = c.portsUnbuilt || len(portsSet) > 0
+	c.unbuiltPorts = append(c.unbuiltPorts, c.portRoutesFor.apply(
+		func(p uint32) { c.t.SetPortRoute(p, true) }, func(p string) { c.t.SetPortRoute(parsePort(p), false) })...)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
@@ -253,6 +295,12 @@ func (c *Controller) sync() error {
 	}
 	c.proxylessHosts.markBuilt(c.unbuiltHosts)
 	c.unbuiltHosts = c.unbuiltHosts[:0]
+	if c.portsUnbuilt {
+		c.portRoutes.markBuilt([]string{portRoutesID})
+		c.portsUnbuilt = false
+	}
+	c.portRoutesFor.markBuilt(c.unbuiltPorts)
+	c.unbuiltPorts = c.unbuiltPorts[:0]
 	level := slog.LevelDebug
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once

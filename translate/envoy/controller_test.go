@@ -14,6 +14,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
@@ -64,6 +65,18 @@ func (h *harness) holdProxyless() {
 	case <-built:
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("the proxyless outputs were not built within 10s")
+	}
+}
+
+// holdPortRoutes holds every port's route configuration for the rest of the test, once built.
+func (h *harness) holdPortRoutes() {
+	h.t.Helper()
+	release, built := h.ctrl.AcquirePortRoutes()
+	h.t.Cleanup(release)
+	select {
+	case <-built:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the ports' route configurations were not built within 10s")
 	}
 }
 
@@ -122,8 +135,9 @@ func TestControllerFirstRunWritesTheFullBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := startController(t, st)
-	// No proxyless client is connected: the controller builds no clusters of theirs.
-	want, _ := Build(in, TranslatorOptions{LazyProxyless: true})
+	// No proxyless client is connected: the controller builds no clusters of theirs; no
+	// sidecar asks for a port's route configuration: none is built.
+	want, _ := Build(in, TranslatorOptions{LazyProxyless: true, LazyPortRoutes: true})
 	if d := diffOutputs(want, served(h.st)); d != "" {
 		t.Fatalf("the store does not serve the full build:\n%s", d)
 	}
@@ -131,6 +145,73 @@ func TestControllerFirstRunWritesTheFullBuild(t *testing.T) {
 	case <-h.ctrl.Ready():
 	default:
 		t.Error("Ready is not closed after the first build")
+	}
+	h.holdPortRoutes()
+	want, _ = Build(in, TranslatorOptions{LazyProxyless: true})
+	if d := diffOutputs(want, served(h.st)); d != "" {
+		t.Fatalf("with the ports' route configurations held, the store does not serve the full build:\n%s", d)
+	}
+}
+
+// The controller builds a port's route configuration while a client holds it, and only that
+// port's (saying when it is written); it keeps it up to date meanwhile; and drops it after
+// the grace once released. The listeners that name it are there throughout.
+func TestControllerBuildsAPortRouteWhileItIsHeld(t *testing.T) {
+	st := newStore()
+	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond})
+	h := runController(t, st, ctrl)
+	h.apply(upserts(decodeYAML(t, serviceEntryYAML("one", "one.test.svc.cluster.local", 8080, "10.0.0.1")+"---\n"+
+		serviceEntryYAML("two", "two.test.svc.cluster.local", 9090, "10.0.0.2")))...)
+	routes := func() []string {
+		_, es := st.View().Snapshot(RouteType)
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	if got := routes(); len(got) != 0 {
+		t.Fatalf("route configurations %v before any client asked; want none", got)
+	}
+	for _, l := range []string{"0.0.0.0_8080", "0.0.0.0_9090"} {
+		if st.View().Get(ListenerType, l) == nil {
+			t.Fatalf("no listener %s while its route configuration is not built", l)
+		}
+	}
+	release, built := ctrl.AcquirePortRoute(8080)
+	select {
+	case <-built:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the port's route configuration was not built within 5s")
+	}
+	if got := routes(); !slices.Equal(got, []string{"8080"}) {
+		t.Fatalf("route configurations %v once 8080 is held; want [8080]", got)
+	}
+	domainsOf := func() []string {
+		rc := &routepb.RouteConfiguration{}
+		if err := proto.Unmarshal(bodyValue(st.View().Get(RouteType, "8080")), rc); err != nil {
+			t.Fatal(err)
+		}
+		var hosts []string
+		for _, vh := range rc.GetVirtualHosts() {
+			hosts = append(hosts, vh.GetName())
+		}
+		return hosts
+	}
+	h.apply(upserts(decodeYAML(t, serviceEntryYAML("three", "three.test.svc.cluster.local", 8080, "10.0.0.3")))...)
+	if got, want := domainsOf(), []string{"one.test.svc.cluster.local:8080", "three.test.svc.cluster.local:8080"}; !slices.Equal(got, want) {
+		t.Errorf("held 8080's virtual hosts after a host joined: %v, want %v", got, want)
+	}
+	release()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(routes()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("route configurations %v 5s after the last hold was released; want none", routes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.View().Get(ListenerType, "0.0.0.0_8080") == nil {
+		t.Error("the listener went with its route configuration")
 	}
 }
 
@@ -189,6 +270,7 @@ func TestControllerWritesEachChangeInOneApply(t *testing.T) {
 	release, built := h.ctrl.AcquireProxyless() // so that every derived collection is written
 	defer release()
 	<-built
+	h.holdPortRoutes()
 	before := h.st.View().Revision()
 	h.apply(upserts(decodeYAML(t, serviceEntryYAML("one", "one.test.svc.cluster.local", 8080, "10.0.0.1")))...)
 	v := h.st.View()
@@ -361,6 +443,7 @@ func TestOneVirtualServiceChangeTouchesOnlyItsHosts(t *testing.T) {
 	}
 	h := startController(t, st)
 	h.holdProxyless() // so that the host's own route configuration is built and counted too
+	h.holdPortRoutes()
 	if n := len(served(st)); n < 8000 {
 		t.Fatalf("only %d outputs for 1,000 services", n)
 	}

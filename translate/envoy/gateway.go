@@ -20,20 +20,21 @@ import (
 // (sidecarRouteSettings).
 func (t *Translator) buildPort(p uint32) *unitState {
 	b := newBuild(t, "Mesh", "port "+portKey(p))
-	var vhosts []vhostParts
-	shares := 0
-	if ps := t.gathered(p); ps != nil {
-		vhosts, shares = ps.vhosts, ps.shares
-	}
 	// Every 0.0.0.0_PORT is istiod's, HTTP-only ones too: the HTTP chain matched by the
 	// inspector's protocols, non-HTTP chains beside it, and the PassthroughFilterChain default,
 	// behind virtualOutbound (tcplisteners.go, sidecar.go). Sniffed hosts with listeners of
-	// their own do not make one.
-	if shares == 0 {
-		vhosts = nil // no HTTP chain: its hosts' sidecars do not connect here
+	// their own do not make one: without a host reached through it (shares), there is no HTTP
+	// chain and no route configuration, its hosts' sidecars do not connect here. The route
+	// configuration gathers every host's virtual host, only while it is built (portroutes.go).
+	var vhosts []vhostParts
+	shares := 0
+	if ps := t.ports[p]; ps != nil {
+		if shares = ps.shares; shares > 0 && t.portRouteBuilt(p) {
+			vhosts = t.gathered(p).vhosts
+		}
 	}
 	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || shares > 0 {
-		t.buildSharedPort(b, p, vhosts, tcp)
+		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
 	return b.u
 }

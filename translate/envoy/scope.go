@@ -410,7 +410,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 			vhosts = nil
 			b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
 		}
-		t.buildSharedPort(b, p, vhosts, tcp)
+		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
 	return b.u
 }

@@ -420,6 +420,7 @@ func TestControllerBuildsAScopeWhileItIsHeld(t *testing.T) {
 	ctrl := New(Options{Store: st, Logger: testLogger(t), GatewayClassGrace: 50 * time.Millisecond, MaxScopes: 1})
 	h := runController(t, st, ctrl)
 	h.apply(upserts(decodeYAML(t, scopeYAML))...)
+	h.holdPortRoutes() // a sidecar of the namespace asks for its ports' route configurations
 	overlay := translate.ScopeCollection("bookinfo", RouteType)
 	present := func() bool { return st.View().Get(overlay, "9080") != nil }
 	release, built, ok := ctrl.AcquireScope("bookinfo")

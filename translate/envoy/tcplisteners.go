@@ -738,16 +738,19 @@ func (t *Translator) buildTCPListener(name string) *unitState {
 }
 
 // buildSharedPort builds 0.0.0.0_PORT when non-HTTP ports share it: the HTTP hosts' chain (if
-// any; with their route configuration PORT) matched by the plaintext HTTP protocols the HTTP
-// inspector detects, as istiod matches it on a port it shares, and the TCP chains.
-func (t *Translator) buildSharedPort(b *build, p uint32, vhosts []vhostParts, tcp []*tcpContribution) {
+// any, http; with their route configuration PORT of vhosts, while it is built: portroutes.go)
+// matched by the plaintext HTTP protocols the HTTP inspector detects, as istiod matches it on
+// a port it shares, and the TCP chains.
+func (t *Translator) buildSharedPort(b *build, p uint32, http bool, vhosts []vhostParts, tcp []*tcpContribution) {
 	var httpChain *listenerpb.FilterChain
-	if len(vhosts) > 0 {
+	if http {
 		if sidecarRouteSettings.err != nil {
 			b.invalid("RouteConfiguration", OutboundRouteName(p), sidecarRouteSettings.err)
 			return
 		}
-		b.putRouteConfiguration(OutboundRouteName(p), vhosts, sidecarRouteSettings.enc)
+		if t.portRouteBuilt(p) {
+			b.putRouteConfiguration(OutboundRouteName(p), vhosts, sidecarRouteSettings.enc)
+		}
 		l, err := outboundListener(p)
 		if err == nil && len(l.GetFilterChains()) != 1 {
 			err = fmt.Errorf("the HTTP listener has %d filter chains, not 1", len(l.GetFilterChains()))

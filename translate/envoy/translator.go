@@ -77,6 +77,11 @@ type Translator struct {
 	// (SetProxylessHost).
 	proxyless      bool
 	proxylessHosts keySet
+	// portRoutes tells whether every port's outbound route configuration (PORT, mesh-wide and
+	// as each scope sees it) is built; portRoutesFor, the ports it is built for besides
+	// (SetPortRoute, portroutes.go).
+	portRoutes    bool
+	portRoutesFor map[uint32]struct{}
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
 	// limitedVSs the VirtualServices' (scope.go).
@@ -305,6 +310,11 @@ type TranslatorOptions struct {
 	// controller builds them only while such a client is connected. Without it they are
 	// built from the start.
 	LazyProxyless bool
+	// LazyPortRoutes leaves the ports' outbound route configurations (PORT, a virtual host for
+	// every HTTP host of the port) out until SetPortRoute or SetPortRoutes(true): the
+	// controller builds a port's only while a client asks for it (portroutes.go). Without it
+	// they are built from the start.
+	LazyPortRoutes bool
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
 	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
 	OutboundTrafficPolicy OutboundTrafficPolicy
@@ -328,6 +338,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		dirty: map[unitKey]struct{}{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 		outboundPolicy: opts.OutboundTrafficPolicy,
 		proxyless:      !opts.LazyProxyless,
+		portRoutes:     !opts.LazyPortRoutes, portRoutesFor: map[uint32]struct{}{},
 	}
 	t.dirty[unitKey{unitSidecarPlumbing, "sidecar"}] = struct{}{}
 	for _, c := range opts.GatewayClasses {
@@ -560,7 +571,12 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 // others' bytes, not a lookup of every host again; a host joining or leaving the port drops
 // the order, which the next build of the port makes again.
 type portState struct {
-	hosts  keySet
+	// hosts tells, for each host, whether it is reached through 0.0.0.0_PORT (all but
+	// sniffed ports with listeners of their own, portVhost.ownListener); shares counts those:
+	// the port's listener has an HTTP chain only for them. Both are kept as hosts are
+	// recorded, so that the listener is built without gathering the virtual hosts.
+	hosts  map[string]bool
+	shares int
 	order  []string     // hosts, sorted; nil until the port is built after the set changed
 	vhosts []vhostParts // of order's hosts
 	// local are order's hosts' heads for the proxies of their own namespace, where a scope of
@@ -570,11 +586,8 @@ type portState struct {
 	locals   int
 	variant  []bool
 	variants int
-	// shared tells the hosts reached through 0.0.0.0_PORT (all but sniffed ports with
-	// listeners of their own, portVhost.ownListener); shares counts them: the port's
-	// listener is built only for those.
+	// shared tells order's hosts reached through 0.0.0.0_PORT (hosts).
 	shared []bool
-	shares int
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -590,6 +603,9 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 				continue // compared below
 			}
 			ps := t.ports[v.port]
+			if ps.hosts[host] {
+				ps.shares--
+			}
 			delete(ps.hosts, host)
 			ps.reset()
 			if len(ps.hosts) == 0 {
@@ -601,11 +617,17 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 	for _, v := range u.vhosts {
 		ps := t.ports[v.port]
 		if ps == nil {
-			ps = &portState{hosts: keySet{}}
+			ps = &portState{hosts: map[string]bool{}}
 			t.ports[v.port] = ps
 		}
-		if _, in := ps.hosts[host]; !in {
-			ps.hosts[host] = struct{}{}
+		shared, in := ps.hosts[host]
+		if shared {
+			ps.shares--
+		}
+		if ps.hosts[host] = !v.ownListener; !v.ownListener {
+			ps.shares++
+		}
+		if !in {
 			ps.reset()
 			t.markPort(v.port)
 			continue
@@ -633,8 +655,7 @@ func samePortVhost(a, b vhostParts, av, bv *portVhost) bool {
 
 // reset drops the order, which the next build makes again.
 func (ps *portState) reset() {
-	ps.order, ps.vhosts, ps.local, ps.locals, ps.variant, ps.variants = nil, nil, nil, 0, nil, 0
-	ps.shared, ps.shares = nil, 0
+	ps.order, ps.vhosts, ps.local, ps.locals, ps.variant, ps.variants, ps.shared = nil, nil, nil, 0, nil, 0, nil
 }
 
 // setOf records what a host's virtual host holds for scopes (local head, variants).
@@ -645,16 +666,11 @@ func (ps *portState) setOf(i int, pv *portVhost) {
 	if ps.variant[i] {
 		ps.variants--
 	}
-	if ps.shared[i] {
-		ps.shares--
-	}
 	ps.local[i], ps.variant[i], ps.shared[i] = nil, false, false
 	if pv == nil {
 		return
 	}
-	if ps.shared[i] = !pv.ownListener; ps.shared[i] {
-		ps.shares++
-	}
+	ps.shared[i] = !pv.ownListener
 	if ps.local[i] = pv.local; pv.local != nil {
 		ps.locals++
 	}

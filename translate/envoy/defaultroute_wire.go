@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -116,38 +117,129 @@ var defaultRouteParts = func() (p struct {
 // default route to cluster, without a hash policy; name and domains are its head's, checked
 // here as the virtual host's validation would check them.
 func defaultRouteRest(name string, domains []string, cluster, operation string) ([]byte, error) {
-	p := &defaultRouteParts
-	if p.err != nil {
-		return nil, p.err
-	}
-	if err := checkVirtualHostHead(name, domains); err != nil {
+	if err := checkDefaultRoute(name, domains, cluster, operation); err != nil {
 		return nil, err
 	}
-	if cluster == "" || operation == "" || !utf8.ValidString(cluster) || !utf8.ValidString(operation) {
-		return nil, errors.New("the default route's cluster and operation must be non-empty UTF-8")
-	}
-	actionLen := p.action.size() + messageField(routeActionClusterField, len(cluster))
-	decoratorLen := messageField(decoratorOperationField, len(operation))
-	routeLen := p.route.size() + messageField(routeRouteField, actionLen) + messageField(routeDecoratorField, decoratorLen)
-	size := p.vhost.size() + messageField(virtualHostRoutesField, routeLen)
-
-	b := make([]byte, 0, size)
-	b = append(b, p.vhost.parts[0]...)
-	b = appendTagLen(b, virtualHostRoutesField, routeLen)
-	b = append(b, p.route.parts[0]...)
-	b = appendTagLen(b, routeDecoratorField, decoratorLen)
-	b = appendStringField(b, decoratorOperationField, operation)
-	b = append(b, p.route.parts[1]...)
-	b = appendTagLen(b, routeRouteField, actionLen)
-	b = append(b, p.action.parts[0]...)
-	b = appendStringField(b, routeActionClusterField, cluster)
-	b = append(b, p.action.parts[1]...)
-	b = append(b, p.route.parts[2]...)
-	b = append(b, p.vhost.parts[1]...)
+	s := plainDefaultRoute{cluster, operation}
+	size := defaultRouteRestSize(s)
+	b := appendDefaultRouteRest(make([]byte, 0, size), s)
 	if len(b) != size {
 		return nil, fmt.Errorf("virtual host %s: encoded %d bytes, sized %d", name, len(b), size)
 	}
 	return b, nil
+}
+
+// checkDefaultRoute checks what defaultRouteRest writes that varies.
+func checkDefaultRoute(name string, domains []string, cluster, operation string) error {
+	if defaultRouteParts.err != nil {
+		return defaultRouteParts.err
+	}
+	if err := checkVirtualHostHead(name, domains); err != nil {
+		return err
+	}
+	if cluster == "" || operation == "" || !utf8.ValidString(cluster) || !utf8.ValidString(operation) {
+		return errors.New("the default route's cluster and operation must be non-empty UTF-8")
+	}
+	return nil
+}
+
+// defaultRouteStrings are the default route's varying strings, written in place.
+type defaultRouteStrings interface {
+	clusterLen() int
+	appendCluster([]byte) []byte
+	operationLen() int
+	appendOperation([]byte) []byte
+}
+
+// plainDefaultRoute is a default route's cluster and operation as strings.
+type plainDefaultRoute struct{ cluster, operation string }
+
+func (d plainDefaultRoute) clusterLen() int                 { return len(d.cluster) }
+func (d plainDefaultRoute) appendCluster(b []byte) []byte   { return append(b, d.cluster...) }
+func (d plainDefaultRoute) operationLen() int               { return len(d.operation) }
+func (d plainDefaultRoute) appendOperation(b []byte) []byte { return append(b, d.operation...) }
+
+// defaultTail is the default route of a host's sidecar virtual host on a port, to the
+// host's cluster (ClusterName(port, "", host)) with the operation defaultRouteOperation: what
+// a port's route configuration gathers for most hosts of a large mesh. The translator keeps
+// it as the host and port alone and writes its bytes as it assembles the port's route
+// configuration: kept as bytes it was a third of what the translator held per host. The zero
+// value (no host) is no default route.
+type defaultTail struct {
+	host string
+	port uint32
+}
+
+// restSize is the size of its rest's encoding (defaultRouteRest).
+func (d defaultTail) restSize() int { return defaultRouteRestSize(d) }
+
+// appendRest writes its rest's encoding.
+func (d defaultTail) appendRest(b []byte) []byte { return appendDefaultRouteRest(b, d) }
+
+func (d defaultTail) clusterLen() int {
+	return len("outbound|") + decimalLen(d.port) + len("||") + len(d.host)
+}
+
+func (d defaultTail) appendCluster(b []byte) []byte {
+	b = append(b, "outbound|"...)
+	b = strconv.AppendUint(b, uint64(d.port), 10)
+	return append(append(b, "||"...), d.host...)
+}
+
+func (d defaultTail) operationLen() int {
+	n := len(d.host) + len(":") + decimalLen(d.port) + len("/*")
+	if strings.Contains(d.host, ":") {
+		n += len("[]")
+	}
+	return n
+}
+
+func (d defaultTail) appendOperation(b []byte) []byte {
+	if strings.Contains(d.host, ":") {
+		b = append(append(append(b, '['), d.host...), ']')
+	} else {
+		b = append(b, d.host...)
+	}
+	b = strconv.AppendUint(append(b, ':'), uint64(d.port), 10)
+	return append(b, "/*"...)
+}
+
+func decimalLen(n uint32) int {
+	l := 1
+	for ; n >= 10; n /= 10 {
+		l++
+	}
+	return l
+}
+
+// defaultRouteRestSize is the size of appendDefaultRouteRest's encoding.
+func defaultRouteRestSize[S defaultRouteStrings](s S) int {
+	p := &defaultRouteParts
+	actionLen := p.action.size() + messageField(routeActionClusterField, s.clusterLen())
+	decoratorLen := messageField(decoratorOperationField, s.operationLen())
+	routeLen := p.route.size() + messageField(routeRouteField, actionLen) + messageField(routeDecoratorField, decoratorLen)
+	return p.vhost.size() + messageField(virtualHostRoutesField, routeLen)
+}
+
+// appendDefaultRouteRest writes the default route's virtual host rest of s's cluster and
+// operation from the parts encoded once (defaultRouteParts, which must have no error).
+func appendDefaultRouteRest[S defaultRouteStrings](b []byte, s S) []byte {
+	p := &defaultRouteParts
+	actionLen := p.action.size() + messageField(routeActionClusterField, s.clusterLen())
+	decoratorLen := messageField(decoratorOperationField, s.operationLen())
+	routeLen := p.route.size() + messageField(routeRouteField, actionLen) + messageField(routeDecoratorField, decoratorLen)
+	b = append(b, p.vhost.parts[0]...)
+	b = appendTagLen(b, virtualHostRoutesField, routeLen)
+	b = append(b, p.route.parts[0]...)
+	b = appendTagLen(b, routeDecoratorField, decoratorLen)
+	b = s.appendOperation(appendTagLen(b, decoratorOperationField, s.operationLen()))
+	b = append(b, p.route.parts[1]...)
+	b = appendTagLen(b, routeRouteField, actionLen)
+	b = append(b, p.action.parts[0]...)
+	b = s.appendCluster(appendTagLen(b, routeActionClusterField, s.clusterLen()))
+	b = append(b, p.action.parts[1]...)
+	b = append(b, p.route.parts[2]...)
+	return append(b, p.vhost.parts[1]...)
 }
 
 // checkVirtualHostHead checks a virtual host's name and domains as Envoy's validation does

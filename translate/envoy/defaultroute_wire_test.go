@@ -46,6 +46,34 @@ func TestDefaultRouteRestIsTheMarshalledMessage(t *testing.T) {
 	}
 }
 
+// TestDefaultTailIsTheDefaultRouteRest: a host's default route kept as host and port, and
+// written as a port's route configuration is assembled, is the rest defaultRouteRest writes of
+// the host's cluster and operation, for port numbers of every length and hosts that are
+// addresses (an IPv6 one is bracketed in the operation).
+func TestDefaultTailIsTheDefaultRouteRest(t *testing.T) {
+	for _, c := range []defaultTail{
+		{"reviews.bookinfo.svc.cluster.local", 9080},
+		{"a.b", 1}, {"a.b", 10}, {"a.b", 443}, {"a.b", 65535},
+		{strings.Repeat("h", 200) + ".example.com", 8080},
+		{"10.0.0.1", 80},
+		{"2001:db8::1", 80},
+	} {
+		name := domainName(c.host, c.port)
+		want, err := defaultRouteRest(name, []string{c.host}, ClusterName(c.port, "", c.host), defaultRouteOperation(c.host, c.port))
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		got := c.appendRest([]byte("x"))
+		if !bytes.Equal(got[1:], want) || c.restSize() != len(want) {
+			t.Errorf("%+v: written (size %d)\n%x\nwant (size %d)\n%x", c, c.restSize(), got[1:], len(want), want)
+		}
+		parts := vhostParts{head: []byte("head"), dflt: c}
+		if enc := parts.appendTo(nil); parts.size() != len(enc) || !bytes.Equal(enc, append([]byte("head"), want...)) {
+			t.Errorf("%+v: the virtual host's parts write %d bytes, sized %d", c, len(enc), parts.size())
+		}
+	}
+}
+
 // TestDefaultRouteRestRefusesWhatValidationRefuses: what the virtual host's validation or
 // proto.Marshal refuses, the encoding refuses, and the message path agrees on each.
 func TestDefaultRouteRestRefusesWhatValidationRefuses(t *testing.T) {

@@ -98,8 +98,7 @@ func appendRouteConfiguration(out []byte, name string, vhosts []vhostParts, trai
 	for _, vh := range vhosts {
 		out = protowire.AppendTag(out, routeConfigVirtualHostsField, protowire.BytesType)
 		out = protowire.AppendVarint(out, uint64(vh.size()))
-		out = append(out, vh.head...)
-		out = append(out, vh.tail...)
+		out = vh.appendTo(out)
 	}
 	return append(out, trailer...)
 }

@@ -242,7 +242,8 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	name := domainName(b.host, p.number)
 	grpcDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known)
 	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
-	grpcRest, own, ok := b.routeRests(p, vs, name, grpcDomains, sidecarDomains)
+	grpc := b.t.proxylessFor(b.host) // the proxyless outputs are built (grpccluster.go)
+	grpcRest, own, dflt, ok := b.routeRests(p, vs, name, grpcDomains, sidecarDomains, grpc)
 	if !ok {
 		return
 	}
@@ -251,11 +252,10 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		b.invalid("VirtualHost", name, err)
 		return
 	}
-	if own == nil {
+	if own == nil && !dflt {
 		own = grpcRest // the sidecar's routes are the gRPC client's
 	}
-	pv := portVhost{port: p.number, sidecar: sidecar, own: own}
-	grpc := b.t.proxylessFor(b.host) // the proxyless outputs are built (grpccluster.go)
+	pv := portVhost{port: p.number, sidecar: sidecar, own: own, defaultRoute: dflt}
 	var grpcHead, localGRPCHead []byte
 	if grpc {
 		if grpcHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains}); err != nil {
@@ -287,7 +287,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		}
 	}
 	for _, sv := range b.scopedVirtualServices(vs) {
-		gRest, sRest, ok := b.routeRests(p, sv.vs, name, grpcDomains, sidecarDomains)
+		gRest, sRest, _, ok := b.routeRests(p, sv.vs, name, grpcDomains, sidecarDomains, true)
 		if !ok {
 			continue
 		}
@@ -327,17 +327,25 @@ func (b *hostBuild) putAPIListener(port uint32) {
 // Each virtual host is validated whole with the given domains; the rest is its encoding
 // without name and domains (protobuf-go writes fields in their declaration order, and name
 // (1) and domains (2) come first, so head and rest together are the message's encoding).
-func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string) (grpcRest, sidecarRest []byte, ok bool) {
+// dflt tells the host's default route without a hash policy (defaultTail): its rest is
+// checked, and encoded only when encode (it is the same for both clients).
+func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string, encode bool) (grpcRest, sidecarRest []byte, dflt, ok bool) {
 	hash := defaultRouteHash(b.dr, p.number)
 	if vs == nil && hash == nil {
 		// The common case, from parts (defaultroute_wire.go). The sidecar's domains are the
 		// gRPC client's without ports: checked with them.
-		rest, err := defaultRouteRest(name, grpcDomains, ClusterName(p.number, "", b.host), defaultRouteOperation(b.host, p.number))
+		cluster, op := ClusterName(p.number, "", b.host), defaultRouteOperation(b.host, p.number)
+		var err error
+		if encode {
+			grpcRest, err = defaultRouteRest(name, grpcDomains, cluster, op)
+		} else {
+			err = checkDefaultRoute(name, grpcDomains, cluster, op)
+		}
 		if err != nil {
 			b.invalid("VirtualHost", name, err)
-			return nil, nil, false
+			return nil, nil, false, false
 		}
-		return rest, nil, true
+		return grpcRest, nil, true, true
 	}
 	var routes, grpc []*routepb.Route
 	if vs != nil {
@@ -362,15 +370,15 @@ func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDoma
 		return out, true
 	}
 	if grpcRest, ok = rest(grpcDomains, grpc); !ok {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	if vs == nil {
-		return grpcRest, nil, true
+		return grpcRest, nil, false, true
 	}
 	if sidecarRest, ok = rest(sidecarDomains, routes); !ok {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
-	return grpcRest, sidecarRest, true
+	return grpcRest, sidecarRest, false, true
 }
 
 // proxyDomain is the DNS domain the shared route configurations are built for: a proxy in no

@@ -382,9 +382,9 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 				vh.head, changed = ps.local[i], true
 			}
 			if ps.variant[i] {
-				if _, pv, _ := t.units[unitKey{unitHost, host}].vhost(p); pv != nil {
+				if _, pv, _ := t.units[unitKey{unitHost, host}].vhost(host, p); pv != nil {
 					if rest := pv.variantFor(ns); rest != nil {
-						vh.tail, changed = rest, true
+						vh.tail, vh.dflt, changed = rest, defaultTail{}, true
 					}
 				}
 			}

@@ -291,8 +291,8 @@ func (b *hostBuild) buildSniffedPort(p port, vss []*virtualService) {
 		b.invalid("VirtualHost", route, err)
 		return
 	}
-	vh, _, _ := b.u.vhost(p.number)
-	b.putRouteConfiguration(route, []vhostParts{{head: head, tail: vh.tail}}, sidecarRouteSettings.enc)
+	vh, _, _ := b.u.vhost(b.host, p.number)
+	b.putRouteConfiguration(route, []vhostParts{{head: head, tail: vh.tail, dflt: vh.dflt}}, sidecarRouteSettings.enc)
 	for _, v := range pv.variants {
 		b.putRouteConfigurationIn(translate.ScopeCollection(v.namespace, RouteType), route,
 			[]vhostParts{{head: head, tail: v.sidecar}}, sidecarRouteSettings.enc)

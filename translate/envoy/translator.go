@@ -188,7 +188,9 @@ func (o output) value() []byte {
 
 // portVhost is a host's virtual host for one port, as the port's route configuration gathers
 // it for sidecars: its head (name and domains) followed by own (its routes and what follows
-// them; the gRPC client's own bytes when the routes are the same, see buildRoutes). local,
+// them; the gRPC client's own bytes when the routes are the same, see buildRoutes), or, when
+// defaultRoute, by the host's default route, written as the port's route configuration is
+// assembled and not kept (defaultTail). local,
 // when set, is the head for the proxies of the host's own namespace (a scope: scope.go), whose
 // domains add the bare name.
 type portVhost struct {
@@ -203,6 +205,8 @@ type portVhost struct {
 	// host's own (buildSniffedPort), whose sidecars reach it through VIP_PORT and not
 	// 0.0.0.0_PORT; the port's route configuration still lists it, as istiod's does.
 	ownListener bool
+	// defaultRoute: own is nil, the rest is the host's default route (defaultTail).
+	defaultRoute bool
 }
 
 // scopedRest is the rest of a sidecar's virtual host as one namespace's proxies see it.
@@ -222,10 +226,28 @@ func (pv *portVhost) variantFor(namespace string) []byte {
 }
 
 // vhostParts is an encoded virtual host in two parts, head then tail, written one after the
-// other (see appendRouteConfiguration).
-type vhostParts struct{ head, tail []byte }
+// other (see appendRouteConfiguration); the tail is dflt's rest instead where dflt has a
+// host.
+type vhostParts struct {
+	head, tail []byte
+	dflt       defaultTail
+}
 
-func (v vhostParts) size() int { return len(v.head) + len(v.tail) }
+func (v vhostParts) size() int {
+	if v.dflt.host != "" {
+		return len(v.head) + v.dflt.restSize()
+	}
+	return len(v.head) + len(v.tail)
+}
+
+// appendTo writes the virtual host's encoding.
+func (v vhostParts) appendTo(b []byte) []byte {
+	b = append(b, v.head...)
+	if v.dflt.host != "" {
+		return v.dflt.appendRest(b)
+	}
+	return append(b, v.tail...)
+}
 
 // set adds an output, or replaces the one of the same key.
 func (u *unitState) set(o output) int {
@@ -266,15 +288,19 @@ func (u *unitState) output(k outKey) (output, bool) {
 	return output{}, false
 }
 
-// vhost returns the host's encoded sidecar virtual host for a port, and where it is kept
-// (its head for the proxies of its own namespace, its scopes' variants).
-func (u *unitState) vhost(p uint32) (vh vhostParts, pv *portVhost, ok bool) {
+// vhost returns the host's encoded sidecar virtual host for a port (u is the host's), and
+// where it is kept (its head for the proxies of its own namespace, its scopes' variants).
+func (u *unitState) vhost(host string, p uint32) (vh vhostParts, pv *portVhost, ok bool) {
 	if u == nil {
 		return vhostParts{}, nil, false
 	}
 	for i := range u.vhosts {
 		if v := &u.vhosts[i]; v.port == p {
-			return vhostParts{head: v.sidecar, tail: v.own}, v, true
+			vh = vhostParts{head: v.sidecar, tail: v.own}
+			if v.defaultRoute {
+				vh.dflt = defaultTail{host: host, port: p}
+			}
+			return vh, v, true
 		}
 	}
 	return vhostParts{}, nil, false
@@ -599,7 +625,7 @@ type portState struct {
 func (t *Translator) updatePorts(host string, old, u *unitState) {
 	if old != nil {
 		for _, v := range old.vhosts {
-			if _, _, still := u.vhost(v.port); still {
+			if _, _, still := u.vhost(host, v.port); still {
 				continue // compared below
 			}
 			ps := t.ports[v.port]
@@ -632,13 +658,13 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 			t.markPort(v.port)
 			continue
 		}
-		parts, pv, _ := u.vhost(v.port)
+		parts, pv, _ := u.vhost(host, v.port)
 		if ps.order != nil {
 			i, _ := slices.BinarySearch(ps.order, host)
 			ps.vhosts[i] = parts
 			ps.setOf(i, pv)
 		}
-		if oldParts, opv, ok := old.vhost(v.port); !ok || !samePortVhost(oldParts, parts, opv, pv) {
+		if oldParts, opv, ok := old.vhost(host, v.port); !ok || !samePortVhost(oldParts, parts, opv, pv) {
 			t.markPort(v.port)
 		}
 	}
@@ -647,7 +673,7 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 // samePortVhost tells whether a host's virtual host on a port gathers as the same bytes, for
 // every scope, and is reached the same way.
 func samePortVhost(a, b vhostParts, av, bv *portVhost) bool {
-	return bytes.Equal(a.head, b.head) && bytes.Equal(a.tail, b.tail) && bytes.Equal(av.local, bv.local) &&
+	return bytes.Equal(a.head, b.head) && bytes.Equal(a.tail, b.tail) && a.dflt == b.dflt && bytes.Equal(av.local, bv.local) &&
 		av.ownListener == bv.ownListener && slices.EqualFunc(av.variants, bv.variants, func(x, y scopedRest) bool {
 		return x.namespace == y.namespace && bytes.Equal(x.sidecar, y.sidecar)
 	})
@@ -702,7 +728,7 @@ func (t *Translator) gathered(p uint32) *portState {
 		ps.shared = make([]bool, len(ps.order))
 		for i, h := range ps.order {
 			var pv *portVhost
-			ps.vhosts[i], pv, _ = t.units[unitKey{unitHost, h}].vhost(p)
+			ps.vhosts[i], pv, _ = t.units[unitKey{unitHost, h}].vhost(h, p)
 			ps.setOf(i, pv)
 		}
 	}

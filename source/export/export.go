@@ -49,7 +49,8 @@ type Options struct {
 	Engine *source.Engine
 	Store  *store.Store
 	// Views, if set, builds the view of each file's node while the exporter runs (a router
-	// node's gateway class, a sidecar's namespace: xds.HoldView).
+	// node's gateway class, a sidecar's namespace, the proxyless outputs and the ports' route
+	// configurations its request asks for: xds.HoldView).
 	Views xds.Views
 	Files []File
 	// Ready, if set, holds the first write back until it is closed (the bridge's sources

@@ -9,7 +9,8 @@ import (
 )
 
 // classHolds keeps a poller's view built while it polls (a router node's gateway class, a
-// sidecar's namespace, every host's proxyless outputs: xds.HoldView). A poller is not connected
+// sidecar's namespace, every host's proxyless outputs, every port's route configuration:
+// xds.HoldView). A poller is not connected
 // between two polls, so a view is released only linger after its last poll ended: a gateway
 // polling every few seconds keeps its listeners, one that stopped lets them go.
 type classHolds struct {

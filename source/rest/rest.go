@@ -44,7 +44,8 @@ type Options struct {
 	Store  *store.Store
 	// Views, if set, builds a poller's view while it polls (and for PollTimeout after its
 	// last poll, to cover the time between polls): a router node's gateway class, a
-	// sidecar's namespace (xds.HoldView).
+	// sidecar's namespace, the proxyless outputs and the ports' route configurations it asks
+	// for (xds.HoldView).
 	Views xds.Views
 	// PollTimeout is the longest a poll waits for a change before 304; positive. The bridge
 	// passes http.rest.poll_timeout.

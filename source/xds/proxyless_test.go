@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -312,4 +313,34 @@ func TestStreamHoldsEveryHostForAWildcardOrTooManyHosts(t *testing.T) {
 		t.Errorf("over %d hosts: %d holds of every host, %d hosts held; want 1 and %d", maxProxylessHosts, views.all, len(views.hosts), maxProxylessHosts)
 	}
 	h.end()
+}
+
+// A REST poll or a file export (HoldView) that asks for a port's route configuration holds
+// every port's, and its view key says so (one hold however many poll it); one that asks for
+// other route configurations, or a gateway's, does not.
+func TestHoldViewHoldsThePortRoutesOfARequestForOne(t *testing.T) {
+	sidecar := nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"})
+	for _, c := range []struct {
+		req   source.Request
+		ports bool
+	}{
+		{source.Request{Key: RouteType, Names: []string{"8080"}, Node: sidecar}, true},
+		{source.Request{Key: RouteType, Names: []string{"9080"}}, true},
+		{source.Request{Key: RouteType, Names: []string{"outbound|8080||a"}, Node: sidecar}, false},
+		{source.Request{Key: ListenerType, Node: sidecar}, false},
+		{source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(&core.Node{Id: "router~10.0.0.2~gw.ns~ns.svc.cluster.local"})}, false},
+	} {
+		views := &countingViews{}
+		release := HoldView(views, &c.req)
+		if got := views.allPorts == 1; got != c.ports || len(views.ports) != 0 {
+			t.Errorf("%s %v (node %v): %d holds of every port, ports %v; want every port's held: %v", c.req.Key, c.req.Names, c.req.Node, views.allPorts, views.ports, c.ports)
+		}
+		if got := strings.Contains(ViewKey(&c.req), "\x00ports"); got != c.ports {
+			t.Errorf("%s %v: view key %q; want the ports in it: %v", c.req.Key, c.req.Names, ViewKey(&c.req), c.ports)
+		}
+		release()
+		if c.ports && views.releasedPorts != 1 {
+			t.Errorf("%s %v: released %d holds of the ports; want 1", c.req.Key, c.req.Names, views.releasedPorts)
+		}
+	}
 }

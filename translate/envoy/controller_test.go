@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/testlog"
 	"github.com/mcpbridge/mcpbridge/kinds"
 	"github.com/mcpbridge/mcpbridge/store"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // testOwner is the producer the tests write Istio config as.
@@ -533,4 +536,94 @@ func resource(_, name string, spec proto.Message) *mcpapi.Resource {
 		panic(err) // an Istio message always marshals
 	}
 	return &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name}, Body: body}
+}
+
+// TestUnbuiltPortRoutesLeaveEverythingElseAsItIs: with the ports' route configurations not
+// built (LazyPortRoutes), everything else each namespace's proxies read (through its
+// overlays: a namespace that sees every host, ones that some hosts are hidden from, the golden
+// inputs' own) is, byte for byte, what the full build serves them; and once they are built
+// (SetPortRoutes, then one port alone with SetPortRoute), what they read is the full build's
+// again, as if the route configurations had been built from the start.
+func TestUnbuiltPortRoutesLeaveEverythingElseAsItIs(t *testing.T) {
+	exported := decodeYAML(t, exportYAML) // ports some namespaces see no host of
+	everything := allTestdata(t).inputs()
+	for coll, rs := range exported {
+		everything[coll] = append(everything[coll], rs...)
+	}
+	for name, in := range map[string]map[string][]*mcpapi.Resource{"exportTo": exported, "golden and exportTo": everything} {
+		t.Run(name, func(t *testing.T) { checkUnbuiltPortRoutes(t, in) })
+	}
+}
+
+func checkUnbuiltPortRoutes(t *testing.T, in map[string][]*mcpapi.Resource) {
+	scopes := []string{"foo", "bar", "baz", "bookinfo", "default"}
+	full, _ := Build(in, TranslatorOptions{Scopes: scopes})
+	lazy := NewTranslator(TranslatorOptions{Scopes: scopes, LazyPortRoutes: true})
+	for _, coll := range sortedKeys(in) {
+		feed(lazy, coll, in[coll], nil)
+	}
+	portRoute := func(key string) bool {
+		typ, name, _ := strings.Cut(key, " ")
+		_, err := strconv.ParseUint(name, 10, 16)
+		return typ == RouteType && err == nil
+	}
+	compare := func(what string, keep func(key string) bool) {
+		t.Helper()
+		lazy.Translate()
+		for _, ns := range append([]string{""}, scopes...) {
+			want, got := servedIn(t, full, ns), servedIn(t, lazy.Outputs(), ns)
+			maps.DeleteFunc(want, func(k, _ string) bool { return !keep(k) })
+			if !maps.Equal(got, want) {
+				var d []string
+				for k := range want {
+					if got[k] != want[k] {
+						d = append(d, "differs or missing: "+k)
+					}
+				}
+				for k := range got {
+					if _, ok := want[k]; !ok {
+						d = append(d, "extra: "+k)
+					}
+				}
+				slices.Sort(d)
+				t.Fatalf("%s, namespace %q reads otherwise than from the full build:\n%s", what, ns, strings.Join(d, "\n"))
+			}
+		}
+	}
+	compare("without the ports' route configurations", func(k string) bool { return !portRoute(k) })
+	if want := servedIn(t, full, "foo"); !slices.ContainsFunc(slices.Collect(maps.Keys(want)), portRoute) {
+		t.Fatal("the full build has no port route configurations to leave out")
+	}
+	lazy.SetPortRoutes(true)
+	compare("with every port's route configuration", func(string) bool { return true })
+	lazy.SetPortRoutes(false)
+	lazy.SetPortRoute(8000, true)
+	compare("with port 8000's route configuration", func(k string) bool { return !portRoute(k) || k == RouteType+" 8000" })
+}
+
+// servedIn is what a namespace's proxies read of each derived collection (ns "": the
+// mesh-wide collections), by "TYPE NAME", its body's bytes.
+func servedIn(t *testing.T, outs []Resource, ns string) map[string]string {
+	t.Helper()
+	st := store.New(store.Options{})
+	byColl := map[string][]store.Encoded{}
+	for _, r := range outs {
+		byColl[r.TypeURL] = append(byColl[r.TypeURL], r.Encoded)
+	}
+	if _, err := st.ReplaceOwnerEncoded(Owner, byColl); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, coll := range OutputTypes() {
+		read := coll
+		if ns != "" {
+			read = store.Layered(coll, translate.ScopeCollection(ns, coll))
+		}
+		_, es := st.View().Snapshot(read)
+		for _, e := range es {
+			_, body := e.Body()
+			got[coll+" "+e.Name] = string(body)
+		}
+	}
+	return got
 }

@@ -29,7 +29,11 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	var vhosts []vhostParts
 	shares := 0
 	if ps := t.ports[p]; ps != nil {
-		if shares = ps.shares; shares > 0 && t.portRouteBuilt(p) {
+		shares = ps.shares
+		switch {
+		case !t.portRouteBuilt(p):
+			ps.reset() // what the route configuration gathered is not kept while it is not built
+		case shares > 0:
 			vhosts = t.gathered(p).vhosts
 		}
 	}

@@ -359,6 +359,9 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	if _, ok := t.scopes[ns]; !ok || sidecarRouteSettings.err != nil {
 		return b.u
 	}
+	if !t.portRouteBuilt(p) {
+		return t.buildScopedPortListener(b, ns, p)
+	}
 	ps := t.gathered(p)
 	mayHide := t.scopeMayHide(ns)
 	if !mayHide && (ps == nil || ps.locals == 0 && ps.variants == 0) {
@@ -412,6 +415,41 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 		}
 		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
+	return b.u
+}
+
+// buildScopedPortListener builds a port's outbound listener alone as a namespace's proxies see
+// it, while the port's route configuration is not built (portroutes.go): it differs from the
+// mesh-wide one only where the namespace does not see some of the port's hosts, and is told
+// from the hosts the port keeps, without gathering their virtual hosts.
+func (t *Translator) buildScopedPortListener(b *build, ns string, p uint32) *unitState {
+	if !t.scopeMayHide(ns) {
+		return b.u
+	}
+	changed := false
+	shares := 0
+	if ps := t.ports[p]; ps != nil {
+		for host, shared := range ps.hosts {
+			switch {
+			case !t.hostVisibleIn(ns, host):
+				changed = true
+			case shared:
+				shares++
+			}
+		}
+	}
+	tcp := t.gatheredTCP(OutboundListenerName(p))
+	n := len(tcp)
+	tcp = slices.DeleteFunc(slices.Clone(tcp), func(c *tcpContribution) bool { return !t.hostVisibleIn(ns, c.host) })
+	if !changed && len(tcp) == n {
+		return b.u
+	}
+	b.scope = ns
+	if shares == 0 && len(tcp) == 0 {
+		b.u.set(output{b.collection(ListenerType), store.Hidden(OutboundListenerName(p))})
+		return b.u
+	}
+	t.buildSharedPort(b, p, shares > 0, nil, tcp)
 	return b.u
 }
 

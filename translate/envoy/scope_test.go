@@ -551,6 +551,7 @@ func TestControllerBuildsProxylessOutputsWhileAProxylessClientIsConnected(t *tes
 	h := runController(t, st, ctrl)
 	release, _, _ := ctrl.AcquireScope("bookinfo") // a scope, so that its overlays are built too
 	defer release()
+	h.holdPortRoutes() // the sidecars' route configurations, compared below
 	h.apply(upserts(decodeYAML(t, scopeYAML))...)
 	proxyless := func() (clusters, listeners, routes []string) {
 		v := st.View()
@@ -592,6 +593,9 @@ func TestControllerBuildsProxylessOutputsWhileAProxylessClientIsConnected(t *tes
 	}
 	envoy := st.View().Collection(ClusterType).Count
 	lazyRoutes := sidecarRoutes()
+	if _, ok := lazyRoutes[RouteType+" 9080"]; !ok {
+		t.Fatalf("no sidecar route configuration 9080 to compare: %v", slices.Collect(maps.Keys(lazyRoutes)))
+	}
 	if c, l, r := proxyless(); len(c)+len(l)+len(r) != 0 {
 		t.Fatalf("proxyless outputs built with no proxyless client connected: clusters %v, API listeners %v, host routes %v", c, l, r)
 	}

@@ -698,5 +698,19 @@ func (b *Bridge) watchScopes() error {
 	if b.translator == nil {
 		return nil
 	}
-	return b.metrics.WatchScopes(b.translator.Scopes, b.translator.ScopesRefused)
+	if err := b.metrics.WatchScopes(b.translator.Scopes, b.translator.ScopesRefused); err != nil {
+		return err
+	}
+	return b.metrics.WatchHeldViews([]string{"proxyless_hosts", "proxyless_all", "port_routes", "port_routes_all"}, func() map[string]float64 {
+		h := b.translator.Held()
+		return map[string]float64{"proxyless_hosts": float64(h.ProxylessHosts), "proxyless_all": boolGauge(h.ProxylessAll),
+			"port_routes": float64(h.PortRoutes), "port_routes_all": boolGauge(h.PortRoutesAll)}
+	})
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

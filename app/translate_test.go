@@ -186,4 +186,21 @@ func TestSidecarsOfTwoNamespacesGetTheirNamespacesDomains(t *testing.T) {
 		!strings.Contains(body, "mcpbridge_translation_scopes 2") || !strings.Contains(body, "mcpbridge_translation_scopes_refused_total 0") {
 		t.Fatalf("/metrics (%d) does not report the two namespaces' views held and none refused", code)
 	}
+	// Both sidecars asked for port 9080's route configuration: one port held, not every port's.
+	if _, body := httpGet(t, b.httpURL+"/metrics"); !strings.Contains(body, `mcpbridge_translation_held_views{view="port_routes"} 1`) ||
+		!strings.Contains(body, `mcpbridge_translation_held_views{view="port_routes_all"} 0`) ||
+		!strings.Contains(body, `mcpbridge_translation_held_views{view="proxyless_hosts"} 0`) {
+		t.Fatalf("/metrics does not report port 9080's route configuration held alone:\n%s", grepLines(body, "held_views"))
+	}
+}
+
+// grepLines are the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -100,6 +100,28 @@ func (m *Metrics) WatchScopes(held func() int, refused func() uint64) error {
 	}, func() float64 { return float64(refused()) }))
 }
 
+// HeldViewsFunc reports, by view, what connected clients hold of the outputs the translation
+// builds only for them (translate/envoy Controller.Held).
+type HeldViewsFunc func() map[string]float64
+
+// WatchHeldViews reports the views of HeldViewsFunc, one gauge each, labelled view. A nil
+// func reports nothing.
+func (m *Metrics) WatchHeldViews(views []string, held HeldViewsFunc) error {
+	if m == nil || held == nil {
+		return nil
+	}
+	for _, v := range views {
+		if err := m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mcpbridge_translation_held_views",
+			Help:        "What connected clients hold of the outputs the translation builds only while asked for: proxyless_hosts and port_routes count the hosts and ports held one by one; proxyless_all and port_routes_all are 1 while every host's or port's is held.",
+			ConstLabels: prometheus.Labels{"view": v},
+		}, func() float64 { return held()[v] })); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WatchTranslationFaults reports the faults of the translation. A nil func reports none.
 func (m *Metrics) WatchTranslationFaults(faults FaultsFunc) error {
 	if m == nil || faults == nil {

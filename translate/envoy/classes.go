@@ -144,6 +144,13 @@ func (r *holdRegistry[V]) apply(set func(V), remove func(id string)) (setIDs []s
 	return setIDs
 }
 
+// held is how many views are held (built, or within their grace period).
+func (r *holdRegistry[V]) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.refs)
+}
+
 // counts are the connected proxies of each view.
 func (r *holdRegistry[V]) counts() map[string]int {
 	r.mu.Lock()

@@ -217,6 +217,25 @@ func (c *Controller) Scopes() int {
 	return len(c.scopes.refs)
 }
 
+// HeldViews are what connected clients hold of the outputs built only for them, for metrics:
+// the hosts whose proxyless outputs are built one by one, whether every host's are, the
+// ports whose route configurations are built one by one, whether every port's is. A view
+// within its grace period after its last client left counts as held: it is still built.
+type HeldViews struct {
+	ProxylessHosts int
+	ProxylessAll   bool
+	PortRoutes     int
+	PortRoutesAll  bool
+}
+
+// Held reports the views held now.
+func (c *Controller) Held() HeldViews {
+	return HeldViews{
+		ProxylessHosts: c.proxylessHosts.held(), ProxylessAll: c.proxyless.held() > 0,
+		PortRoutes: c.portRoutesFor.held(), PortRoutesAll: c.portRoutes.held() > 0,
+	}
+}
+
 // ScopesRefused counts the namespaces' proxies refused a scope of their own (MaxScopes).
 func (c *Controller) ScopesRefused() uint64 {
 	c.scopes.mu.Lock()

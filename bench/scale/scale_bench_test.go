@@ -30,6 +30,7 @@ var (
 	editCPUProfile = flag.String("scale.edit-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of 3 s from just before the edit into this file")
 	largest        = flag.Bool("scale.largest", false, "BenchmarkScaleFromFiles: once the clients hold everything, report the size of the largest resource of each Envoy type (the port's route configuration holds a virtual host for every host)")
 	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
+	bridgeLogLevel = flag.String("scale.log-level", "warn", "the bridge process's log.level (debug shows each translation and what it took)")
 )
 
 const (
@@ -300,10 +301,10 @@ func startBridgeWith(b *testing.B, bin, dir, extra string, defaultLimits bool) *
 http:
   address: %s
 log:
-  level: warn
+  level: %s
 sources:
 %s  startup_timeout: 5m
-%s%s`, p.grpcAddr, p.httpAddr, files, limits, extra), 0o644)
+%s%s`, p.grpcAddr, p.httpAddr, *bridgeLogLevel, files, limits, extra), 0o644)
 	p.cmd = exec.Command(bin, "serve", "--config", cfg)
 	if *memoryLimit != "" {
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)

@@ -46,10 +46,17 @@ type index struct {
 	providers map[objKey][]string // the files defining a name, sorted
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
+	// alone are the one-file provider lists, one per file, shared by every name only that
+	// file defines (most names): a list of its own each was a million allocations at a
+	// million ServiceEntries. Never modified in place (replaced).
+	alone map[string][]string
 }
 
-func newIndex() *index {
-	return &index{providers: map[objKey][]string{}, dups: map[objKey]struct{}{}, touched: map[objKey]struct{}{}}
+// newIndex returns an empty index with room for about n names (the first load's): grown one
+// doubling at a time, a map of a million names rehashes every name it held twenty times over.
+func newIndex(n int) *index {
+	return &index{providers: make(map[objKey][]string, n), dups: map[objKey]struct{}{}, touched: make(map[objKey]struct{}, n),
+		alone: map[string][]string{}}
 }
 
 // replaced records that a file's objects went from before to after.
@@ -58,18 +65,39 @@ func (ix *index) replaced(file string, before, after []stored) {
 		k := o.key()
 		ps := ix.providers[k]
 		if i, found := slices.BinarySearch(ps, file); found {
-			ps = slices.Delete(ps, i, i+1)
+			if len(ps) == 1 {
+				ps = nil // not Delete: a shared list (alone) is not modified
+			} else {
+				ps = slices.Delete(ps, i, i+1) // a list of its own (Insert made it)
+			}
 		}
 		ix.set(k, ps)
 	}
 	for _, o := range after {
 		k := o.key()
 		ps := ix.providers[k]
-		if i, found := slices.BinarySearch(ps, file); !found {
+		switch i, found := slices.BinarySearch(ps, file); {
+		case len(ps) == 0:
+			ps = ix.aloneList(file)
+		case !found:
+			// A one-file list has no room: Insert makes a new list, the shared one stays.
 			ps = slices.Insert(ps, i, file)
 		}
 		ix.set(k, ps)
 	}
+	if len(after) == 0 {
+		delete(ix.alone, file)
+	}
+}
+
+// aloneList is the provider list of the names file alone defines.
+func (ix *index) aloneList(file string) []string {
+	l := ix.alone[file]
+	if l == nil {
+		l = []string{file}
+		ix.alone[file] = l
+	}
+	return l[:1:1]
 }
 
 func (ix *index) set(k objKey, ps []string) {
@@ -135,7 +163,15 @@ func (ix *index) updates(files map[string]*fileState) []store.Update {
 }
 
 // wrote records that the store now holds the state.
-func (ix *index) wrote() { clear(ix.touched) }
+func (ix *index) wrote() {
+	if len(ix.touched) > 4096 {
+		// A map keeps its room, and every later write would walk the room of a first load's
+		// million names to find an edit's thousand.
+		ix.touched = map[objKey]struct{}{}
+		return
+	}
+	clear(ix.touched)
+}
 
 // dupFaults reports every definition of a name after the first, by file and document.
 func (ix *index) dupFaults(files map[string]*fileState) []error {

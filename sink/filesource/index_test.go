@@ -23,7 +23,7 @@ func TestIndexAgainstMerge(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		paths := []string{"a.yaml", "b.yaml", "c.yaml"}
 		names := []string{"ns/n0", "ns/n1", "ns/n2", "ns/n3"}
-		ix := newIndex()
+		ix := newIndex(0)
 		files := map[string]*fileState{}
 		held := map[string]string{} // what the store was given: name → version
 		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {

@@ -354,7 +354,11 @@ func (l *loader) load() loadResult {
 		results[i].gone, results[i].decoded = states[i].refresh(order[i], readAll)
 	})
 	if l.index == nil {
-		l.index = newIndex()
+		n := 0
+		for _, st := range states {
+			n += len(st.objects)
+		}
+		l.index = newIndex(n)
 	}
 	changed := false
 	for i, p := range order {

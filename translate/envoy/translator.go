@@ -3,6 +3,7 @@ package envoy
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -442,8 +443,13 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// in parallel (a build only reads the inputs) and their results recorded in order.
 	hosts := t.dirtyOf(unitHost, unitEndpoints)
 	built := make([]*unitState, len(hosts))
-	if len(t.units) == 0 && len(hosts) >= reserveMin {
-		t.units = make(map[unitKey]*unitState, len(hosts)+len(hosts)/8) // and the ports' and gateways' few
+	if len(hosts) >= reserveMin && len(t.units) < len(hosts)/2 {
+		// A load of many hosts into a translator that holds few (a first load holds the sidecar
+		// plumbing's unit already): room for them all at once, not a rehash of every unit at
+		// each doubling (3 s of serial recording at a million hosts).
+		units := make(map[unitKey]*unitState, len(t.units)+len(hosts)+len(hosts)/8) // and the ports' and gateways' few
+		maps.Copy(units, t.units)
+		t.units = units
 	}
 	parallel.For(len(hosts), parallelBuildMin, func(i int) {
 		if hosts[i].kind == unitEndpoints {

@@ -78,8 +78,15 @@ func TestIndexAgainstMerge(t *testing.T) {
 			if got := len(ix.dupFaults(files)); got != dups {
 				rt.Fatalf("step %d: %d duplicate faults, want %d", step, got, dups)
 			}
-			if full := ix.state(files)[seColl]; len(full) != len(want) {
-				rt.Fatalf("step %d: full state has %d resources, want %d", step, len(full), len(want))
+			full := map[string]string{}
+			for _, enc := range ix.state(files)[seColl] {
+				if _, twice := full[enc.Name()]; twice {
+					rt.Fatalf("step %d: the full state has %s twice", step, enc.Name())
+				}
+				full[enc.Name()] = enc.Version()
+			}
+			if !maps.Equal(full, want) {
+				rt.Fatalf("step %d: the full state is %v, merging the files gives %v", step, full, want)
 			}
 		}
 	})

@@ -285,11 +285,13 @@ func (c *Controller) Run(ctx context.Context) error {
 // sync reads the changes since the last sync, translates what they touch and writes the
 // result.
 func (c *Controller) sync() error {
+	readStart := time.Now()
 	v := c.st.View()
 	rev := v.Revision()
 	for _, coll := range watchedCollections() {
 		c.read(v, coll)
 	}
+	read := time.Since(readStart)
 	c.classes.apply(c.t.SetGatewayClass, c.t.RemoveGatewayClass)
 	c.unbuilt = append(c.unbuilt, c.scopes.apply(c.t.SetScope, c.t.RemoveScope)...)
 	grpcSet := c.proxyless.apply(func(string) { c.t.SetProxyless(true) }, func(string) { c.t.SetProxyless(false) })
@@ -327,7 +329,7 @@ func (c *Controller) sync() error {
 	if res.Changed > 0 || stats.Hosts+stats.Endpoints+stats.Gateways > 0 || level == slog.LevelInfo {
 		c.log.Log(context.Background(), level, "translated", "revision", rev, "hosts", stats.Hosts, "endpoints", stats.Endpoints, "ports", stats.Ports,
 			"gateways", stats.Gateways, "upserts", stats.Upserts, "removals", stats.Removals, "written", res.Changed,
-			"faults", len(c.t.Faults()), "took", time.Since(start))
+			"faults", len(c.t.Faults()), "read", read, "took", time.Since(start))
 	}
 	c.finish(rev, stats, res.Changed)
 	return nil

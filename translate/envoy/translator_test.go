@@ -531,3 +531,26 @@ func feed(tr *Translator, coll string, rs []*mcpapi.Resource, removed []string) 
 	}
 	tr.Update(coll, in, removed)
 }
+
+// A load of more hosts than reserveMin takes the large-load paths (maps reserved, kinds
+// sorted on every CPU, the dirty set rebuilt without its hosts rather than emptied one
+// delete at a time): what follows it is translated as from scratch, and a change then
+// rebuilds its host alone, nothing left dirty from the load.
+func TestALargeLoadLeavesNothingDirty(t *testing.T) {
+	m := newMesh(generatedMesh(reserveMin + 10))
+	tr := NewTranslator(TranslatorOptions{})
+	feedMesh(tr, m)
+	if _, st := tr.Translate(); st.Hosts != reserveMin+10 {
+		t.Fatalf("the load built %d hosts, want %d", st.Hosts, reserveMin+10)
+	}
+	if _, st := tr.Translate(); st.Hosts+st.Endpoints+st.Ports+st.Gateways != 0 {
+		t.Fatalf("a Translate after the load with nothing changed rebuilt %+v", st)
+	}
+	vs := changedVirtualService(42, 1)
+	m.put(collectionOf(kindVirtualService), vs)
+	feed(tr, collectionOf(kindVirtualService), []*mcpapi.Resource{vs}, nil)
+	if _, st := tr.Translate(); st.Hosts != 1 || st.Ports != 1 {
+		t.Fatalf("one VirtualService changed: rebuilt %+v, want its host and its port", st)
+	}
+	assertSameAsFromScratch(t, "after a VirtualService changed", tr, m)
+}

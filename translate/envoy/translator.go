@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"maps"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -440,9 +443,9 @@ func (t *Translator) Translate() (Delta, Stats) {
 	var delta Delta
 	t.narrowScopes()
 	// Hosts first: ports gather the hosts' virtual hosts. Hosts and their endpoints are built
-	// in parallel (a build only reads the inputs) and their results recorded in order.
+	// in parallel (a build only reads the inputs) and their results recorded in order
+	// (buildHosts).
 	hosts := t.dirtyOf(unitHost, unitEndpoints)
-	built := make([]*unitState, len(hosts))
 	if len(hosts) >= reserveMin && len(t.units) < len(hosts)/2 {
 		// A load of many hosts into a translator that holds few (a first load holds the sidecar
 		// plumbing's unit already): room for them all at once, not a rehash of every unit at
@@ -451,37 +454,26 @@ func (t *Translator) Translate() (Delta, Stats) {
 		maps.Copy(units, t.units)
 		t.units = units
 	}
-	parallel.For(len(hosts), parallelBuildMin, func(i int) {
-		if hosts[i].kind == unitEndpoints {
-			built[i] = t.buildEndpoints(hosts[i].name)
-		} else {
-			built[i] = t.buildHost(hosts[i].name)
-		}
-	})
 	delta.Upserts = make(map[string][]store.Encoded, len(outputTypes))
-	if len(built) >= parallelBuildMin { // a full load's hosts change every output: room for them
-		counts := map[string]int{}
-		for _, u := range built {
-			for _, o := range u.outputs {
-				counts[o.typeURL]++
-			}
-		}
-		for typ, n := range counts {
-			delta.Upserts[typ] = make([]store.Encoded, 0, n+1)
+	many := len(hosts) >= reserveMin
+	if many {
+		// A full load's hosts change every output: room for them (about one cluster and one
+		// load assignment a host; a host unit and its endpoints' are two of hosts).
+		for _, typ := range []string{ClusterType, EndpointType} {
+			delta.Upserts[typ] = make([]store.Encoded, 0, len(hosts)/2+1)
 		}
 	}
-	many := len(hosts) >= reserveMin
-	for i, key := range hosts {
+	t.buildHosts(hosts, func(key unitKey, u *unitState) {
 		if !many {
 			delete(t.dirty, key)
 		}
-		t.record(key, built[i], &delta)
+		t.record(key, u, &delta)
 		if key.kind == unitHost {
 			st.Hosts++
 		} else {
 			st.Endpoints++
 		}
-	}
+	})
 	if many {
 		t.dirty = withoutHosts(t.dirty)
 	} else {
@@ -550,6 +542,55 @@ func (t *Translator) dirtyOf(kinds ...unitKind) []unitKey {
 		out = append(out, ks...)
 	}
 	return out
+}
+
+// buildHosts builds the units of hosts on every CPU (a build only reads the inputs) and hands
+// each to record in hosts' order, on the caller's goroutine. Many hosts are built in chunks,
+// and a chunk is recorded as soon as it and those before it are built, while the next ones
+// build: recording (the ports' gathering, the comparison with the last build, the units map)
+// is serial, 5 s at a million hosts, and overlaps the builds instead of following them.
+func (t *Translator) buildHosts(hosts []unitKey, record func(unitKey, *unitState)) {
+	build := func(key unitKey) *unitState {
+		if key.kind == unitEndpoints {
+			return t.buildEndpoints(key.name)
+		}
+		return t.buildHost(key.name)
+	}
+	if len(hosts) < reserveMin {
+		built := make([]*unitState, len(hosts))
+		parallel.For(len(hosts), parallelBuildMin, func(i int) { built[i] = build(hosts[i]) })
+		for i, key := range hosts {
+			record(key, built[i])
+		}
+		return
+	}
+	const chunk = 1024
+	chunks := (len(hosts) + chunk - 1) / chunk
+	built := make([]*unitState, len(hosts))
+	done := make([]chan struct{}, chunks)
+	for c := range done {
+		done[c] = make(chan struct{})
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for c := int(next.Add(1)) - 1; c < chunks; c = int(next.Add(1)) - 1 {
+				for i := c * chunk; i < min((c+1)*chunk, len(hosts)); i++ {
+					built[i] = build(hosts[i])
+				}
+				close(done[c])
+			}
+		})
+	}
+	for c := range chunks {
+		<-done[c]
+		for i := c * chunk; i < min((c+1)*chunk, len(hosts)); i++ {
+			record(hosts[i], built[i])
+			built[i] = nil // the units map holds it now
+		}
+	}
+	wg.Wait()
 }
 
 // withoutHosts is the dirty set without its hosts' and endpoints' units, once a large

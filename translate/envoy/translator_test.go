@@ -537,7 +537,11 @@ func feed(tr *Translator, coll string, rs []*mcpapi.Resource, removed []string) 
 // delete at a time): what follows it is translated as from scratch, and a change then
 // rebuilds its host alone, nothing left dirty from the load.
 func TestALargeLoadLeavesNothingDirty(t *testing.T) {
-	m := newMesh(generatedMesh(reserveMin + 10))
+	// Plain ServiceEntries, and one host with a DestinationRule and a VirtualService to change
+	// (cheap to build: this runs under -race in make test).
+	gen := generatedMesh(reserveMin + 10)
+	se, dr, vsColl := collectionOf(kindServiceEntry), collectionOf(kindDestinationRule), collectionOf(kindVirtualService)
+	m := newMesh(map[string][]*mcpapi.Resource{se: gen[se], dr: gen[dr][42:43], vsColl: gen[vsColl][42:43]})
 	tr := NewTranslator(TranslatorOptions{})
 	feedMesh(tr, m)
 	if _, st := tr.Translate(); st.Hosts != reserveMin+10 {

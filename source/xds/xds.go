@@ -222,21 +222,20 @@ func (h *viewHold) see(req *source.Request) {
 	if first {
 		releases, waits = holdNodeView(h.views, *req.Node)
 	}
+	held := func(release func(), built <-chan struct{}) {
+		releases, waits = append(releases, release), append(waits, built)
+	}
 	for _, host := range hosts {
-		r, built := h.views.AcquireProxylessHost(host)
-		releases, waits = append(releases, r), append(waits, built)
+		held(h.views.AcquireProxylessHost(host))
 	}
 	if all {
-		r, built := h.views.AcquireProxyless()
-		releases, waits = append(releases, r), append(waits, built)
+		held(h.views.AcquireProxyless())
 	}
 	for _, p := range ports {
-		r, built := h.views.AcquirePortRoute(p)
-		releases, waits = append(releases, r), append(waits, built)
+		held(h.views.AcquirePortRoute(p))
 	}
 	if allPorts {
-		r, built := h.views.AcquirePortRoutes()
-		releases, waits = append(releases, r), append(waits, built)
+		held(h.views.AcquirePortRoutes())
 	}
 	waitBuilt(waits) // not under mu
 	h.mu.Lock()

@@ -62,24 +62,24 @@ func runController(t *testing.T, st *store.Store, ctrl *Controller) *harness {
 // they are built.
 func (h *harness) holdProxyless() {
 	h.t.Helper()
-	release, built := h.ctrl.AcquireProxyless()
-	h.t.Cleanup(release)
-	select {
-	case <-built:
-	case <-time.After(10 * time.Second):
-		h.t.Fatal("the proxyless outputs were not built within 10s")
-	}
+	h.hold("the proxyless outputs", h.ctrl.AcquireProxyless)
 }
 
 // holdPortRoutes holds every port's route configuration for the rest of the test, once built.
 func (h *harness) holdPortRoutes() {
 	h.t.Helper()
-	release, built := h.ctrl.AcquirePortRoutes()
+	h.hold("the ports' route configurations", h.ctrl.AcquirePortRoutes)
+}
+
+// hold acquires a view for the rest of the test and waits until it is built.
+func (h *harness) hold(what string, acquire func() (func(), <-chan struct{})) {
+	h.t.Helper()
+	release, built := acquire()
 	h.t.Cleanup(release)
 	select {
 	case <-built:
 	case <-time.After(10 * time.Second):
-		h.t.Fatal("the ports' route configurations were not built within 10s")
+		h.t.Fatalf("%s were not built within 10s", what)
 	}
 }
 

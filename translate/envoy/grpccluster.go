@@ -40,15 +40,7 @@ const GRPCClusterType = translate.EnvoyGRPCClusterCollection
 // SetProxylessHost starts (or stops) building a host's proxyless outputs from the next
 // Translate: the host alone is built again.
 func (t *Translator) SetProxylessHost(host string, on bool) {
-	if _, had := t.proxylessHosts[host]; had == on {
-		return
-	}
-	if on {
-		t.proxylessHosts[host] = struct{}{}
-	} else {
-		delete(t.proxylessHosts, host)
-	}
-	if !t.proxyless {
+	if setMember(t.proxylessHosts, host, on) && !t.proxyless {
 		t.dirty[unitKey{unitHost, host}] = struct{}{}
 	}
 }

@@ -16,15 +16,7 @@ package envoy
 // SetPortRoute starts (or stops) building a port's outbound route configuration from the
 // next Translate.
 func (t *Translator) SetPortRoute(port uint32, on bool) {
-	if _, had := t.portRoutesFor[port]; had == on {
-		return
-	}
-	if on {
-		t.portRoutesFor[port] = struct{}{}
-	} else {
-		delete(t.portRoutesFor, port)
-	}
-	if !t.portRoutes {
+	if setMember(t.portRoutesFor, port, on) && !t.portRoutes {
 		t.markPort(port)
 	}
 }
@@ -42,6 +34,19 @@ func (t *Translator) SetPortRoutes(on bool) {
 			t.markPort(p)
 		}
 	}
+}
+
+// setMember adds k to set (on) or removes it from it, and reports whether the set changed.
+func setMember[K comparable](set map[K]struct{}, k K, on bool) bool {
+	if _, had := set[k]; had == on {
+		return false
+	}
+	if on {
+		set[k] = struct{}{}
+	} else {
+		delete(set, k)
+	}
+	return true
 }
 
 // portRouteBuilt tells whether a port's outbound route configuration is built.

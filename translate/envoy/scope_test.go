@@ -143,11 +143,7 @@ func TestScopeComesAndGoesWithItsProxies(t *testing.T) {
 	tr := NewTranslator(TranslatorOptions{})
 	in := decodeYAML(t, scopeYAML)
 	for _, coll := range sortedKeys(in) {
-		inputs := make([]Input, len(in[coll]))
-		for i, r := range in[coll] {
-			inputs[i] = InputOf(r)
-		}
-		tr.Update(coll, inputs, nil)
+		feed(tr, coll, in[coll], nil)
 	}
 	tr.Translate()
 	overlay := translate.ScopeCollection("bookinfo", RouteType)
@@ -207,29 +203,17 @@ func encodedNames(es []store.Encoded) []string {
 	return out
 }
 
-// seen is what a namespace's proxies read of each derived collection: the outputs written to
-// a store as the controller writes them, read through the namespace's overlays (ns "" reads
-// the mesh-wide collections).
+// seen is what a namespace's proxies read of each derived collection (servedIn), by
+// collection, the names sorted.
 func seen(t *testing.T, outs []Resource, ns string) map[string][]string {
 	t.Helper()
-	st := store.New(store.Options{})
-	byColl := map[string][]store.Encoded{}
-	for _, r := range outs {
-		byColl[r.TypeURL] = append(byColl[r.TypeURL], r.Encoded)
-	}
-	if _, err := st.ReplaceOwnerEncoded(Owner, byColl); err != nil {
-		t.Fatal(err)
-	}
 	got := map[string][]string{}
-	for _, coll := range OutputTypes() {
-		read := coll
-		if ns != "" {
-			read = store.Layered(coll, translate.ScopeCollection(ns, coll))
-		}
-		_, es := st.View().Snapshot(read)
-		for _, e := range es {
-			got[coll] = append(got[coll], e.Name)
-		}
+	for key := range servedIn(t, outs, ns) {
+		coll, name, _ := strings.Cut(key, " ")
+		got[coll] = append(got[coll], name)
+	}
+	for _, names := range got {
+		slices.Sort(names)
 	}
 	return got
 }
@@ -688,11 +672,7 @@ func TestProxylessHostDoesNotRebuildItsPorts(t *testing.T) {
 	in := decodeYAML(t, scopeYAML)
 	tr := NewTranslator(TranslatorOptions{LazyProxyless: true, Scopes: []string{"bookinfo"}})
 	for _, coll := range sortedKeys(in) {
-		inputs := make([]Input, len(in[coll]))
-		for i, r := range in[coll] {
-			inputs[i] = InputOf(r)
-		}
-		tr.Update(coll, inputs, nil)
+		feed(tr, coll, in[coll], nil)
 	}
 	tr.Translate()
 	const host = "reviews.bookinfo.svc.cluster.local"

@@ -318,9 +318,8 @@ func (s *Store) write(owner string, updates []preparedUpdate, replaceAll bool, l
 	if err := CheckOwner(owner); err != nil {
 		return Result{}, err
 	}
-	for i := range updates { // before the lock, and before planOf looks each one up
-		sortByName(updates[i].entries)
-	}
+	// Before the lock, and before planOf looks each one up.
+	parallel.For(len(updates), perCollectionWorker(updates), func(i int) { sortByName(updates[i].entries) })
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 
@@ -428,8 +427,9 @@ func (w *writer) touch(coll, name string, fresh *Entry) {
 	w.touched[coll] = append(w.touched[coll], touchedName{name, fresh})
 }
 
-// putOwned inserts the writer's owner's new copy e, which the write created.
-func (w *writer) putOwned(c *collection, e *Entry) {
+// putOwned inserts the writer's owner's new copy e, which the write created, and returns the
+// name it touched. It changes c alone.
+func (w *writer) putOwned(c *collection, e *Entry) touchedName {
 	t := c.owned[w.owner]
 	if t == nil {
 		t = btree.NewG(btreeDegree, nameLess)
@@ -437,17 +437,19 @@ func (w *writer) putOwned(c *collection, e *Entry) {
 	}
 	e.Owner, e.Revision = w.owner, w.rev
 	t.ReplaceOrInsert(nameItem{name: e.Name, e: e})
-	w.touch(c.info.Name, e.Name, e)
+	return touchedName{e.Name, e}
 }
 
-func (w *writer) deleteOwned(c *collection, name string) {
+// deleteOwned removes the writer's owner's copy of name and returns the name it touched. It
+// changes c alone.
+func (w *writer) deleteOwned(c *collection, name string) touchedName {
 	if t := c.owned[w.owner]; t != nil {
 		t.Delete(nameItem{name: name})
 		if t.Len() == 0 {
 			delete(c.owned, w.owner)
 		}
 	}
-	w.touch(c.info.Name, name, nil)
+	return touchedName{name, nil}
 }
 
 // sortByName puts a write's entries in name order, unless they are already. Each goes into
@@ -473,21 +475,55 @@ func sortByName(es []*Entry) {
 }
 
 // apply makes the plan's change to the owner's copies. Every collection the plan names is
-// written, even one where nothing changes (it then exists, empty, from this write on).
+// written, even one where nothing changes (it then exists, empty, from this write on). The
+// collections are apart (their own trees, their own touched names): a large write changes
+// them on every CPU.
 func (w *writer) apply(p *Plan) {
+	colls := make([]*collection, len(p.Collections))
+	touched := make([][]touchedName, len(p.Collections))
+	changes := 0
 	for i := range p.Collections {
 		cp := &p.Collections[i]
-		c := w.coll(cp.Collection)
+		colls[i] = w.coll(cp.Collection) // w's maps are written here, before the workers start
 		// Room for every name it touches at once: appended one by one, a full load's million
 		// were copied twenty times over (1.4 s of the serialised write).
-		w.touched[cp.Collection] = slices.Grow(w.touched[cp.Collection], len(cp.Puts)+len(cp.Deletes))
+		touched[i] = slices.Grow(w.touched[cp.Collection], len(cp.Puts)+len(cp.Deletes))
+		changes += len(cp.Puts) + len(cp.Deletes)
+	}
+	perWorker := len(colls)
+	if changes >= parallelWriteMin {
+		perWorker = 1
+	}
+	parallel.For(len(colls), perWorker, func(i int) {
+		cp, c := &p.Collections[i], colls[i]
 		for _, e := range cp.Puts { // in name order: write sorted them (sortByName), planOf kept it
-			w.putOwned(c, e)
+			touched[i] = append(touched[i], w.putOwned(c, e))
 		}
 		for _, name := range cp.Deletes {
-			w.deleteOwned(c, name)
+			touched[i] = append(touched[i], w.deleteOwned(c, name))
 		}
+	})
+	for i := range p.Collections {
+		w.touched[p.Collections[i].Collection] = touched[i]
 	}
+}
+
+// parallelWriteMin is the number of names a write changes from which it works on its
+// collections at once: below it, starting the workers costs more than they save. A variable:
+// TestStoreAgainstModel lowers it, so that its small writes take the parallel path too.
+var parallelWriteMin = 4096
+
+// perCollectionWorker is parallel.For's perWorker for work on each update of a write apart:
+// one update per worker when the write is large, else all on the caller's goroutine.
+func perCollectionWorker(updates []preparedUpdate) int {
+	n := 0
+	for i := range updates {
+		n += len(updates[i].entries)
+	}
+	if n >= parallelWriteMin {
+		return 1
+	}
+	return max(len(updates), 1)
 }
 
 // resolve recomputes the served entry of every touched name and writes those that changed:

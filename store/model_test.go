@@ -65,11 +65,14 @@ func servedOf(v *View, coll string) map[string]string {
 }
 
 // TestStoreAgainstModel drives the store with random writes by three owners over two
-// collections (full states, increments, removals, presence, compaction), keeps every view it
-// took, and checks after every step: the newest view serves what the model says; every older
-// view still serves what it served when taken (a write never changes a published state);
-// and ChangesSince brings each older view's state to the newest one, or says ErrCompacted.
+// collections (full states, increments of one or of both at once, removals, presence,
+// compaction), keeps every view it took, and checks after every step: the newest view serves
+// what the model says; every older view still serves what it served when taken (a write
+// never changes a published state); and ChangesSince brings each older view's state to the
+// newest one, or says ErrCompacted.
 func TestStoreAgainstModel(t *testing.T) {
+	defer func(min int) { parallelWriteMin = min }(parallelWriteMin)
+	parallelWriteMin = 1 // every write's collections at once, as a large write's are
 	rapid.Check(t, func(rt *rapid.T) {
 		now := time.Unix(1000, 0)
 		s := New(Options{Now: func() time.Time { return now }, TombstoneRetention: time.Minute})
@@ -91,10 +94,8 @@ func TestStoreAgainstModel(t *testing.T) {
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			owner := rapid.SampledFrom(owners).Draw(rt, "owner")
 			coll := rapid.SampledFrom(colls).Draw(rt, "collection")
-			switch rapid.IntRange(0, 4).Draw(rt, "op") {
-			case 0, 1: // an increment: upserts and removals of distinct names
-				var u Update
-				u.Collection = coll
+			increment := func(coll string) Update {
+				u := Update{Collection: coll}
 				for _, n := range names {
 					switch rapid.IntRange(0, 2).Draw(rt, "what") {
 					case 1:
@@ -108,8 +109,20 @@ func TestStoreAgainstModel(t *testing.T) {
 						m.remove(coll, n, owner)
 					}
 				}
-				if _, err := s.Apply(owner, u); err != nil {
+				return u
+			}
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1: // an increment: upserts and removals of distinct names
+				if _, err := s.Apply(owner, increment(coll)); err != nil {
 					rt.Fatalf("step %d: Apply: %v", step, err)
+				}
+			case 5: // increments of every collection in one write
+				var us []Update
+				for _, c := range colls {
+					us = append(us, increment(c))
+				}
+				if _, err := s.Apply(owner, us...); err != nil {
+					rt.Fatalf("step %d: Apply to every collection: %v", step, err)
 				}
 			case 2: // a full state of one collection
 				u := Update{Collection: coll, Full: true}

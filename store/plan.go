@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/google/btree"
+
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 )
 
 // Plan is what one write of one owner changes in that owner's copies, computed against a
@@ -125,9 +127,15 @@ func (p *Plan) WithinLimit(limit int) error {
 // order), so the caller hands them over. Collections, and names in an update, are unique,
 // and no incremental update removes a name it upserts (prepare checked).
 func planOf(base *state, owner string, updates []preparedUpdate, replaceAll bool) *Plan {
-	p := &Plan{Owner: owner, base: base, Collections: make([]CollectionPlan, 0, len(updates))}
-	for i := range updates {
-		p.Collections = append(p.Collections, p.collection(base.colls[updates[i].Collection], &updates[i]))
+	p := &Plan{Owner: owner, base: base, Collections: make([]CollectionPlan, len(updates))}
+	// Each collection apart, on every CPU when the write is large (a full load's collections
+	// of a million names each are compared with the owner's copies at once).
+	deltas := make([]int, len(updates))
+	parallel.For(len(updates), perCollectionWorker(updates), func(i int) {
+		p.Collections[i], deltas[i] = p.collection(base.colls[updates[i].Collection], &updates[i])
+	})
+	for _, d := range deltas {
+		p.Delta += d
 	}
 	if replaceAll {
 		for _, coll := range base.ownerCollections(owner) {
@@ -156,15 +164,16 @@ func (p *Plan) lists(coll string) bool {
 	return false
 }
 
-// collection plans one update against c, the collection as the write found it (nil: new).
-func (p *Plan) collection(c *collection, u *preparedUpdate) CollectionPlan {
+// collection plans one update against c, the collection as the write found it (nil: new),
+// and says how many copies the owner gains in it. It reads p's owner only: the collections
+// of a write are planned at once.
+func (p *Plan) collection(c *collection, u *preparedUpdate) (cp CollectionPlan, delta int) {
 	all := u.entries
-	cp := CollectionPlan{Collection: u.Collection, Puts: all}
+	cp = CollectionPlan{Collection: u.Collection, Puts: all}
 	held := c.ownedTree(p.Owner)
 	if held == nil || held.Len() == 0 {
 		// The owner holds nothing here (a first load): everything is new, nothing to delete.
-		p.Delta += len(all)
-		return cp
+		return cp, len(all)
 	}
 	// Each upsert is compared with the owner's own copy. The changed ones are moved to the
 	// front, in their order, by swapping: all still holds every name, for a Full update's
@@ -173,7 +182,7 @@ func (p *Plan) collection(c *collection, u *preparedUpdate) CollectionPlan {
 	for i, e := range all {
 		it, ok := held.Get(nameItem{name: e.Name})
 		if !ok {
-			p.Delta++
+			delta++
 		} else {
 			found++
 			if o := it.e; o.Version == e.Version && bytes.Equal(o.Bytes, e.Bytes) {
@@ -192,8 +201,7 @@ func (p *Plan) collection(c *collection, u *preparedUpdate) CollectionPlan {
 	case !u.Full && len(u.Removed) > 0:
 		cp.Deletes = removed(held, u.Removed)
 	}
-	p.Delta -= len(cp.Deletes)
-	return cp
+	return cp, delta - len(cp.Deletes)
 }
 
 // unlisted are the names held that are not among all's, by name.

@@ -1,10 +1,10 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -93,13 +93,15 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		if err != nil {
 			return Encoded{}, err
 		}
-		h := xxhash.New()
-		h.Write(appendField(nil, 1, len(unversioned)))
+		var h xxhash.Digest
+		h.Reset()
+		var scratch [2 * binary.MaxVarintLen64]byte
+		h.Write(appendField(scratch[:0], 1, len(unversioned)))
 		h.Write(unversioned)
 		if body != nil {
-			hashAny(h, anyLen, body.TypeUrl, body.Value)
+			hashAny(&h, anyLen, body.TypeUrl, body.Value)
 		}
-		metaBytes = withVersion(unversioned, hexSum(h))
+		metaBytes = withVersion(unversioned, hexSum(&h))
 	}
 	size := fieldLen(1, len(metaBytes))
 	if body != nil {
@@ -154,23 +156,31 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 	if len(b)-valueAt != valueLen {
 		return Encoded{}, fmt.Errorf("encoding %s: %d bytes, sized %d", name, len(b)-valueAt, valueLen)
 	}
-	h := xxhash.New()
-	h.Write(appendField(nil, 1, unversionedMeta))
-	h.Write(appendString(nil, 1, name))
-	hashAny(h, anyLen, typeURL, b[valueAt:])
-	hex.Encode(b[versionAt:versionAt+versionLen], h.Sum(nil))
+	// The hash and its scratch stay on the stack: every output of every build is encoded here.
+	var h xxhash.Digest
+	h.Reset()
+	var scratch [2 * binary.MaxVarintLen64]byte
+	h.Write(appendField(scratch[:0], 1, unversionedMeta))
+	if name != "" { // as appendString writes it
+		h.Write(appendField(scratch[:0], 1, len(name)))
+		h.WriteString(name)
+	}
+	hashAny(&h, anyLen, typeURL, b[valueAt:])
+	var sum [8]byte
+	hex.Encode(b[versionAt:versionAt+versionLen], binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
 	return newEncoded(b), nil
 }
 
 // hashAny feeds a hash the body field (2) of a resource: an Any of anyLen bytes.
-func hashAny(h hash.Hash, anyLen int, typeURL string, value []byte) {
-	h.Write(appendField(nil, 2, anyLen))
+func hashAny(h *xxhash.Digest, anyLen int, typeURL string, value []byte) {
+	var scratch [2 * binary.MaxVarintLen64]byte
+	h.Write(appendField(scratch[:0], 2, anyLen))
 	if typeURL != "" {
-		h.Write(appendField(nil, 1, len(typeURL)))
-		h.Write([]byte(typeURL))
+		h.Write(appendField(scratch[:0], 1, len(typeURL)))
+		h.WriteString(typeURL)
 	}
 	if len(value) > 0 {
-		h.Write(appendField(nil, 2, len(value)))
+		h.Write(appendField(scratch[:0], 2, len(value)))
 		h.Write(value)
 	}
 }
@@ -197,7 +207,10 @@ func withVersion(meta []byte, version string) []byte {
 	return append(out, meta[at:]...)
 }
 
-func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
+func hexSum(h *xxhash.Digest) string {
+	var sum [8]byte
+	return hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
+}
 
 func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {
 	if r.Metadata.Version != "" {

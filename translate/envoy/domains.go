@@ -39,14 +39,14 @@ func proxyDNSDomain(namespace, suffix string) string { return namespace + ".svc.
 // port). vip is the host's address, "" for none. A shorter name that is some other host's own
 // (taken, which may be nil) is left out, as istiod leaves it out.
 func virtualHostDomains(host string, port uint32, vip, proxyDomain string, withPort bool, taken func(string) bool) []string {
-	var domains []string
+	domains := make([]string, 0, 12) // room for a host with a port, three short names and an address
 	p := port
 	if !withPort {
 		p = 0
 	}
 	domains = appendDomainPort(domains, host, p)
 	// The absolute name: "HOST." (and "HOST.:PORT").
-	if net.ParseIP(host) == nil {
+	if !mayBeIP(host) || net.ParseIP(host) == nil {
 		domains = append(domains, host+".")
 	}
 	if p != 0 {
@@ -122,4 +122,10 @@ func serviceVIP(addresses []string) string {
 		}
 	}
 	return ""
+}
+
+// mayBeIP reports whether s may parse as an IP address: IPv4 ends in a digit, IPv6 holds a
+// colon. Most hosts are DNS names, and net.ParseIP allocates.
+func mayBeIP(s string) bool {
+	return s != "" && ('0' <= s[len(s)-1] && s[len(s)-1] <= '9' || strings.IndexByte(s, ':') >= 0)
 }

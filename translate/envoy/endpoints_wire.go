@@ -95,6 +95,14 @@ type localityGroup struct {
 
 func localityGroups(eps []wireEndpoint) []localityGroup {
 	var groups []localityGroup
+	if len(eps) > 0 && !slices.ContainsFunc(eps[1:], func(ep wireEndpoint) bool { return ep.locality != eps[0].locality }) {
+		// One locality, as most hosts' endpoints are: the group is eps itself, not a copy.
+		groups = []localityGroup{{locality: eps[0].locality, eps: eps}}
+		for _, ep := range eps {
+			groups[0].weight += max(ep.weight, 1)
+		}
+		eps = nil
+	}
 	for _, ep := range eps {
 		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == ep.locality })
 		if i < 0 {

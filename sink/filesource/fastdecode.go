@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
@@ -60,7 +61,7 @@ func (d *docDecoder) fastDecode(p *fastYAML) (*Object, proto.Message, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	body, msg, ok := p.spec(k, spec)
+	body, msg, ok := p.spec(k, spec, md)
 	if !ok {
 		return nil, nil, false
 	}
@@ -154,18 +155,29 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 }
 
 // spec encodes spec as the kind's message in an Any, as the general path does (fastwire.go),
-// and returns the message too, to be validated: unmarshalled from those bytes.
-func (p *fastYAML) spec(k *kinds.Kind, i int32) (*anypb.Any, proto.Message, bool) {
-	msg := k.New()
-	value, ok := p.appendMessage(nil, i, msg.ProtoReflect().Descriptor(), 0)
+// and returns the message too, to be validated: unmarshalled from those bytes. When the kind
+// says the bytes are surely valid with md (Kind.SurelyValid), there is nothing left to
+// validate and the message is not built: it returns surelyValid, a nil message.
+func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
+	desc := k.New().ProtoReflect().Descriptor()
+	value, ok := p.appendMessage(nil, i, desc, 0)
 	if !ok {
 		return nil, nil, false
 	}
+	body := &anypb.Any{TypeUrl: anyPrefix + string(desc.FullName()), Value: value}
+	if k.SurelyValid(md, value) {
+		return body, surelyValid, true
+	}
+	msg := k.New()
 	if err := proto.Unmarshal(value, msg); err != nil {
 		return nil, nil, false
 	}
-	return &anypb.Any{TypeUrl: anyPrefix + string(msg.ProtoReflect().Descriptor().FullName()), Value: value}, msg, true
+	return body, msg, true
 }
+
+// surelyValid stands for the message of a body Kind.SurelyValid vouched for: validate
+// passes it without asking the kind. Nothing reads it: it is compared by identity.
+var surelyValid proto.Message = new(emptypb.Empty)
 
 // anyPrefix is the type URL prefix anypb.MarshalFrom gives an Any.
 const anyPrefix = "type.googleapis.com/"

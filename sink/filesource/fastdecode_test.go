@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -593,5 +594,38 @@ func BenchmarkFastDecodeExamples(b *testing.B) {
 		if _, errs := Decode(data, "examples.yaml"); len(errs) != 0 {
 			b.Fatal(errs)
 		}
+	}
+}
+
+// TestPlainServiceEntryIsValidatedInPlace: a plain ServiceEntry's body is validated as it is
+// encoded (Kind.SurelyValid), without building its message; one the in-place check cannot
+// vouch for is built and validated whole, and its fault is still reported by field.
+func TestPlainServiceEntryIsValidatedInPlace(t *testing.T) {
+	decodeSpec := func(text string) proto.Message {
+		t.Helper()
+		p := &fastYAML{}
+		if !p.parse([]byte(text)) {
+			t.Fatalf("the fast parser refuses:\n%s", text)
+		}
+		_, msg, ok := (&docDecoder{file: "f.yaml"}).fastDecode(p)
+		if !ok {
+			t.Fatalf("the fast path refuses:\n%s", text)
+		}
+		return msg
+	}
+	if msg := decodeSpec(reviewsSE); msg != surelyValid {
+		t.Errorf("a plain ServiceEntry was decoded to %T to be validated", msg)
+	}
+	if objs, errs := Decode([]byte(reviewsSE), "f.yaml"); len(objs) != 1 || len(errs) != 0 {
+		t.Errorf("Decode = %d objects, %v; want the ServiceEntry", len(objs), errs)
+	}
+	badPort := strings.Replace(reviewsSE, "number: 9080", "number: 0", 1)
+	if msg := decodeSpec(badPort); msg == surelyValid {
+		t.Fatal("a ServiceEntry with port 0 was vouched for")
+	}
+	_, errs := Decode([]byte(badPort), "f.yaml")
+	var de *DecodeError
+	if len(errs) != 1 || !errors.As(errs[0], &de) || !strings.HasPrefix(de.Field, "spec.ports[0]") {
+		t.Errorf("port 0: errors %v; want one naming spec.ports[0]", errs)
 	}
 }

@@ -94,7 +94,11 @@ func appendDomainPort(domains []string, domain string, port uint32) []string {
 
 // domainName is "HOST:PORT", an IPv6 address in brackets (istiod's util.DomainName).
 func domainName(host string, port uint32) string {
-	return ipv6Compliant(host) + ":" + strconv.FormatUint(uint64(port), 10)
+	var num [10]byte
+	if strings.IndexByte(host, ':') >= 0 {
+		return "[" + host + "]:" + string(strconv.AppendUint(num[:0], uint64(port), 10))
+	}
+	return host + ":" + string(strconv.AppendUint(num[:0], uint64(port), 10))
 }
 
 func ipv6Compliant(host string) string {

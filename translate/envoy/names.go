@@ -40,7 +40,8 @@ const DefaultDomainSuffix = "cluster.local"
 // subset for the service as a whole ("outbound|9080||reviews.bookinfo.svc.cluster.local").
 // The ClusterLoadAssignment of an EDS cluster has the same name.
 func ClusterName(port uint32, subset, host string) string {
-	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+	var num [10]byte // the number on the stack: one allocation, the name (every host's build names several)
+	return "outbound|" + string(strconv.AppendUint(num[:0], uint64(port), 10)) + "|" + subset + "|" + host
 }
 
 // HostRouteName is the route configuration of one host and port that a proxyless gRPC
@@ -50,7 +51,8 @@ func HostRouteName(host string, port uint32) string { return ClusterName(port, "
 // APIListenerName is the listener a proxyless gRPC client asks for when it dials
 // xds:///HOST:PORT.
 func APIListenerName(host string, port uint32) string {
-	return host + ":" + strconv.FormatUint(uint64(port), 10)
+	var num [10]byte
+	return host + ":" + string(strconv.AppendUint(num[:0], uint64(port), 10))
 }
 
 // OutboundListenerName is an Envoy sidecar's outbound listener for a port: "0.0.0.0_9080".

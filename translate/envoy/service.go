@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/mcpbridge/mcpbridge/internal/hostname"
@@ -214,7 +213,16 @@ type endpoint struct {
 // grpc-go rejects a load assignment with a duplicate address or an overflowing weight sum.
 func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
 	out := make([]endpoint, 0, len(ws))
-	seen := map[string]bool{}
+	var seen map[hostPort]bool // for many endpoints; a few are searched among out
+	if len(ws) > 16 {
+		seen = make(map[hostPort]bool, len(ws))
+	}
+	listed := func(ep endpoint) bool {
+		if seen != nil {
+			return seen[hostPort{ep.address, ep.port}]
+		}
+		return slices.ContainsFunc(out, func(o endpoint) bool { return o.address == ep.address && o.port == ep.port })
+	}
 	var total uint64
 	for i := range ws {
 		w := &ws[i]
@@ -229,9 +237,8 @@ func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
 			}
 		}
 		ep := endpoint{workload: w, port: w.endpointPort(p)}
-		addr := ep.address + ":" + strconv.FormatUint(uint64(ep.port), 10)
-		if seen[addr] {
-			fs.add(w.kind, w.key, "%s: endpoint %s of port %d is listed twice; it is used once", w.field(), addr, p.number)
+		if listed(ep) {
+			fs.add(w.kind, w.key, "%s: endpoint %s:%d of port %d is listed twice; it is used once", w.field(), ep.address, ep.port, p.number)
 			continue
 		}
 		if total += uint64(max(w.weight, 1)); total > math.MaxUint32 {
@@ -239,10 +246,18 @@ func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
 			total -= uint64(max(w.weight, 1))
 			continue
 		}
-		seen[addr] = true
+		if seen != nil {
+			seen[hostPort{ep.address, ep.port}] = true
+		}
 		out = append(out, ep)
 	}
 	return out
+}
+
+// hostPort is an endpoint's address and port, as portEndpoints tells them apart.
+type hostPort struct {
+	address string
+	port    uint32
 }
 
 // subsetEndpoints returns the endpoints that carry every label of a subset. A subset

@@ -1,10 +1,13 @@
 package envoy
 
 import (
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"pgregory.net/rapid"
 )
 
@@ -30,4 +33,53 @@ func TestValidHostIsThePattern(t *testing.T) {
 		h := rapid.StringOfN(rapid.SampledFrom([]rune("aZ09-_.*. \n/é")), 0, 20, -1).Draw(rt, "host")
 		check(rt, h)
 	})
+}
+
+// TestAnEndpointListedTwiceIsServedOnce: a ServiceEntry that lists an address twice for a
+// port gets it once in the port's load assignment, the first, and a fault naming the second;
+// a few endpoints and many (past the point where they are told apart by a map) alike.
+func TestAnEndpointListedTwiceIsServedOnce(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		var eps strings.Builder
+		var want []string
+		for i := range n {
+			fmt.Fprintf(&eps, "  - {address: 10.0.0.%d}\n", i)
+			want = append(want, fmt.Sprintf("10.0.0.%d", i))
+		}
+		eps.WriteString("  - {address: 10.0.0.1}\n  - {address: 10.0.0.1, ports: {http: 9090}}\n")
+		want = append(want, "10.0.0.1") // on its own port 9090: another endpoint
+		by, faults := built(t, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews.bookinfo.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+`+eps.String())
+		r, ok := by[EndpointType][ClusterName(9080, "", "reviews.bookinfo.svc.cluster.local")]
+		if !ok {
+			t.Fatalf("%d endpoints: no load assignment", n)
+		}
+		cla := &endpointpb.ClusterLoadAssignment{}
+		mustUnmarshal(t, r, cla)
+		var got []string
+		for _, l := range cla.GetEndpoints() {
+			for _, ep := range l.GetLbEndpoints() {
+				got = append(got, ep.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%d endpoints: served %v, want %v", n, got, want)
+		}
+		var twice []string
+		for _, f := range faults {
+			if strings.Contains(f.Message, "listed twice") {
+				twice = append(twice, f.Message)
+			}
+		}
+		if len(twice) != 1 || !strings.Contains(twice[0], fmt.Sprintf("endpoints[%d]: endpoint 10.0.0.1:9080 of port 9080 is listed twice", n)) {
+			t.Errorf("%d endpoints: faults %q, want one naming endpoints[%d]", n, twice, n)
+		}
+	}
 }

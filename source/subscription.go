@@ -608,7 +608,6 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 	for _, e := range held {
 		heldBack[e.Name] = true
 	}
-	told := map[string]bool{}
 	if s.owed.all { // everything wanted, as a first response would carry it
 		current, missing := s.current(v)
 		p.msg.Resources = s.notRefused(current)
@@ -617,10 +616,10 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 				p.msg.Missing = append(p.msg.Missing, name)
 			}
 		}
-		for _, e := range current {
-			told[e.Name] = true
-		}
 	} else {
+		// The names asked anew, then the changes that are not among them. (Everything wanted
+		// holds every change already.)
+		told := make(map[string]bool, len(s.owed.fresh))
 		for _, name := range sortedNames(s.owed.fresh) {
 			told[name] = true
 			if e := s.get(v, name); e != nil {

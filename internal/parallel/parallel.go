@@ -29,3 +29,36 @@ func For(n, perWorker int, f func(i int)) {
 	}
 	wg.Wait()
 }
+
+// Pipeline calls work(0) … work(n-1) on every CPU, in chunks of chunk items, and then(i) for
+// each i in order on the caller's goroutine, as soon as work(i) and every work before it have
+// returned: a serial step that follows a parallel one overlaps it instead of waiting for all
+// of it. work must be safe to call concurrently, and must not touch what then changes; then
+// sees what work(i) wrote. It returns when every then has returned.
+func Pipeline(n, chunk int, work, then func(i int)) {
+	chunk = max(chunk, 1)
+	chunks := (n + chunk - 1) / chunk
+	done := make([]chan struct{}, chunks)
+	for c := range done {
+		done[c] = make(chan struct{})
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), chunks) {
+		wg.Go(func() {
+			for c := int(next.Add(1)) - 1; c < chunks; c = int(next.Add(1)) - 1 {
+				for i := c * chunk; i < min((c+1)*chunk, n); i++ {
+					work(i)
+				}
+				close(done[c])
+			}
+		})
+	}
+	for c := range chunks {
+		<-done[c]
+		for i := c * chunk; i < min((c+1)*chunk, n); i++ {
+			then(i)
+		}
+	}
+	wg.Wait()
+}

@@ -17,3 +17,31 @@ func TestForCallsEachIndexOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineThenFollowsEachWorkInOrder: every index is worked once and then handed to then
+// once, in order, after its own work (then reads what work wrote: the race detector checks
+// that the hand-over orders them).
+func TestPipelineThenFollowsEachWorkInOrder(t *testing.T) {
+	for _, tc := range []struct{ n, chunk int }{{0, 4}, {1, 4}, {7, 3}, {1000, 64}, {1000, 1}, {5, 0}} {
+		worked := make([]int, tc.n)
+		var calls atomic.Int32
+		var order []int
+		Pipeline(tc.n, tc.chunk, func(i int) {
+			worked[i]++
+			calls.Add(1)
+		}, func(i int) {
+			if worked[i] != 1 {
+				t.Fatalf("n=%d chunk=%d: then(%d) before its work", tc.n, tc.chunk, i)
+			}
+			order = append(order, i)
+		})
+		if int(calls.Load()) != tc.n || len(order) != tc.n {
+			t.Fatalf("n=%d chunk=%d: %d works, %d thens", tc.n, tc.chunk, calls.Load(), len(order))
+		}
+		for i, got := range order {
+			if got != i {
+				t.Fatalf("n=%d chunk=%d: then called with %v, not in order", tc.n, tc.chunk, order)
+			}
+		}
+	}
+}

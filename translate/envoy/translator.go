@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -564,33 +561,11 @@ func (t *Translator) buildHosts(hosts []unitKey, record func(unitKey, *unitState
 		}
 		return
 	}
-	const chunk = 1024
-	chunks := (len(hosts) + chunk - 1) / chunk
 	built := make([]*unitState, len(hosts))
-	done := make([]chan struct{}, chunks)
-	for c := range done {
-		done[c] = make(chan struct{})
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for c := int(next.Add(1)) - 1; c < chunks; c = int(next.Add(1)) - 1 {
-				for i := c * chunk; i < min((c+1)*chunk, len(hosts)); i++ {
-					built[i] = build(hosts[i])
-				}
-				close(done[c])
-			}
-		})
-	}
-	for c := range chunks {
-		<-done[c]
-		for i := c * chunk; i < min((c+1)*chunk, len(hosts)); i++ {
-			record(hosts[i], built[i])
-			built[i] = nil // the units map holds it now
-		}
-	}
-	wg.Wait()
+	parallel.Pipeline(len(hosts), 1024, func(i int) { built[i] = build(hosts[i]) }, func(i int) {
+		record(hosts[i], built[i])
+		built[i] = nil // the units map holds it now
+	})
 }
 
 // withoutHosts is the dirty set without its hosts' and endpoints' units, once a large

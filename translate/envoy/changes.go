@@ -32,9 +32,7 @@ func (t *Translator) Update(collection string, upserts []Input, removed []string
 	if kind.Kind == kindServiceEntry {
 		t.reserveHosts(len(upserts))
 	}
-	for i, d := range t.decodeAll(kind.Kind, upserts) {
-		t.upsert(kind.Kind, upserts[i].Name, d)
-	}
+	t.decodeAll(kind.Kind, upserts, func(i int, d decoded) { t.upsert(kind.Kind, upserts[i].Name, d) })
 }
 
 // reserveHosts makes room for n ServiceEntries (about as many hosts) in the maps a first
@@ -112,16 +110,23 @@ type decoded struct {
 	fields *Fault
 }
 
-// decodeAll reads upserts on every CPU: decoding bodies is most of reading a large
-// collection, each resource's own, and it reads the translator's maps without changing them.
-func (t *Translator) decodeAll(kind string, upserts []Input) []decoded {
+// decodeAll reads upserts on every CPU and hands each, in order, to apply on the caller's
+// goroutine: decoding bodies is most of reading a large collection, each resource's own, and
+// apply (the translator's maps, serial) overlaps the decoding of the next ones. Whether a
+// resource is the one held is looked up first, so that the decoding reads no map that apply
+// changes (an update names a resource once).
+func (t *Translator) decodeAll(kind string, upserts []Input, apply func(i int, d decoded)) {
 	out := make([]decoded, len(upserts))
-	parallel.For(len(upserts), parallelDecodeMin, func(i int) {
-		in := upserts[i]
+	for i, in := range upserts {
 		if held := t.held(kind, in.Name); held != nil && held.same(in) {
 			out[i].unchanged = true
+		}
+	}
+	decode := func(i int) {
+		if out[i].unchanged {
 			return
 		}
+		in := upserts[i]
 		switch kind {
 		case kindServiceEntry:
 			out[i].rec, out[i].err = newServiceEntry(in)
@@ -139,8 +144,19 @@ func (t *Translator) decodeAll(kind string, upserts []Input) []decoded {
 		if out[i].err == nil {
 			out[i].fields = untranslatedFault(kind, in.Name, in.Value)
 		}
-	})
-	return out
+	}
+	hand := func(i int) {
+		apply(i, out[i])
+		out[i] = decoded{} // applied: the translator holds what it keeps
+	}
+	if len(upserts) < reserveMin {
+		parallel.For(len(upserts), parallelDecodeMin, decode)
+		for i := range upserts {
+			hand(i)
+		}
+		return
+	}
+	parallel.Pipeline(len(upserts), parallelDecodeMin, decode, hand)
 }
 
 // parallelDecodeMin is the number of upserts per goroutine from which they are decoded on
@@ -151,8 +167,8 @@ func (t *Translator) upsert(kind, name string, d decoded) {
 	if d.unchanged {
 		return
 	}
-	key := kind + "/" + name
 	if d.err != nil {
+		key := kind + "/" + name
 		// The store validates bodies, so this is a resource written around it; what it said
 		// before is no longer believed either.
 		t.remove(kind, name)
@@ -175,9 +191,11 @@ func (t *Translator) upsert(kind, name string, d decoded) {
 	case *sidecar:
 		t.setSidecar(name, rec)
 	}
-	t.clearInputFault(key)
+	if len(t.inputFaults) > 0 || len(t.fieldFaults) > 0 { // most loads have none to clear
+		t.clearInputFault(kind + "/" + name)
+	}
 	if d.fields != nil {
-		t.fieldFaults[key] = *d.fields
+		t.fieldFaults[kind+"/"+name] = *d.fields
 		t.faultsDirty = true
 	}
 }

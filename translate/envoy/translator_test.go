@@ -550,6 +550,10 @@ func TestALargeLoadLeavesNothingDirty(t *testing.T) {
 	if _, st := tr.Translate(); st.Hosts+st.Endpoints+st.Ports+st.Gateways != 0 {
 		t.Fatalf("a Translate after the load with nothing changed rebuilt %+v", st)
 	}
+	feed(tr, se, gen[se], nil) // the whole collection again, as a re-list reads it
+	if _, st := tr.Translate(); st.Hosts+st.Endpoints+st.Ports+st.Gateways != 0 {
+		t.Fatalf("reading the same ServiceEntries again rebuilt %+v", st)
+	}
 	vs := changedVirtualService(42, 1)
 	m.put(collectionOf(kindVirtualService), vs)
 	feed(tr, collectionOf(kindVirtualService), []*mcpapi.Resource{vs}, nil)

@@ -315,6 +315,7 @@ func (m *machine) subscribe(req *Request) *subscription {
 		sub.want.legacy = len(asked) == 0
 		sub.want.wildcard = sub.want.legacy || slices.Contains(asked, Wildcard)
 	}
+	sub.want.reserve(len(asked))
 	for _, n := range asked {
 		if n != Wildcard || !typ.WildcardCapable {
 			sub.want.add(n)
@@ -378,6 +379,8 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 		sub.want.remove(n)
 		delete(sub.owed.fresh, n)
 	}
+	sub.want.reserve(len(req.Subscribe))
+	sub.owed.reserveFresh(len(req.Subscribe))
 	for _, n := range req.Subscribe {
 		if n == Wildcard && sub.WildcardCapable {
 			m.enterWildcard(sub)

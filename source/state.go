@@ -53,6 +53,14 @@ type want struct {
 	fp     *[sha256.Size]byte
 }
 
+// reserve makes room for n names when none are held: a first request that names a million
+// (an Envoy's endpoints) fills the set without growing it step by step.
+func (w *want) reserve(n int) {
+	if w.names == nil && n > 8 {
+		w.names = make(map[string]struct{}, n)
+	}
+}
+
 // add adds an explicit name and reports whether it was new.
 func (w *want) add(n string) bool {
 	if w.names == nil {
@@ -234,6 +242,15 @@ type owed struct {
 	// something out.
 	short, cutShort bool
 	shortAt         uint64
+}
+
+// reserveFresh makes room for n names asked anew when none are owed yet: each response
+// hands the owed names over (carried) and starts afresh, and an Envoy subscribes to its
+// endpoints in batches of thousands, so the set would otherwise grow from nothing each time.
+func (o *owed) reserveFresh(n int) {
+	if o.fresh == nil && n > 8 {
+		o.fresh = make(map[string]struct{}, n)
+	}
 }
 
 func (o *owed) addFresh(name string) {

@@ -132,8 +132,9 @@ func typeName(typeURL string) string {
 
 func (b *build) dependOn(kind depKind, name string) {
 	d := depKey{kind, name}
-	if d != b.self && !slices.Contains(b.u.deps, d) {
-		b.u.deps = append(b.u.deps, d)
+	if d != b.self && !slices.Contains(b.u.deps(), d) {
+		r := b.u.rareState()
+		r.deps = append(r.deps, d)
 	}
 }
 

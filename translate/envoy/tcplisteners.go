@@ -243,7 +243,8 @@ func (b *hostBuild) buildTCPPort(p port, raw string, vss []*virtualService) {
 		if len(chains) == 0 {
 			continue
 		}
-		b.u.tcp = append(b.u.tcp, tcpContribution{
+		r := b.u.rareState()
+		r.tcp = append(r.tcp, tcpContribution{
 			listener: listenerName(tg.bind, p.number), bind: tg.bind, port: p.number, proto: proto,
 			seKey: b.se.Key, created: b.se.Created, chains: chains, host: b.host,
 		})
@@ -277,7 +278,8 @@ func (b *hostBuild) buildSniffedPort(p port, vss []*virtualService) {
 		if tg.bind != wildcardBind {
 			c.sniffedRoute = route
 		}
-		b.u.tcp = append(b.u.tcp, c)
+		r := b.u.rareState()
+		r.tcp = append(r.tcp, c)
 	}
 	if !pv.ownListener || len(targets) == 0 {
 		return
@@ -662,7 +664,7 @@ func chainKey(sni, cidrs []string, transport string, alpn []string) string {
 // host's rebuild may change: every one it had or has.
 func (t *Translator) updateTCPBinds(host string, old, u *unitState) {
 	if old != nil {
-		for _, c := range old.tcp {
+		for _, c := range old.tcp() {
 			if bs := t.tcpBinds[c.listener]; bs != nil {
 				delete(bs.hosts, host)
 				if len(bs.hosts) == 0 {
@@ -672,7 +674,7 @@ func (t *Translator) updateTCPBinds(host string, old, u *unitState) {
 			t.markTCPListener(c.bind, c.port, c.listener)
 		}
 	}
-	for _, c := range u.tcp {
+	for _, c := range u.tcp() {
 		bs := t.tcpBinds[c.listener]
 		if bs == nil {
 			bs = &tcpBindState{bind: c.bind, port: c.port, hosts: keySet{}}
@@ -708,9 +710,10 @@ func (t *Translator) gatheredTCP(name string) []*tcpContribution {
 		if u == nil {
 			continue
 		}
-		for i := range u.tcp {
-			if u.tcp[i].listener == name {
-				all = append(all, keyed{h, &u.tcp[i]})
+		tcp := u.tcp()
+		for i := range tcp {
+			if tcp[i].listener == name {
+				all = append(all, keyed{h, &tcp[i]})
 			}
 		}
 	}

@@ -592,12 +592,12 @@ func (w *writer) putServed(c *collection, e *Entry, r *collResult) *Entry {
 		old = prev.e
 		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
 		if old.Deleted {
-			r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt, coll: c.info.Name, name: old.Name})
+			r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt(), coll: c.info.Name, name: old.Name})
 		}
 	}
 	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
 	if e.Deleted {
-		r.tombsNew = append(r.tombsNew, tombItem{at: e.deletedAt, coll: c.info.Name, name: e.Name})
+		r.tombsNew = append(r.tombsNew, tombItem{at: e.deletedAt(), coll: c.info.Name, name: e.Name})
 	}
 	return old
 }
@@ -612,7 +612,7 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 		// place of whatever was (the same owner's older copy, a tombstone, or nothing).
 		if old := w.putServed(c, t.fresh, r); old == nil || old.Deleted {
 			info.Count++
-		} else if len(old.Shadowed) > 0 {
+		} else if len(old.Shadowed()) > 0 {
 			info.Shadowed--
 		}
 		return true
@@ -621,7 +621,7 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 	owners := c.ownersOf(name)
 	served := c.entry(name)
 	live := served != nil && !served.Deleted
-	wasShadowed := live && len(served.Shadowed) > 0
+	wasShadowed := live && len(served.Shadowed()) > 0
 
 	if len(owners) == 0 {
 		if !live {
@@ -630,7 +630,7 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
 		w.putServed(c, &Entry{Name: name, Owner: served.Owner, Version: served.Version,
-			Bytes: served.Bytes, Revision: w.rev, Deleted: true, deletedAt: w.now.UnixNano(),
+			Bytes: served.Bytes, Revision: w.rev, Deleted: true, rare: &entryRare{deletedAt: w.now.UnixNano()},
 		}, r)
 		info.Count--
 		info.Shadowed -= b2i(wasShadowed)
@@ -652,11 +652,11 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 	}
 	info.Shadowed += b2i(len(shadowed) > 0) - b2i(wasShadowed)
 	if live && served.Owner == win.Owner && served.Version == win.Version && bytes.Equal(served.Bytes, win.Bytes) {
-		if !slices.Equal(served.Shadowed, shadowed) {
+		if !slices.Equal(served.Shadowed(), shadowed) {
 			// Only who is shadowed changed: record it without a new revision, so that no
 			// subscriber is sent what it already has.
 			e := *served
-			e.Shadowed = shadowed
+			e.setShadowed(shadowed)
 			w.putServed(c, &e, r)
 		}
 		return false
@@ -666,7 +666,8 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 		// An owned copy an earlier write published, now served: copied, not modified.
 		e = &Entry{Name: name, Owner: win.Owner, Version: win.Version, Bytes: win.Bytes}
 	}
-	e.Revision, e.Shadowed = w.rev, shadowed
+	e.Revision = w.rev
+	e.setShadowed(shadowed)
 	w.putServed(c, e, r)
 	if !live {
 		info.Count++

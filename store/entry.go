@@ -29,12 +29,43 @@ type Entry struct {
 	// an older revision learn of deletions without diffing the collection. A tombstone keeps
 	// the last Bytes served under the name.
 	Deleted bool
-	// deletedAt is when a tombstone was written, Unix nanoseconds: compaction removes it after
-	// the retention.
-	deletedAt int64
-	// Shadowed are the other owners that hold the name, whose copies are not served (see
-	// the conflict rule on Store); nil when one owner holds it.
-	Shadowed []string
+	// rare holds what few entries have: the owners a served name shadows, and a tombstone's
+	// time. Apart, so that an entry is 96 bytes, not 128 (three or more per service, millions
+	// at scale). Never modified once set: an entry that differs gets its own.
+	rare *entryRare
+}
+
+type entryRare struct {
+	shadowed  []string
+	deletedAt int64 // Unix nanoseconds: compaction removes the tombstone after the retention
+}
+
+// Shadowed are the other owners that hold the name, whose copies are not served (see the
+// conflict rule on Store); nil when one owner holds it.
+func (e *Entry) Shadowed() []string {
+	if e.rare == nil {
+		return nil
+	}
+	return e.rare.shadowed
+}
+
+// deletedAt is when a tombstone was written, Unix nanoseconds; 0 for a live entry.
+func (e *Entry) deletedAt() int64 {
+	if e.rare == nil {
+		return 0
+	}
+	return e.rare.deletedAt
+}
+
+// setShadowed records the owners e shadows. e is the writer's own, unpublished; what it
+// shares with the entry it was copied from (rare) is replaced, never changed.
+func (e *Entry) setShadowed(owners []string) {
+	switch at := e.deletedAt(); {
+	case len(owners) == 0 && at == 0:
+		e.rare = nil
+	default:
+		e.rare = &entryRare{shadowed: owners, deletedAt: at}
+	}
 }
 
 // Body returns the type URL and the encoded value of the resource's body Any, as views into

@@ -99,7 +99,7 @@ type CollectionDump struct {
 var dumpJSON = protojson.MarshalOptions{Resolver: protoregistry.GlobalTypes}
 
 func dump(e *store.Entry) ResourceDump {
-	r := ResourceDump{Name: e.Name, Version: e.Version, Owner: e.Owner, Revision: e.Revision, Shadowed: e.Shadowed}
+	r := ResourceDump{Name: e.Name, Version: e.Version, Owner: e.Owner, Revision: e.Revision, Shadowed: e.Shadowed()}
 	res, err := e.Decode()
 	var js []byte
 	if err == nil {

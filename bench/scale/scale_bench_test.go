@@ -30,6 +30,7 @@ var (
 	editCPUProfile = flag.String("scale.edit-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of 3 s from just before the edit into this file")
 	largest        = flag.Bool("scale.largest", false, "BenchmarkScaleFromFiles: once the clients hold everything, report the size of the largest resource of each Envoy type (the port's route configuration holds a virtual host for every host)")
 	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
+	deliveryCPU    = flag.String("scale.delivery-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of -scale.cpu-seconds from /readyz 200 (the delivery to the clients) into this file")
 	bridgeLogLevel = flag.String("scale.log-level", "warn", "the bridge process's log.level (debug shows each translation and what it took)")
 )
 
@@ -56,7 +57,9 @@ const (
 //   - ms-edit-to-served: from rewriting one file (each of its ServiceEntries gets one more
 //     endpoint), the bridge idle, to both clients holding the new ServiceEntries and endpoints.
 //
-// -scale.cpu-profile FILE saves the bridge's CPU profile of its first -scale.cpu-seconds.
+// -scale.cpu-profile FILE saves the bridge's CPU profile of its first -scale.cpu-seconds;
+// -scale.delivery-cpu-profile FILE, of -scale.cpu-seconds from ready (what it takes the
+// clients to be sent everything).
 func BenchmarkScaleFromFiles(b *testing.B) {
 	bin := buildBridge(b)
 	n, files := *scaleN, *scaleFiles
@@ -73,6 +76,7 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		mcpc := dialClientFor(b, p.grpcAddr, followMCP, n)
 		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
 		ready := p.waitReady(b, 10*time.Minute)
+		delivered := p.profileCPU(b, *deliveryCPU, *cpuSeconds)
 		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
 		rss, _ := PeakRSS(p.cmd.Process.Pid)
 		cpu, _ := CPU(p.cmd.Process.Pid)
@@ -88,6 +92,7 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")
 		<-profiled
+		<-delivered
 		if *largest {
 			reportLargest(b, p.grpcAddr)
 		}

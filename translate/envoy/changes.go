@@ -283,9 +283,9 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 			t.markHost(h, true)
 		}
 		delKey(t.selectorsByNS, old.Namespace, key)
-		if old.vip != "" {
-			delKey(t.seByVIP, old.vip, key)
-			t.markVIP(old.vip)
+		if old.vip() != "" {
+			delKey(t.seByVIP, old.vip(), key)
+			t.markVIP(old.vip())
 		}
 		delete(t.ses, key)
 	}
@@ -301,12 +301,12 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		addKey(t.seByHost, h, key)
 		t.markHost(h, true)
 	}
-	if len(se.selector) > 0 {
+	if len(se.selector()) > 0 {
 		addKey(t.selectorsByNS, se.Namespace, key)
 	}
-	if se.vip != "" {
-		addKey(t.seByVIP, se.vip, key)
-		t.markVIP(se.vip)
+	if se.vip() != "" {
+		addKey(t.seByVIP, se.vip(), key)
+		t.markVIP(se.vip())
 	}
 }
 
@@ -416,7 +416,7 @@ func (t *Translator) setWorkloadEntry(key string, we *workloadEntry) {
 func (t *Translator) markSelecting(we *workloadEntry) {
 	for _, key := range t.selectorsByNS[we.Namespace] {
 		se := t.ses[key]
-		if we.labels.selectedBy(se.selector) {
+		if we.labels.selectedBy(se.selector()) {
 			for _, h := range se.hosts {
 				t.markEndpoints(h)
 			}

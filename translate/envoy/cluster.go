@@ -124,7 +124,7 @@ func (b *hostBuild) addClusterMessage(name string, p port, subset string, pol po
 			sidecarOpts = proto.Clone(opts).(*upstreamhttp.HttpProtocolOptions)
 		}
 	}
-	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans}, opts, b.fs)
+	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans()}, opts, b.fs)
 	pol.checkUnsupported(b.fs)
 	if !b.setProtocolOptions(c, name, opts) {
 		return
@@ -277,7 +277,7 @@ func (b *build) putLoadAssignment(name string, eps []endpoint) {
 // (host names, resolved by the proxy), or the host itself when the ServiceEntry lists none.
 // LOGICAL_DNS takes exactly one endpoint: the first.
 func (b *hostBuild) dnsAssignment(name string, p port, eps []endpoint, single bool) *endpointpb.ClusterLoadAssignment {
-	if b.se.inline == 0 && len(b.se.selector) == 0 {
+	if b.se.inline == 0 && len(b.se.selector()) == 0 {
 		target := p.number
 		if p.target != 0 {
 			target = p.target

@@ -101,7 +101,7 @@ func (b *hostBuild) addGRPCCluster(c *clusterpb.Cluster, pol policy) {
 	}
 	switch mode := pol.tls.GetMode(); mode {
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
-		typed, err := pack(&tlspb.UpstreamTlsContext{CommonTlsContext: grpcMutualTLS(b.se.sans)})
+		typed, err := pack(&tlspb.UpstreamTlsContext{CommonTlsContext: grpcMutualTLS(b.se.sans())})
 		if err != nil {
 			b.invalid("Cluster", g.GetName(), err)
 			return

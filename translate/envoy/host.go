@@ -314,7 +314,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 
 // putAPIListener adds the host's API listener of a port (apilistener_wire.go).
 func (b *hostBuild) putAPIListener(port uint32) {
-	l := newAPIListenerWire(b.host, b.se.vip, port)
+	l := newAPIListenerWire(b.host, b.se.vip(), port)
 	enc, err := store.EncodeBody(l.name, ListenerType, l.size(), l.append)
 	if err != nil {
 		b.invalid("Listener", l.name, err)
@@ -393,7 +393,7 @@ func (b *hostBuild) proxyDomain() string { return sharedProxyDomain(b.t.suffix) 
 // go. Which host comes first is istiod's order of services, not one a user can rely on; the
 // bridge's is the host names' order, and the others are reported.
 func (b *hostBuild) vipFor(port uint32) string {
-	vip := b.se.vip
+	vip := b.se.vip()
 	if vip == "" {
 		return ""
 	}

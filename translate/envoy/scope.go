@@ -179,7 +179,7 @@ type exportTo struct {
 	namespace string
 }
 
-func (se *serviceEntry) export() exportTo   { return exportTo{se.exportTo, se.Namespace} }
+func (se *serviceEntry) export() exportTo   { return exportTo{se.exportTo(), se.Namespace} }
 func (vs *virtualService) export() exportTo { return exportTo{vs.spec.GetExportTo(), vs.Namespace} }
 
 // limited tells an exportTo that leaves some namespace out.

@@ -157,9 +157,9 @@ type workload struct {
 func (t *Translator) workloads(se *serviceEntry) []workload {
 	var out []workload
 	if se.inline > 0 {
-		out = scanEndpoints(se.body, kindServiceEntry, se.Key, se.inline)
+		out = scanEndpoints(se.body, kindServiceEntry, se.Key, int(se.inline))
 	}
-	sel := se.selector
+	sel := se.selector()
 	if len(sel) == 0 {
 		return out
 	}

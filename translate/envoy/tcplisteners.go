@@ -190,7 +190,7 @@ func (b *hostBuild) tcpTargets(p port) []tcpTarget {
 		seen[a.String()] = true
 		out = append(out, tcpTarget{bind: a.String(), address: wildcardBind})
 	}
-	if len(out) == 0 && len(b.se.selector) == 0 {
+	if len(out) == 0 && len(b.se.selector()) == 0 {
 		return []tcpTarget{{bind: wildcardBind, address: wildcardBind}}
 	}
 	return out
@@ -201,11 +201,11 @@ func (b *hostBuild) tcpTargets(p port) []tcpTarget {
 // of each address, and a sidecar keeps one service per host name: the others are reported.
 // false: every address is invalid (istiod then has no service of the host at all).
 func (b *hostBuild) hostAddress() (string, bool) {
-	if len(b.se.addresses) == 0 {
+	if len(b.se.addresses()) == 0 {
 		return wildcardBind, true
 	}
 	var chosen string
-	for i, a := range b.se.addresses {
+	for i, a := range b.se.addresses() {
 		var addr string
 		if ip, err := netip.ParseAddr(a); err == nil {
 			addr = ip.String()
@@ -914,7 +914,7 @@ func rawProtocol(se *serviceEntry, number uint32) string {
 // NONE-resolution host without an address is listened for on each endpoint address of its
 // TCP and TLS ports.
 func listensOnEndpoints(se *serviceEntry) bool {
-	if se.resolution != networking.ServiceEntry_NONE || len(se.addresses) > 0 {
+	if se.resolution != networking.ServiceEntry_NONE || len(se.addresses()) > 0 {
 		return false
 	}
 	return slices.ContainsFunc(se.ports, func(p servicePort) bool { return l4Of(p.protocol) != l4None })

@@ -74,6 +74,9 @@ type Kind struct {
 	aliases []string // versions other than Version under which Istio serves the kind
 }
 
+// Descriptor describes the body message, without making one.
+func (k *Kind) Descriptor() protoreflect.MessageDescriptor { return k.desc }
+
 // networkingAliases, securityAliases and telemetryAliases are the versions Istio serves besides
 // the canonical one (the VersionAliases and Version of the kinds' schemas in Istio's
 // pkg/config/schema/collections).

@@ -159,7 +159,7 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 // says the bytes are surely valid with md (Kind.SurelyValid), there is nothing left to
 // validate and the message is not built: it returns surelyValid, a nil message.
 func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
-	desc := k.New().ProtoReflect().Descriptor()
+	desc := k.Descriptor()
 	value, ok := p.appendMessage(nil, i, desc, 0)
 	if !ok {
 		return nil, nil, false

@@ -611,3 +611,57 @@ func TestEntryIsNinetySixBytes(t *testing.T) {
 		t.Fatalf("Entry is %d bytes, over the 96 budgeted", size)
 	}
 }
+
+// TestALargeEncodedWriteTellsItsNamesApart: a write of encoded resources large enough to be
+// checked in name order (checkSortedNames) refuses what a small one refuses, a name given
+// twice and a name with a control character, naming it, and writes nothing; without either,
+// it writes every resource once.
+func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
+	n := parallelWriteMin + 10
+	encoded := func(names ...string) []Encoded {
+		var out []Encoded
+		for i := range n {
+			name := fmt.Sprintf("ns/svc-%05d", n-i) // out of name order, as producers hand them
+			if i < len(names) {
+				name = names[i]
+			}
+			e, err := Encode(res(name, fmt.Sprint(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		what, wantName string
+		names          []string
+	}{
+		{"a name given twice", "ns/svc-00005", []string{"ns/svc-00005"}}, // also generated: n-i == 5
+		{"a control character", "ns/bad\x01", []string{"ns/a", "ns/bad\x01"}},
+	} {
+		s := New(Options{})
+		for _, write := range []func() error{
+			func() error { _, err := s.Apply("p", Update{Collection: collA, Encoded: encoded(tc.names...)}); return err },
+			func() error {
+				_, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: encoded(tc.names...)})
+				return err
+			},
+		} {
+			var verr *ValidationError
+			if err := write(); !errors.As(err, &verr) || verr.Resource != tc.wantName {
+				t.Fatalf("%s: error %v, want a ValidationError naming %q", tc.what, err, tc.wantName)
+			}
+			if info := s.View().Collection(collA); info.Count != 0 {
+				t.Fatalf("%s: the refused write left %d resources", tc.what, info.Count)
+			}
+		}
+	}
+	s := New(Options{})
+	if _, err := s.Apply("p", Update{Collection: collA, Full: true, Encoded: encoded()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, es := s.View().Snapshot(collA); len(es) != n {
+		t.Fatalf("served %d resources, want %d", len(es), n)
+	}
+}

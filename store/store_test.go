@@ -642,7 +642,10 @@ func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
 	} {
 		s := New(Options{})
 		for _, write := range []func() error{
-			func() error { _, err := s.Apply("p", Update{Collection: collA, Encoded: encoded(tc.names...)}); return err },
+			func() error {
+				_, err := s.Apply("p", Update{Collection: collA, Encoded: encoded(tc.names...)})
+				return err
+			},
 			func() error {
 				_, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: encoded(tc.names...)})
 				return err

@@ -190,9 +190,11 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 // its names told apart in that order (see checkSortedNames) rather than in a set of them.
 func (s *Store) prepareFor(updates []Update, forWrite bool) ([]preparedUpdate, error) {
 	seenColl := make(map[string]bool, len(updates))
-	for _, u := range updates {
-		if err := checkCollection(u.Collection, seenColl); err != nil {
-			return nil, err
+	collErrs := make([]error, len(updates))
+	for i, u := range updates {
+		if collErrs[i] = checkCollection(u.Collection, seenColl); collErrs[i] != nil {
+			updates = updates[:i] // those after are not prepared: this fault comes first
+			break
 		}
 	}
 	out := make([]preparedUpdate, len(updates))
@@ -200,10 +202,13 @@ func (s *Store) prepareFor(updates []Update, forWrite bool) ([]preparedUpdate, e
 	parallel.For(len(updates), perUpdateWorker(updates), func(i int) {
 		out[i], errs[i] = s.prepareOne(updates[i], forWrite)
 	})
-	for _, err := range errs { // the first in update order, as one by one
+	for _, err := range errs { // the first fault in update order, as one by one
 		if err != nil {
 			return nil, err
 		}
+	}
+	if len(updates) < len(collErrs) {
+		return nil, collErrs[len(updates)] // the collection of the update after these
 	}
 	return out, nil
 }
@@ -244,8 +249,14 @@ func (s *Store) prepareOne(u Update, forWrite bool) (preparedUpdate, error) {
 	if forWrite && nr == 0 && n >= parallelWriteMin && (u.Full || len(u.Removed) == 0) {
 		// Encoded already, nothing removed to check against: the names are told apart in the
 		// order write needs anyway (a set of a million names was a serial second).
-		s.marshals.Add(uint64(n))
-		return p, checkSortedNames(u, p.entries)
+		if checkSortedNames(p.entries) {
+			s.marshals.Add(uint64(n))
+			return p, nil
+		}
+		// Refused: named as one by one would name it, in the order given.
+		es := entriesOf(u.Encoded, 0)
+		_, err := checkNames(u, n, func(i int) string { return es[i].Name })
+		return p, err
 	}
 	names, err := checkNames(u, n, func(i int) string {
 		if i < nr {
@@ -304,25 +315,22 @@ func checkNames(u Update, n int, name func(i int) string) (map[string]bool, erro
 	return names, nil
 }
 
-// checkSortedNames refuses what checkNames refuses, for an update of encoded entries only: it
-// checks each name in order, then puts the entries in name order (sortByName) and finds a name
-// given twice next to itself.
-func checkSortedNames(u Update, es []*Entry) error {
-	for i, e := range es {
-		if e.Name == "" {
-			return &ValidationError{Collection: u.Collection, Err: fmt.Errorf("resource %d has no metadata.name", i)}
-		}
-		if err := checkKey("name", e.Name); err != nil {
-			return &ValidationError{Collection: u.Collection, Resource: e.Name, Err: err}
+// checkSortedNames reports whether encoded entries pass checkNames: each named, without
+// control characters, and once; it puts them in name order (sortByName) and finds a name given
+// twice next to itself. A refusal is named by checkNames.
+func checkSortedNames(es []*Entry) bool {
+	for _, e := range es {
+		if e.Name == "" || checkKey("name", e.Name) != nil {
+			return false
 		}
 	}
 	sortByName(es)
 	for i := 1; i < len(es); i++ {
 		if es[i].Name == es[i-1].Name {
-			return &ValidationError{Collection: u.Collection, Resource: es[i].Name, Err: fmt.Errorf("name appears twice")}
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // checkRemoved refuses an incremental update whose removed names are not each named and

@@ -638,6 +638,8 @@ func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
 		names          []string
 	}{
 		{"a name given twice", "ns/svc-00005", []string{"ns/svc-00005"}}, // also generated: n-i == 5
+		// Named in the order given, as one by one: ns/zz repeats first, ns/svc-00005 sorts first.
+		{"two names given twice", "ns/zz", []string{"ns/zz", "ns/zz", "ns/svc-00005"}},
 		{"a control character", "ns/bad\x01", []string{"ns/a", "ns/bad\x01"}},
 	} {
 		s := New(Options{})
@@ -660,7 +662,13 @@ func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
 			}
 		}
 	}
+	// An update's fault comes before the fault of a later update's collection, as one by one.
 	s := New(Options{})
+	_, err := s.Apply("p", Update{Collection: collA, Encoded: encoded("ns/x", "ns/x")}, Update{Collection: collA})
+	var verr *ValidationError
+	if !errors.As(err, &verr) || verr.Resource != "ns/x" {
+		t.Fatalf("a name given twice, then the collection again: error %v, want the name given twice", err)
+	}
 	if _, err := s.Apply("p", Update{Collection: collA, Full: true, Encoded: encoded()}); err != nil {
 		t.Fatal(err)
 	}

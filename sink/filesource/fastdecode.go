@@ -157,7 +157,7 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 // spec encodes spec as the kind's message in an Any, as the general path does (fastwire.go),
 // and returns the message too, to be validated: unmarshalled from those bytes. When the kind
 // says the bytes are surely valid with md (Kind.SurelyValid), there is nothing left to
-// validate and the message is not built: it returns surelyValid, a nil message.
+// validate and the message is not built: it returns the sentinel surelyValid instead.
 func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
 	desc := k.Descriptor()
 	value, ok := p.appendMessage(nil, i, desc, 0)

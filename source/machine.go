@@ -171,6 +171,25 @@ const (
 	nacked
 )
 
+// String names an outcome for the debug log.
+func (o outcome) String() string {
+	switch o {
+	case ignoredStale:
+		return "stale"
+	case ignoredPhantom:
+		return "phantom"
+	case subscribed:
+		return "subscribed"
+	case resubscribed:
+		return "resubscribed"
+	case acked:
+		return "acked"
+	case nacked:
+		return "nacked"
+	}
+	return "none"
+}
+
 // handle is the machine's one entry point: it applies the event and returns what to do.
 func (m *machine) handle(ev event) effects {
 	fx := effects{outcome: noRequest}

@@ -283,6 +283,12 @@ func (s *stream) noteRequest(req *Request, fx effects) {
 		sub.metrics = s.engine.metrics.Collection(metrics.RoleSource, sub.label)
 	}
 	s.countRequest(req, sub)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		// With "sent", the two sides of each exchange: at scale, where a response waits on the
+		// client (the parts of a large response go one after another).
+		s.log.Debug("received", "type", req.Key, "nonce", req.Nonce, "subscribe", len(req.Subscribe),
+			"unsubscribe", len(req.Unsubscribe), "outcome", fx.outcome)
+	}
 	node := s.nodeID()
 	switch fx.outcome {
 	case ignoredPhantom:

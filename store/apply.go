@@ -213,17 +213,13 @@ func (s *Store) prepareFor(updates []Update, forWrite bool) ([]preparedUpdate, e
 	return out, nil
 }
 
-// perUpdateWorker is parallel.For's perWorker for preparing a write's updates: one per worker
-// when the write is large.
+// perUpdateWorker is parallel.For's perWorker for preparing a write's updates.
 func perUpdateWorker(updates []Update) int {
 	n := 0
 	for i := range updates {
 		n += len(updates[i].Resources) + len(updates[i].Encoded)
 	}
-	if n >= parallelWriteMin {
-		return 1
-	}
-	return max(len(updates), 1)
+	return perPart(n, len(updates))
 }
 
 // checkCollection refuses an update's collection name: empty, with a control character, or
@@ -549,11 +545,7 @@ func (w *writer) apply(p *Plan) {
 		touched[i] = slices.Grow(w.touched[cp.Collection], len(cp.Puts)+len(cp.Deletes))
 		changes += len(cp.Puts) + len(cp.Deletes)
 	}
-	perWorker := len(colls)
-	if changes >= parallelWriteMin {
-		perWorker = 1
-	}
-	parallel.For(len(colls), perWorker, func(i int) {
+	parallel.For(len(colls), perPart(changes, len(colls)), func(i int) {
 		cp, c := &p.Collections[i], colls[i]
 		for _, e := range cp.Puts { // in name order: write sorted them (sortByName), planOf kept it
 			touched[i] = append(touched[i], w.putOwned(c, e))
@@ -572,17 +564,23 @@ func (w *writer) apply(p *Plan) {
 // TestStoreAgainstModel lowers it, so that its small writes take the parallel path too.
 var parallelWriteMin = 4096
 
-// perCollectionWorker is parallel.For's perWorker for work on each update of a write apart:
-// one update per worker when the write is large, else all on the caller's goroutine.
+// perCollectionWorker is parallel.For's perWorker for work on each prepared update apart.
 func perCollectionWorker(updates []preparedUpdate) int {
 	n := 0
 	for i := range updates {
 		n += len(updates[i].entries)
 	}
+	return perPart(n, len(updates))
+}
+
+// perPart is parallel.For's perWorker for a write of n names in parts (its updates, its
+// collections), each part apart: one part per worker when the write is large, else all on
+// the caller's goroutine.
+func perPart(n, parts int) int {
 	if n >= parallelWriteMin {
 		return 1
 	}
-	return max(len(updates), 1)
+	return max(parts, 1)
 }
 
 // resolve recomputes the served entry of every touched name and writes those that changed:

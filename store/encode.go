@@ -166,8 +166,8 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 		h.WriteString(name)
 	}
 	hashAny(&h, anyLen, typeURL, b[valueAt:])
-	var sum [8]byte
-	hex.Encode(b[versionAt:versionAt+versionLen], binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
+	sum := sumOf(&h)
+	hex.Encode(b[versionAt:versionAt+versionLen], sum[:])
 	return newEncoded(b), nil
 }
 
@@ -208,8 +208,14 @@ func withVersion(meta []byte, version string) []byte {
 }
 
 func hexSum(h *xxhash.Digest) string {
-	var sum [8]byte
-	return hex.EncodeToString(binary.BigEndian.AppendUint64(sum[:0], h.Sum64()))
+	sum := sumOf(h)
+	return hex.EncodeToString(sum[:])
+}
+
+// sumOf is the hash's sum as Digest.Sum appends it (big-endian), without an allocation.
+func sumOf(h *xxhash.Digest) (sum [8]byte) {
+	binary.BigEndian.PutUint64(sum[:], h.Sum64())
+	return sum
 }
 
 func encodeGeneric(r *mcpapi.Resource) ([]byte, error) {

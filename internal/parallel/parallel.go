@@ -62,3 +62,21 @@ func Pipeline(n, chunk int, work, then func(i int)) {
 	}
 	wg.Wait()
 }
+
+// ForThen is For(n, perWorker, work) followed by then(i) for each i in order on the caller's
+// goroutine; a job of pipelineMin items or more is a Pipeline of chunks of chunk items
+// instead, so that the serial thens overlap the work still to do.
+func ForThen(n, perWorker, chunk int, work, then func(i int)) {
+	if n < pipelineMin {
+		For(n, perWorker, work)
+		for i := range n {
+			then(i)
+		}
+		return
+	}
+	Pipeline(n, chunk, work, then)
+}
+
+// pipelineMin is the size of a job from which ForThen overlaps the thens with the work: below
+// it, waiting for all of the work costs less than the hand-over of each chunk.
+const pipelineMin = 4096

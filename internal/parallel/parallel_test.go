@@ -19,14 +19,25 @@ func TestForCallsEachIndexOnce(t *testing.T) {
 }
 
 // TestPipelineThenFollowsEachWorkInOrder: every index is worked once and then handed to then
-// once, in order, after its own work (then reads what work wrote: the race detector checks
+// once, in order, after its own work, by Pipeline and by ForThen (then reads what work wrote: the race detector checks
 // that the hand-over orders them).
 func TestPipelineThenFollowsEachWorkInOrder(t *testing.T) {
-	for _, tc := range []struct{ n, chunk int }{{0, 4}, {1, 4}, {7, 3}, {1000, 64}, {1000, 1}, {5, 0}} {
+	cases := []struct {
+		n, chunk int
+		run      func(n, chunk int, work, then func(int))
+	}{{0, 4, Pipeline}, {1, 4, Pipeline}, {7, 3, Pipeline}, {1000, 64, Pipeline}, {1000, 1, Pipeline}, {5, 0, Pipeline}}
+	forThen := func(n, chunk int, work, then func(int)) { ForThen(n, chunk, chunk, work, then) }
+	for _, n := range []int{0, 7, pipelineMin - 1, pipelineMin + 5} { // both of ForThen's ways
+		cases = append(cases, struct {
+			n, chunk int
+			run      func(n, chunk int, work, then func(int))
+		}{n, 64, forThen})
+	}
+	for _, tc := range cases {
 		worked := make([]int, tc.n)
 		var calls atomic.Int32
 		var order []int
-		Pipeline(tc.n, tc.chunk, func(i int) {
+		tc.run(tc.n, tc.chunk, func(i int) {
 			worked[i]++
 			calls.Add(1)
 		}, func(i int) {

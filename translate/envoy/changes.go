@@ -145,18 +145,10 @@ func (t *Translator) decodeAll(kind string, upserts []Input, apply func(i int, d
 			out[i].fields = untranslatedFault(kind, in.Name, in.Value)
 		}
 	}
-	hand := func(i int) {
+	parallel.ForThen(len(upserts), parallelDecodeMin, parallelDecodeMin, decode, func(i int) {
 		apply(i, out[i])
 		out[i] = decoded{} // applied: the translator holds what it keeps
-	}
-	if len(upserts) < reserveMin {
-		parallel.For(len(upserts), parallelDecodeMin, decode)
-		for i := range upserts {
-			hand(i)
-		}
-		return
-	}
-	parallel.Pipeline(len(upserts), parallelDecodeMin, decode, hand)
+	})
 }
 
 // parallelDecodeMin is the number of upserts per goroutine from which they are decoded on

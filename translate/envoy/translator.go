@@ -583,16 +583,8 @@ func (t *Translator) buildHosts(hosts []unitKey, record func(unitKey, *unitState
 		}
 		return t.buildHost(key.name)
 	}
-	if len(hosts) < reserveMin {
-		built := make([]*unitState, len(hosts))
-		parallel.For(len(hosts), parallelBuildMin, func(i int) { built[i] = build(hosts[i]) })
-		for i, key := range hosts {
-			record(key, built[i])
-		}
-		return
-	}
 	built := make([]*unitState, len(hosts))
-	parallel.Pipeline(len(hosts), 1024, func(i int) { built[i] = build(hosts[i]) }, func(i int) {
+	parallel.ForThen(len(hosts), parallelBuildMin, 1024, func(i int) { built[i] = build(hosts[i]) }, func(i int) {
 		record(hosts[i], built[i])
 		built[i] = nil // the units map holds it now
 	})

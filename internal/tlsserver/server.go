@@ -190,32 +190,59 @@ type FileError struct {
 func (e *FileError) Error() string { return fmt.Sprintf("%s %s: %v", e.Key, e.Path, e.Err) }
 func (e *FileError) Unwrap() error { return e.Err }
 
-// load reads the files and builds the config every handshake will share.
+// loadAttempts bounds the reads of one load while its files keep changing under it.
+const loadAttempts = 3
+
+// load reads the files and builds the config every handshake will share. A kubelet mount
+// swaps all its files at once, but a load that reads between the swap and its other files
+// sees a key that is not the certificate's: when a build fails and the files now read
+// differently, it was such a torn read, and the files are read again.
 func (s *Server) load() (*loaded, error) {
+	var err error
+	for range loadAttempts {
+		var files contents
+		if files, err = s.readAll(); err != nil {
+			return nil, err
+		}
+		var cfg *tls.Config
+		if cfg, err = s.build(files); err == nil {
+			return &loaded{config: cfg, files: files}, nil
+		}
+		if again, readErr := s.readAll(); readErr != nil || again.equal(files) {
+			return nil, err // what is on disk now is what failed
+		}
+	}
+	return nil, err
+}
+
+func (s *Server) readAll() (contents, error) {
 	c := s.opts.Config
 	var files contents
 	var err error
 	if files.cert, err = s.read("cert_file", c.CertFile); err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	if files.key, err = s.read("key_file", c.KeyFile); err != nil {
-		return nil, err
+		return contents{}, err
 	}
 	if files.ca, err = s.read("client_ca_file", c.ClientCAFile); err != nil {
-		return nil, err
+		return contents{}, err
 	}
-	cfg, err := s.build(files)
-	if err != nil {
-		return nil, err
-	}
-	return &loaded{config: cfg, files: files}, nil
+	return files, nil
 }
+
+// afterRead, where a test sets it, runs after each file is read: the moment a rotation may
+// land between two files.
+var afterRead atomic.Pointer[func(field string)]
 
 func (s *Server) read(field, path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
 	data, err := os.ReadFile(path)
+	if hook := afterRead.Load(); hook != nil {
+		(*hook)(field)
+	}
 	var pathErr *fs.PathError
 	if errors.As(err, &pathErr) {
 		err = pathErr.Err // the path is in the message already

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,6 +355,33 @@ func TestRotationOfAKubeletMount(t *testing.T) {
 	}
 	if serial, err := handshake(r.addr, ca.Pool(), ca.Client(t, "")); err != nil || serial.Cmp(second.Cert.SerialNumber) != 0 {
 		t.Fatalf("after the update: serial %x, %v; want %x", serial, err, second.Cert.SerialNumber)
+	}
+}
+
+// The swap of a kubelet mount landing between the reads of the certificate and of the key is
+// no failed reload: the load sees its files changed under it and reads them again.
+func TestAMountSwapBetweenTwoReadsIsNoFailure(t *testing.T) {
+	ca := certtest.NewCA(t, "CA")
+	first, second := ca.Server(t), ca.Server(t)
+	m := certtest.NewMount(t, map[string][]byte{"tls.crt": first.CertPEM, "tls.key": first.KeyPEM})
+	r := run(t, Config{CertFile: m.Path("tls.crt"), KeyFile: m.Path("tls.key")})
+	var swapped atomic.Bool
+	hook := func(field string) {
+		if field == "cert_file" && swapped.CompareAndSwap(false, true) {
+			m.Update(t, map[string][]byte{"tls.crt": second.CertPEM, "tls.key": second.KeyPEM})
+		}
+	}
+	afterRead.Store(&hook)
+	t.Cleanup(func() { afterRead.Store(nil) })
+	certtest.WriteFile(t, m.Dir+"/unrelated", []byte("x")) // an event: the reload that is torn
+	if err := r.next(t); err != nil {
+		t.Fatalf("a reload torn by a mount swap failed: %v", err)
+	}
+	if !swapped.Load() {
+		t.Fatal("the mount was not swapped during the reload")
+	}
+	if got := r.Certificate().SerialNumber; got.Cmp(second.Cert.SerialNumber) != 0 {
+		t.Fatalf("serving serial %x, want the new %x", got, second.Cert.SerialNumber)
 	}
 }
 

@@ -37,20 +37,27 @@ func statusField(pid int, field string) (int64, error) {
 
 // CPU is the user and system CPU time the process has used.
 func CPU(pid int) (time.Duration, error) {
+	user, system, err := CPUTimes(pid)
+	return user + system, err
+}
+
+// CPUTimes is a process's CPU time so far, in user space and in the kernel (page faults,
+// system calls) apart.
+func CPUTimes(pid int) (user, system time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces; the fields counted from after its ')'.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return time.Duration(utime) * time.Second / clockTicks, time.Duration(stime) * time.Second / clockTicks, nil
 }

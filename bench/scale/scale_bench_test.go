@@ -53,7 +53,8 @@ const (
 //     every cluster and endpoint assignment;
 //   - s-ready-early: how long before the later client holds everything /readyz said 200
 //     (negative: ready after);
-//   - CPU-s and MiB-peak-RSS of the bridge up to then;
+//   - CPU-s and MiB-peak-RSS of the bridge up to then (CPU-s-kernel: the part of CPU-s spent
+//     in the kernel, mostly page faults of fresh memory);
 //   - ms-edit-to-served: from rewriting one file (each of its ServiceEntries gets one more
 //     endpoint), the bridge idle, to both clients holding the new ServiceEntries and endpoints.
 //
@@ -79,7 +80,8 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		delivered := p.profileCPU(b, *deliveryCPU, *cpuSeconds)
 		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
 		rss, _ := PeakRSS(p.cmd.Process.Pid)
-		cpu, _ := CPU(p.cmd.Process.Pid)
+		user, system, _ := CPUTimes(p.cmd.Process.Pid)
+		cpu := user + system
 		if *profilesInto != "" {
 			p.saveProfiles(b, *profilesInto, "heap", "goroutine")
 			p.saveMetrics(b, *profilesInto)
@@ -91,6 +93,7 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(float64(rss)/(1<<20), "MiB-peak-RSS")
 		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")
+		b.ReportMetric(system.Seconds(), "CPU-s-kernel")
 		<-profiled
 		<-delivered
 		if *largest {

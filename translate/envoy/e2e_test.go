@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
@@ -153,7 +152,7 @@ type backend struct {
 	port int
 }
 
-func (s *backend) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (s *backend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if d := md.Get("sleep"); len(d) > 0 {
 		wait, _ := time.ParseDuration(d[0])
@@ -163,7 +162,7 @@ func (s *backend) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*test
 			return nil, ctx.Err()
 		}
 	}
-	return &testpb.SimpleResponse{ServerId: s.id}, nil
+	return &testgrpc.SimpleResponse{ServerId: s.id}, nil
 }
 
 func startBackends(t *testing.T, ids ...string) map[string]*backend {
@@ -244,7 +243,7 @@ func call(t *testing.T, c testgrpc.TestServiceClient, md ...string) (string, err
 	if len(md) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, md...)
 	}
-	resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.WaitForReady(true))
+	resp, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return "", err
 	}
@@ -833,7 +832,7 @@ func TestGRPCClientSeesOnlyItsNamespaceWhenItNarrowsItsView(t *testing.T) {
 	// bridge's answers never name it.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	_, err := narrowed("xds:///echo.other.svc.cluster.local:8080").UnaryCall(ctx, &testpb.SimpleRequest{})
+	_, err := narrowed("xds:///echo.other.svc.cluster.local:8080").UnaryCall(ctx, &testgrpc.SimpleRequest{})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("another namespace's service: %v, want Unavailable (its listener does not exist for the client)", err)
 	}

@@ -436,9 +436,7 @@ func (t *Translator) GatewayClassInfo() []GatewayClassInfo {
 		for _, gw := range t.classGateways(c) {
 			info.Gateways = append(info.Gateways, gw.Key)
 		}
-		for _, o := range t.units[unitKey{unitGatewayClass, id}].outputsOf(ListenerType) {
-			info.Listeners = append(info.Listeners, o)
-		}
+		info.Listeners = append(info.Listeners, t.units[unitKey{unitGatewayClass, id}].outputsOf(ListenerType)...)
 		out = append(out, info)
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 
 	clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -197,33 +196,6 @@ func applyConsistentHash(c *clusterpb.Cluster, ch *networking.LoadBalancerSettin
 		c.LbConfig = &clusterpb.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterpb.Cluster_RingHashLbConfig{
 			MinimumRingSize: wrapperspb.UInt64(size)}}
 	}
-}
-
-// hashPolicy is the route's side of consistent hashing: what to hash. nil without one.
-func (p *policy) hashPolicy() []*routepb.RouteAction_HashPolicy {
-	ch := p.lb.GetConsistentHash()
-	if ch == nil {
-		return nil
-	}
-	var hp routepb.RouteAction_HashPolicy
-	switch {
-	case ch.GetHttpHeaderName() != "":
-		hp.PolicySpecifier = &routepb.RouteAction_HashPolicy_Header_{Header: &routepb.RouteAction_HashPolicy_Header{
-			HeaderName: ch.GetHttpHeaderName()}}
-	case ch.GetHttpCookie() != nil:
-		ck := ch.GetHttpCookie()
-		hp.PolicySpecifier = &routepb.RouteAction_HashPolicy_Cookie_{Cookie: &routepb.RouteAction_HashPolicy_Cookie{
-			Name: ck.GetName(), Path: ck.GetPath(), Ttl: ck.GetTtl()}}
-	case ch.GetUseSourceIp():
-		hp.PolicySpecifier = &routepb.RouteAction_HashPolicy_ConnectionProperties_{ConnectionProperties: &routepb.RouteAction_HashPolicy_ConnectionProperties{
-			SourceIp: true}}
-	case ch.GetHttpQueryParameterName() != "":
-		hp.PolicySpecifier = &routepb.RouteAction_HashPolicy_QueryParameter_{QueryParameter: &routepb.RouteAction_HashPolicy_QueryParameter{
-			Name: ch.GetHttpQueryParameterName()}}
-	default:
-		return nil
-	}
-	return []*routepb.RouteAction_HashPolicy{&hp}
 }
 
 // applyConnectionPool sets limits and timeouts as istiod does (applyConnectionPool, which

@@ -114,3 +114,33 @@ func TestWireTemplateRefusesFieldsOutOfOrder(t *testing.T) {
 		t.Error("a hole the message does not set: no error")
 	}
 }
+
+// TestVirtualHostHeadIsTheMarshalledMessage: a virtual host's head written directly is, byte
+// for byte, proto.Marshal's of VirtualHost{name, domains}, for names and domains whose
+// lengths take one and two bytes, no name, no domains, empty domains; and a string that is
+// not UTF-8 is refused as proto.Marshal refuses it.
+func TestVirtualHostHeadIsTheMarshalledMessage(t *testing.T) {
+	long := strings.Repeat("h", 200) + ".example"
+	for _, c := range []struct {
+		name    string
+		domains []string
+	}{
+		{"reviews.bookinfo.svc.cluster.local:9080", []string{"reviews.bookinfo.svc.cluster.local", "reviews.bookinfo.svc.cluster.local.", "reviews.bookinfo", "240.0.0.9"}},
+		{long + ":80", []string{long, long + ":80", "[::1]", "[::1]:80"}},
+		{"", []string{"a"}},
+		{"a:1", nil},
+		{"a:1", []string{"", "b"}},
+		{"bad\xff:1", []string{"a"}},
+		{"a:1", []string{"ok", "bad\xfe"}},
+	} {
+		want, wantErr := deterministic.Marshal(&routepb.VirtualHost{Name: c.name, Domains: c.domains})
+		got, err := virtualHostHead(c.name, c.domains)
+		if (err != nil) != (wantErr != nil) {
+			t.Errorf("%q %q: error %v, proto.Marshal's %v", c.name, c.domains, err, wantErr)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%q %q: written\n%x\nmarshalled\n%x", c.name, c.domains, got, want)
+		}
+	}
+}

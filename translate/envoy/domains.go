@@ -3,6 +3,7 @@ package envoy
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -39,25 +40,41 @@ func proxyDNSDomain(namespace, suffix string) string { return namespace + ".svc.
 // port). vip is the host's address, "" for none. A shorter name that is some other host's own
 // (taken, which may be nil) is left out, as istiod leaves it out.
 func virtualHostDomains(host string, port uint32, vip, proxyDomain string, withPort bool, taken func(string) bool) []string {
-	domains := make([]string, 0, 12) // room for a host with a port, three short names and an address
 	p := port
 	if !withPort {
 		p = 0
 	}
+	alts := altHosts(host, proxyDomain)
+	if taken != nil {
+		alts = slices.DeleteFunc(alts, taken) // altHosts' list is the call's own
+	}
+	absolute := !mayBeIP(host) || net.ParseIP(host) == nil
+	withVIP := vip != "" && vip != "0.0.0.0"
+	// Sized exactly: a million hosts build two lists each.
+	each := 1
+	if p != 0 {
+		each = 2
+	}
+	n := each * (2 + len(alts)) // the host, its absolute name and its short names
+	if !absolute {
+		n-- // an address has no "ADDRESS." (but has "ADDRESS.:PORT")
+	}
+	if withVIP {
+		n += each
+	}
+	domains := make([]string, 0, n)
 	domains = appendDomainPort(domains, host, p)
 	// The absolute name: "HOST." (and "HOST.:PORT").
-	if !mayBeIP(host) || net.ParseIP(host) == nil {
+	if absolute {
 		domains = append(domains, host+".")
 	}
 	if p != 0 {
 		domains = append(domains, domainName(host+".", p))
 	}
-	for _, a := range altHosts(host, proxyDomain) {
-		if taken == nil || !taken(a) {
-			domains = appendDomainPort(domains, a, p)
-		}
+	for _, a := range alts {
+		domains = appendDomainPort(domains, a, p)
 	}
-	if vip != "" && vip != "0.0.0.0" {
+	if withVIP {
 		domains = appendDomainPort(domains, vip, p)
 	}
 	return domains

@@ -248,7 +248,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if !ok {
 		return
 	}
-	sidecar, err := deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: sidecarDomains})
+	sidecar, err := virtualHostHead(name, sidecarDomains)
 	if err != nil {
 		b.invalid("VirtualHost", name, err)
 		return
@@ -259,7 +259,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	pv := portVhost{port: p.number, sidecar: sidecar, own: own, defaultRoute: dflt}
 	var grpcHead, localGRPCHead []byte
 	if grpc {
-		if grpcHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name, Domains: grpcDomains}); err != nil {
+		if grpcHead, err = virtualHostHead(name, grpcDomains); err != nil {
 			b.invalid("VirtualHost", name, err)
 			return
 		}
@@ -272,11 +272,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if local {
 		// The proxies of the host's own namespace also call it by its bare name (domains.go).
 		ld := proxyDNSDomain(scope, b.t.suffix)
-		pv.local, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
-			Domains: virtualHostDomains(b.host, p.number, vip, ld, false, known)})
+		pv.local, err = virtualHostHead(name, virtualHostDomains(b.host, p.number, vip, ld, false, known))
 		if err == nil && grpc {
-			localGRPCHead, err = deterministic.Marshal(&routepb.VirtualHost{Name: name,
-				Domains: virtualHostDomains(b.host, p.number, vip, ld, true, known)})
+			localGRPCHead, err = virtualHostHead(name, virtualHostDomains(b.host, p.number, vip, ld, true, known))
 		}
 		if err != nil {
 			b.invalid("VirtualHost", name, err)

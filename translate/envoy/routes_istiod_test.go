@@ -301,6 +301,25 @@ func TestVirtualHostDomainsAreIstiodsForSidecarsAndGRPC(t *testing.T) {
 	}
 }
 
+// TestVirtualHostDomainsAreSizedExactly: the list of a virtual host's domains is allocated at
+// its length (two per host at a million hosts), for names and addresses, with and without
+// the port, short names and an address, and names another host takes.
+func TestVirtualHostDomainsAreSizedExactly(t *testing.T) {
+	taken := func(d string) bool { return d == "reviews.bookinfo" }
+	for _, host := range []string{"reviews.bookinfo.svc.cluster.local", "api.example.com", "10.0.0.1", "2001:db8::1", "*.example.com"} {
+		for _, vip := range []string{"", "0.0.0.0", "240.0.0.9"} {
+			for _, withPort := range []bool{false, true} {
+				for _, tk := range []func(string) bool{nil, taken} {
+					d := virtualHostDomains(host, 9080, vip, sharedProxyDomain("cluster.local"), withPort, tk)
+					if len(d) == 0 || cap(d) != len(d) {
+						t.Errorf("%s vip %q port %v: %d domains in room for %d", host, vip, withPort, len(d), cap(d))
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSidecarVirtualHostSharesTheGRPCRoutesBytes: the sidecar's virtual host of a host without
 // a VirtualService, assembled from its own name and domains and the gRPC one's routes, is the
 // deterministic encoding of the virtual host.

@@ -353,7 +353,11 @@ func (p *bridgeProcess) waitReady(b *testing.B, timeout time.Duration) time.Dura
 func (p *bridgeProcess) saveProfiles(b *testing.B, dir string, names ...string) {
 	b.Helper()
 	for _, name := range names {
-		resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/" + name)
+		query := ""
+		if name == "heap" {
+			query = "?gc=1" // what is live now: without a collection first, as of the last one
+		}
+		resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/" + name + query)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -184,10 +185,23 @@ func BenchmarkFirstLoadEncoded200k(b *testing.B) {
 	es := encodeAll(b, serviceEntries(200000, "1"))
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
 	b.ReportAllocs()
+	base := heapInUse()
+	var s *Store
 	for b.Loop() {
-		s := New(Options{})
+		s = New(Options{})
 		if r, err := s.ReplaceOwnerEncoded("p", map[string][]Encoded{collA: slices.Clone(es)}); err != nil || r.Changed != len(es) {
 			b.Fatalf("load: changed=%d err=%v", r.Changed, err)
 		}
 	}
+	// What the store holds of its own per resource (entries and trees; the encodings were
+	// made before): what a million services cost beyond their bytes.
+	b.ReportMetric(float64(heapInUse()-base)/float64(len(es)), "B-held/resource")
+	runtime.KeepAlive(s)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -73,6 +73,8 @@ func servedOf(v *View, coll string) map[string]string {
 func TestStoreAgainstModel(t *testing.T) {
 	defer func(min int) { parallelWriteMin = min }(parallelWriteMin)
 	parallelWriteMin = 1 // every write's collections at once, as a large write's are
+	defer func(min int) { bulkInsertMin = min }(bulkInsertMin)
+	bulkInsertMin = 2 // and its trees written in two passes, as a large write's are
 	rapid.Check(t, func(rt *rapid.T) {
 		now := time.Unix(1000, 0)
 		s := New(Options{Now: func() time.Time { return now }, TombstoneRetention: time.Minute})

@@ -562,3 +562,27 @@ func TestALargeLoadLeavesNothingDirty(t *testing.T) {
 	}
 	assertSameAsFromScratch(t, "after a VirtualService changed", tr, m)
 }
+
+// TestAPlainHostsUnitHasNoEmptyRoom: the unit of a host without a DestinationRule, a
+// VirtualService or proxyless outputs holds its one cluster in a list of one (a million hosts
+// keep their units: room for a route and a listener too was 80 MB left empty).
+func TestAPlainHostsUnitHasNoEmptyRoom(t *testing.T) {
+	gen := generatedMesh(3)
+	se := collectionOf(kindServiceEntry)
+	tr := NewTranslator(TranslatorOptions{LazyProxyless: true})
+	feed(tr, se, gen[se], nil)
+	tr.Translate()
+	hosts := 0
+	for k, u := range tr.units {
+		if k.kind != unitHost {
+			continue
+		}
+		hosts++
+		if len(u.outputs) != 1 || cap(u.outputs) != 1 {
+			t.Errorf("host %s: %d outputs in room for %d, want its one cluster alone", k.name, len(u.outputs), cap(u.outputs))
+		}
+	}
+	if hosts != 3 {
+		t.Fatalf("%d host units, want 3", hosts)
+	}
+}

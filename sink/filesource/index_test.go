@@ -36,18 +36,18 @@ func TestIndexAgainstMerge(t *testing.T) {
 				delete(files, p)
 				ix.replaced(p, before, nil)
 			} else {
-				st := &fileState{byKey: map[objKey]int{}}
-				for _, n := range names {
+				st := &fileState{}
+				var objs []stored
+				for _, n := range rapid.Permutation(names).Draw(rt, "order") { // a file's order is its author's
 					if rapid.Bool().Draw(rt, "defines") {
 						enc, err := store.Encode(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: n, Version: fmt.Sprint(p, step)}})
 						if err != nil {
 							rt.Fatal(err)
 						}
-						o := stored{kind: kind, enc: enc, doc: len(st.objects) + 1}
-						st.byKey[o.key()] = len(st.objects)
-						st.objects = append(st.objects, o)
+						objs = append(objs, stored{kind: kind, enc: enc, doc: len(objs) + 1})
 					}
 				}
+				st.setObjects(objs)
 				files[p] = st
 				ix.replaced(p, before, st.objects)
 			}

@@ -127,6 +127,7 @@ func (y *syncer) readAll(sid int64) {
 	if !y.served {
 		y.served = true
 		y.flush()
+		y.publish() // and the write's outcome, before readiness says so
 		close(y.s.ready)
 	}
 }
@@ -145,8 +146,10 @@ func (y *syncer) readTouched(paths map[string]struct{}) {
 }
 
 // flush writes what changed to the store. A refused write is tried again at the next burst,
-// or after retryWrite when none comes.
+// or after retryWrite when none comes. The faults of what was read are published first:
+// whoever sees the store's new state (a test, an operator's status page) sees them too.
 func (y *syncer) flush() {
+	y.publish()
 	for _, c := range y.reg.changes() {
 		if c.enc == nil {
 			y.state.Delete(serviceEntryKind.Collection, c.name)

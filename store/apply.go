@@ -523,7 +523,8 @@ var bulkInsertMin = 256
 // back to the nodes they left behind: a full load's trees were half full (52 bytes of tree
 // for a 24-byte item, measured at 300,000 names). The second pass's items each fall between
 // two of the first's and fill those half-full nodes (26 bytes an item); it is also faster,
-// with half the splits. The tree's content is the same either way: only its shape differs.
+// with half the splits. The items must be distinct (a write's names are): then the tree's
+// content is the same either way, and only its shape differs.
 func insertSorted[T any](t *btree.BTreeG[T], items []T) {
 	for i := 0; i < len(items); i += 2 {
 		t.ReplaceOrInsert(items[i])

@@ -185,7 +185,7 @@ func BenchmarkFirstLoadEncoded200k(b *testing.B) {
 	es := encodeAll(b, serviceEntries(200000, "1"))
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
 	b.ReportAllocs()
-	base := heapInUse()
+	base := heapAlloc()
 	var s *Store
 	for b.Loop() {
 		s = New(Options{})
@@ -195,11 +195,11 @@ func BenchmarkFirstLoadEncoded200k(b *testing.B) {
 	}
 	// What the store holds of its own per resource (entries and trees; the encodings were
 	// made before): what a million services cost beyond their bytes.
-	b.ReportMetric(float64(heapInUse()-base)/float64(len(es)), "B-held/resource")
+	b.ReportMetric(float64(heapAlloc()-base)/float64(len(es)), "B-held/resource")
 	runtime.KeepAlive(s)
 }
 
-func heapInUse() uint64 {
+func heapAlloc() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)

@@ -20,6 +20,17 @@ type storeModel struct {
 	absent map[string]bool
 }
 
+// shadowed is how many names more than one owner holds: one is served, the others shadowed.
+func (m *storeModel) shadowed(coll string) int {
+	n := 0
+	for _, owners := range m.owned[coll] {
+		if len(owners) > 1 {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *storeModel) served(coll string) map[string]string {
 	out := map[string]string{}
 	for name, owners := range m.owned[coll] {
@@ -165,6 +176,9 @@ func TestStoreAgainstModel(t *testing.T) {
 				}
 				if info := v.Collection(c); info.Count != len(got) {
 					rt.Fatalf("step %d, %s: count %d, serves %d", step, c, info.Count, len(got))
+				}
+				if info := v.Collection(c); info.Shadowed != m.shadowed(c) {
+					rt.Fatalf("step %d, %s: %d names shadowed, model %d", step, c, info.Shadowed, m.shadowed(c))
 				}
 				cur[c] = got
 			}

@@ -170,7 +170,7 @@ func slowStart(lb *networking.LoadBalancerSettings) *clusterpb.Cluster_SlowStart
 }
 
 // applyConsistentHash makes the cluster a ring hash (or Maglev) cluster as istiod does
-// (ApplyRingHashLoadBalancer); the hash key itself is a route setting (hashPolicy). The
+// (ApplyRingHashLoadBalancer); the hash key itself is a route setting (hashPolicyOf, routehash.go). The
 // deprecated form (neither ringHash nor maglev) gets Envoy's default ring of 1024 written out.
 func applyConsistentHash(c *clusterpb.Cluster, ch *networking.LoadBalancerSettings_ConsistentHashLB) {
 	c.LbConfig = nil

@@ -198,21 +198,24 @@ const loadAttempts = 3
 // sees a key that is not the certificate's: when a build fails and the files now read
 // differently, it was such a torn read, and the files are read again.
 func (s *Server) load() (*loaded, error) {
-	var err error
-	for range loadAttempts {
-		var files contents
-		if files, err = s.readAll(); err != nil {
-			return nil, err
-		}
-		var cfg *tls.Config
-		if cfg, err = s.build(files); err == nil {
+	files, err := s.readAll()
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		cfg, err := s.build(files)
+		if err == nil {
 			return &loaded{config: cfg, files: files}, nil
 		}
-		if again, readErr := s.readAll(); readErr != nil || again.equal(files) {
-			return nil, err // what is on disk now is what failed
+		if attempt == loadAttempts {
+			return nil, err
 		}
+		again, readErr := s.readAll()
+		if readErr != nil || again.equal(files) {
+			return nil, err // what is on disk now is what failed (a read error waits for the next event)
+		}
+		files = again // they changed under the last read: build what is there now
 	}
-	return nil, err
 }
 
 func (s *Server) readAll() (contents, error) {

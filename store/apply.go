@@ -485,31 +485,31 @@ func (w *writer) touch(coll, name string, fresh *Entry) {
 // putOwned inserts the writer's owner's new copy e, which the write created, and returns the
 // name it touched. It changes c alone.
 func (w *writer) putOwned(c *collection, e *Entry) touchedName {
+	e.Owner, e.Revision = w.owner, w.rev
+	w.ownTree(c).ReplaceOrInsert(nameItem{name: e.Name, e: e})
+	return touchedName{e.Name, e}
+}
+
+// ownTree is the writer's owner's tree of copies in c, made if it has none.
+func (w *writer) ownTree(c *collection) *btree.BTreeG[nameItem] {
 	t := c.owned[w.owner]
 	if t == nil {
 		t = btree.NewG(btreeDegree, nameLess)
 		c.owned[w.owner] = t
 	}
-	e.Owner, e.Revision = w.owner, w.rev
-	t.ReplaceOrInsert(nameItem{name: e.Name, e: e})
-	return touchedName{e.Name, e}
+	return t
 }
 
 // putOwnedAll is putOwned of many new copies, in name order (see insertSorted), appending
 // the names it touched to touched.
 func (w *writer) putOwnedAll(c *collection, es []*Entry, touched []touchedName) []touchedName {
-	t := c.owned[w.owner]
-	if t == nil {
-		t = btree.NewG(btreeDegree, nameLess)
-		c.owned[w.owner] = t
-	}
 	items := make([]nameItem, len(es))
 	for i, e := range es {
 		e.Owner, e.Revision = w.owner, w.rev
 		items[i] = nameItem{name: e.Name, e: e}
 		touched = append(touched, touchedName{e.Name, e})
 	}
-	insertSorted(t, items)
+	insertSorted(w.ownTree(c), items)
 	return touched
 }
 
@@ -706,18 +706,10 @@ func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *Colle
 	revs := make([]revItem, len(touched))
 	for i, t := range touched {
 		e := t.fresh
-		prev, had := c.served.Get(nameItem{name: e.Name})
-		switch old := prev.e; {
-		case !had:
-			info.Count++
-		case old.Deleted:
-			info.Count++
-			r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt(), coll: c.info.Name, name: old.Name})
-		case len(old.Shadowed()) > 0:
-			info.Shadowed--
-		}
-		if had {
-			c.byRev.Delete(revItem{rev: prev.e.Revision, name: prev.e.Name})
+		prev, _ := c.served.Get(nameItem{name: e.Name})
+		countFresh(info, prev.e)
+		if prev.e != nil {
+			retire(c, prev.e, r)
 		}
 		served[i] = nameItem{name: e.Name, e: e}
 		revs[i] = revItem{rev: e.Revision, name: e.Name, e: e} // one revision: in name order too
@@ -727,17 +719,31 @@ func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *Colle
 	r.changed += len(touched)
 }
 
+// retire keeps the revision log and the tombstones in step with old, a served entry, leaving
+// the served tree.
+func retire(c *collection, old *Entry, r *collResult) {
+	c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
+	if old.Deleted {
+		r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt(), coll: c.info.Name, name: old.Name})
+	}
+}
+
+// countFresh counts a fresh live copy, served unshadowed in place of old (nil: nothing).
+func countFresh(info *CollectionInfo, old *Entry) {
+	if old == nil || old.Deleted {
+		info.Count++
+	} else if len(old.Shadowed()) > 0 {
+		info.Shadowed--
+	}
+}
+
 // putServed makes e the name's served entry and returns the one it replaced (nil if none),
 // keeping the revision log and the tombstones in step.
 func (w *writer) putServed(c *collection, e *Entry, r *collResult) *Entry {
-	prev, had := c.served.ReplaceOrInsert(nameItem{name: e.Name, e: e})
-	var old *Entry
-	if had {
-		old = prev.e
-		c.byRev.Delete(revItem{rev: old.Revision, name: old.Name})
-		if old.Deleted {
-			r.tombsGone = append(r.tombsGone, tombItem{at: old.deletedAt(), coll: c.info.Name, name: old.Name})
-		}
+	prev, _ := c.served.ReplaceOrInsert(nameItem{name: e.Name, e: e})
+	old := prev.e
+	if old != nil {
+		retire(c, old, r)
 	}
 	c.byRev.ReplaceOrInsert(revItem{rev: e.Revision, name: e.Name, e: e})
 	if e.Deleted {
@@ -754,11 +760,7 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 	if t.fresh != nil && len(c.owned) == 1 {
 		// The writer is the collection's only owner and has a new copy: it is served, in
 		// place of whatever was (the same owner's older copy, a tombstone, or nothing).
-		if old := w.putServed(c, t.fresh, r); old == nil || old.Deleted {
-			info.Count++
-		} else if len(old.Shadowed()) > 0 {
-			info.Shadowed--
-		}
+		countFresh(info, w.putServed(c, t.fresh, r))
 		return true
 	}
 	name := t.name

@@ -48,8 +48,8 @@ func (t *Translator) reserveHosts(n int) {
 	if len(t.seByHost) == 0 {
 		t.seByHost = make(map[string]keyList, n)
 	}
-	if len(t.dirty) == 0 {
-		t.dirty = make(map[unitKey]struct{}, 2*n) // a host's unit and its endpoints'
+	if len(t.dirtyHosts) == 0 {
+		t.dirtyHosts = make(map[string]hostUnits, n)
 	}
 }
 
@@ -328,7 +328,7 @@ func (t *Translator) setVirtualService(key string, vs *virtualService) {
 		delete(t.vsWildcard, key)
 		delete(t.vss, key)
 	}
-	t.dirty[unitKey{unitVirtualService, key}] = struct{}{}
+	t.mark(unitKey{unitVirtualService, key})
 	t.markDependents(depKey{depVirtualService, key}) // the roots that delegate to it
 	if vs == nil {
 		return
@@ -358,7 +358,7 @@ func (t *Translator) markVirtualService(vs *virtualService) {
 		t.markHosts(h, false)
 	}
 	for _, g := range vs.gateways {
-		t.dirty[unitKey{unitGateway, g}] = struct{}{}
+		t.mark(unitKey{unitGateway, g})
 	}
 }
 
@@ -385,7 +385,7 @@ func (t *Translator) setGateway(key string, gw *gateway) {
 	if gw != nil {
 		t.gws[key] = gw
 	}
-	t.dirty[unitKey{unitGateway, key}] = struct{}{}
+	t.mark(unitKey{unitGateway, key})
 	t.markDependents(depKey{depGateway, key})
 }
 
@@ -432,8 +432,7 @@ func (t *Translator) markHosts(host string, withDependents bool) {
 // markHost marks a host's units and, when what others read of it changed (its ServiceEntry or
 // DestinationRule), every unit that read it.
 func (t *Translator) markHost(host string, withDependents bool) {
-	t.dirty[unitKey{unitHost, host}] = struct{}{}
-	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
+	t.dirtyHosts[host] |= dirtyHost | dirtyEndpoints
 	if withDependents {
 		t.markDependents(depKey{depHost, host})
 	}
@@ -443,15 +442,15 @@ func (t *Translator) markHost(host string, withDependents bool) {
 // the host too when its clusters hold their endpoints (DNS resolution), or its listeners are
 // bound to them (listensOnEndpoints).
 func (t *Translator) markEndpoints(host string) {
-	t.dirty[unitKey{unitEndpoints, host}] = struct{}{}
+	t.mark(unitKey{unitEndpoints, host})
 	if se, _ := t.serviceEntryFor(host); se != nil && (!eds(se.resolution) || listensOnEndpoints(se)) {
-		t.dirty[unitKey{unitHost, host}] = struct{}{}
+		t.mark(unitKey{unitHost, host})
 	}
 }
 
 func (t *Translator) markDependents(d depKey) {
 	for u := range t.dependents[d] {
-		t.dirty[u] = struct{}{}
+		t.mark(u)
 	}
 }
 

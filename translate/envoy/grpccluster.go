@@ -41,7 +41,7 @@ const GRPCClusterType = translate.EnvoyGRPCClusterCollection
 // Translate: the host alone is built again.
 func (t *Translator) SetProxylessHost(host string, on bool) {
 	if setMember(t.proxylessHosts, host, on) && !t.proxyless {
-		t.dirty[unitKey{unitHost, host}] = struct{}{}
+		t.mark(unitKey{unitHost, host})
 	}
 }
 
@@ -65,7 +65,7 @@ func (t *Translator) SetProxyless(on bool) {
 	t.proxyless = on
 	for k := range t.units {
 		if k.kind == unitHost {
-			t.dirty[k] = struct{}{}
+			t.mark(k)
 		}
 	}
 }

@@ -66,9 +66,9 @@ func (t *Translator) scopeChanged(namespace string) {
 	all := t.sidecarFor(namespace) != nil
 	for key := range t.units {
 		if key.kind == unitHost && (all || hostNamespace(key.name, t.suffix) == namespace) {
-			t.dirty[key] = struct{}{}
+			t.mark(key)
 			if all {
-				t.dirty[unitKey{unitEndpoints, key.name}] = struct{}{}
+				t.mark(unitKey{unitEndpoints, key.name})
 			}
 		}
 	}
@@ -85,13 +85,13 @@ func (t *Translator) scopeChanged(namespace string) {
 		}
 	}
 	for p := range t.ports {
-		t.dirty[unitKey{unitScopedPort, scopedPortKey(namespace, p)}] = struct{}{}
+		t.mark(unitKey{unitScopedPort, scopedPortKey(namespace, p)})
 	}
 	for name, bs := range t.tcpBinds {
 		if bs.bind == wildcardBind {
-			t.dirty[unitKey{unitScopedPort, scopedPortKey(namespace, bs.port)}] = struct{}{}
+			t.mark(unitKey{unitScopedPort, scopedPortKey(namespace, bs.port)})
 		} else {
-			t.dirty[unitKey{unitTCPListener, name}] = struct{}{}
+			t.mark(unitKey{unitTCPListener, name})
 		}
 	}
 }
@@ -121,8 +121,8 @@ func (t *Translator) setSidecar(key string, sc *sidecar) {
 	}
 	for k := range t.units {
 		if k.kind == unitHost {
-			t.dirty[k] = struct{}{}
-			t.dirty[unitKey{unitEndpoints, k.name}] = struct{}{}
+			t.mark(k)
+			t.mark(unitKey{unitEndpoints, k.name})
 		}
 	}
 }

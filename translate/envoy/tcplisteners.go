@@ -690,7 +690,7 @@ func (t *Translator) markTCPListener(bind string, port uint32, name string) {
 		t.markPort(port)
 		return
 	}
-	t.dirty[unitKey{unitTCPListener, name}] = struct{}{}
+	t.mark(unitKey{unitTCPListener, name})
 }
 
 // gatheredTCP are the contributions to a listener, in istiod's order of services: oldest

@@ -46,7 +46,7 @@ func (t *Translator) reserveHosts(n int) {
 		t.ses = make(map[string]*serviceEntry, n)
 	}
 	if len(t.seByHost) == 0 {
-		t.seByHost = make(map[string]keyList, n)
+		t.seByHost = make(map[string]seList, n)
 	}
 	if len(t.dirtyHosts) == 0 {
 		t.dirtyHosts = make(map[string]hostUnits, n)
@@ -257,21 +257,23 @@ func (t *Translator) remove(kind, name string) {
 // what the old and the new version touch.
 
 func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
-	if old := t.ses[key]; old != nil && se != nil && old.sameShape(se) {
+	old := t.ses[key]
+	if old != nil && se != nil && old.sameShape(se) {
 		// Only what it lists as endpoints may have changed: its hosts' load assignments.
 		t.ses[key] = se
 		for _, h := range se.hosts {
+			addSE(t.seByHost, h, se) // in place of old
 			t.markEndpoints(h)
 		}
 		return
 	}
-	if old := t.ses[key]; old != nil {
+	if old != nil {
 		if old.export().limited() {
 			t.limitedExports--
 			delete(t.limitedSEs, key)
 		}
 		for _, h := range old.hosts {
-			delKey(t.seByHost, h, key)
+			delSE(t.seByHost, h, key)
 			t.markHost(h, true)
 		}
 		delKey(t.selectorsByNS, old.Namespace, key)
@@ -290,7 +292,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		t.limitedSEs[key] = struct{}{}
 	}
 	for _, h := range se.hosts {
-		addKey(t.seByHost, h, key)
+		addSE(t.seByHost, h, se)
 		t.markHost(h, true)
 	}
 	if len(se.selector()) > 0 {

@@ -279,7 +279,7 @@ func subsetEndpoints(eps []endpoint, labels map[string]string) []endpoint {
 // list it: the oldest wins, then the first by namespace/name (Istio's rule for a host
 // defined twice).
 func (t *Translator) serviceEntryFor(host string) (*serviceEntry, []*serviceEntry) {
-	return first(t.seByHost[host], t.ses)
+	return oldest(t.seByHost[host])
 }
 
 // destinationRuleFor returns the DestinationRule of a host, and the shadowed others: the
@@ -346,16 +346,29 @@ func (m *meta) metaOf() *meta { return m }
 
 // first returns the oldest of a set of inputs (ties by key) and the rest in order.
 func first[R record](keys keyList, all map[string]R) (R, []R) {
-	var zero R
-	switch len(keys) {
-	case 0:
-		return zero, nil
-	case 1:
+	if len(keys) == 1 {
 		return all[keys[0]], nil
 	}
 	rs := make([]R, 0, len(keys))
 	for _, k := range keys {
 		rs = append(rs, all[k])
+	}
+	return sortByAge(rs)
+}
+
+// oldest is first of inputs held rather than keys; rs is not changed.
+func oldest[R record](rs []R) (R, []R) {
+	if len(rs) == 1 {
+		return rs[0], nil
+	}
+	return sortByAge(slices.Clone(rs))
+}
+
+// sortByAge sorts rs by age and returns the oldest and the rest.
+func sortByAge[R record](rs []R) (R, []R) {
+	if len(rs) == 0 {
+		var zero R
+		return zero, nil
 	}
 	slices.SortFunc(rs, byAge)
 	return rs[0], rs[1:]

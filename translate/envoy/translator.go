@@ -35,7 +35,7 @@ type Translator struct {
 	gws map[string]*gateway
 	wes map[string]*workloadEntry
 
-	seByHost      map[string]keyList // host as written → ServiceEntries that list it
+	seByHost      map[string]seList  // host as written → ServiceEntries that list it
 	seByVIP       map[string]keyList // address (serviceEntry.vip) → ServiceEntries whose hosts answer to it
 	vsByHost      map[string]keyList // completed host → VirtualServices that list it
 	vsWildcard    keySet             // VirtualServices with a wildcard host
@@ -122,6 +122,35 @@ func delKey(m map[string]keyList, k, v string) {
 			return
 		}
 		m[k] = slices.Delete(l, i, i+1)
+	}
+}
+
+// seList is the ServiceEntries that list a host, by key: the entries themselves, not their
+// keys, so that finding a host's ServiceEntry, done by every build of the host and of its
+// endpoints, is one lookup in a map of a million hosts rather than two. A ServiceEntry
+// replaced is replaced in the lists of its hosts (setServiceEntry).
+type seList []*serviceEntry
+
+func bySEKey(se *serviceEntry, key string) int { return cmp.Compare(se.Key, key) }
+
+// addSE adds a ServiceEntry to a host's list, or replaces the one of its key.
+func addSE(m map[string]seList, host string, se *serviceEntry) {
+	l := m[host]
+	if i, found := slices.BinarySearchFunc(l, se.Key, bySEKey); found {
+		l[i] = se
+	} else {
+		m[host] = slices.Insert(l, i, se)
+	}
+}
+
+func delSE(m map[string]seList, host, key string) {
+	l := m[host]
+	if i, found := slices.BinarySearchFunc(l, key, bySEKey); found {
+		if len(l) == 1 {
+			delete(m, host)
+			return
+		}
+		m[host] = slices.Delete(l, i, i+1)
 	}
 }
 
@@ -390,7 +419,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		suffix: opts.DomainSuffix,
 		ses:    map[string]*serviceEntry{}, vss: map[string]*virtualService{},
 		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
-		seByHost: map[string]keyList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
+		seByHost: map[string]seList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{}, proxylessHosts: keySet{},

@@ -162,16 +162,16 @@ var (
 	weWeight   = fieldNum(&networking.WorkloadEntry{}, "weight")
 )
 
-// scanEndpoints reads a valid ServiceEntry encoding's n inline endpoints as workloads, as
-// proto.Unmarshal would read them (a repeated map key's last value wins, the last of a
-// scalar), without building their messages. Strings are views into b, which the store never
-// modifies: a build holds its workloads only while it encodes them.
-func scanEndpoints(b []byte, kind, key string, n int) []workload {
-	out := make([]workload, 0, n) // n: as many as the first scan counted, one allocation
+// appendEndpoints appends a valid ServiceEntry encoding's inline endpoints to out as
+// workloads, read as proto.Unmarshal would read them (a repeated map key's last value wins,
+// the last of a scalar), without building their messages. Strings are views into b, which
+// the store never modifies: a build holds its workloads only while it encodes them.
+func appendEndpoints(out []workload, b []byte, kind, key string) []workload {
+	start := len(out)
 	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) {
 		if num == seEndpoints && typ == protowire.BytesType {
 			w := scanWorkload(v)
-			w.kind, w.key, w.index = kind, key, len(out)
+			w.kind, w.key, w.index = kind, key, len(out)-start
 			out = append(out, w)
 		}
 	})

@@ -105,7 +105,7 @@ func TestScanEndpointsReadsWhatUnmarshalReads(t *testing.T) {
 		if err := proto.Unmarshal(b, &want); err != nil {
 			rt.Fatal(err)
 		}
-		got := scanEndpoints(b, kindServiceEntry, "ns/se", 0)
+		got := appendEndpoints(nil, b, kindServiceEntry, "ns/se")
 		if len(got) != len(want.GetEndpoints()) {
 			rt.Fatalf("%d endpoints, want %d", len(got), len(want.GetEndpoints()))
 		}

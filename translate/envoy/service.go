@@ -155,9 +155,13 @@ type workload struct {
 // workloads lists a ServiceEntry's endpoints: its inline endpoints in order, then the
 // WorkloadEntries of its namespace that its workloadSelector selects, by name.
 func (t *Translator) workloads(se *serviceEntry) []workload {
-	var out []workload
+	return t.appendWorkloads(make([]workload, 0, se.inline), se)
+}
+
+// appendWorkloads is workloads appended to out.
+func (t *Translator) appendWorkloads(out []workload, se *serviceEntry) []workload {
 	if se.inline > 0 {
-		out = scanEndpoints(se.body, kindServiceEntry, se.Key, int(se.inline))
+		out = appendEndpoints(out, se.body, kindServiceEntry, se.Key)
 	}
 	sel := se.selector()
 	if len(sel) == 0 {

@@ -123,7 +123,7 @@ func (x *Exporter) Run(ctx context.Context) error {
 		collections = append(collections, f.collection)
 		f.written, _ = os.ReadFile(f.Path) // an unchanged file is not written again at start
 		req, _ := xds.PollRequest(f.Request)
-		defer xds.HoldView(x.opts.Views, req)()
+		defer xds.HoldView(x.opts.Views, req, ctx.Done())()
 	}
 	watch := x.opts.Store.Watch(collections...) // before the first read: no change is missed
 	defer watch.Close()

@@ -20,6 +20,9 @@ type classHolds struct {
 	mu      sync.Mutex
 	byClass map[string]*classHold
 	stopped bool
+	// quit is closed by releaseAll: a poller still waiting for its view to be built stops
+	// waiting (xds.HoldView).
+	quit chan struct{}
 }
 
 type classHold struct {
@@ -48,6 +51,10 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 	if h.byClass == nil {
 		h.byClass = map[string]*classHold{}
 	}
+	if h.quit == nil {
+		h.quit = make(chan struct{})
+	}
+	quit := h.quit
 	c := h.byClass[key]
 	first := c == nil
 	if first {
@@ -61,7 +68,7 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 	c.polls++
 	h.mu.Unlock()
 	if first {
-		release := xds.HoldView(h.classes, req) // may wait for the view to be built
+		release := xds.HoldView(h.classes, req, quit) // may wait for the view to be built
 		h.mu.Lock()
 		c.release = release
 		stopped := h.stopped // releaseAll ran before the release was known: give it back here
@@ -98,6 +105,9 @@ func (h *classHolds) done(key string, c *classHold) {
 func (h *classHolds) releaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.stopped && h.quit != nil {
+		close(h.quit)
+	}
 	h.stopped = true
 	for key, c := range h.byClass {
 		if c.timer != nil {

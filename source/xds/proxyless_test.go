@@ -191,6 +191,7 @@ func (v *countingViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) 
 	v.ports = append(v.ports, port)
 	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
 }
+func (v *countingViews) Translating() bool { return false }
 func (v *countingViews) AcquirePortRoutes() (func(), <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -331,7 +332,7 @@ func TestHoldViewHoldsThePortRoutesOfARequestForOne(t *testing.T) {
 		{source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(&core.Node{Id: "router~10.0.0.2~gw.ns~ns.svc.cluster.local"})}, false},
 	} {
 		views := &countingViews{}
-		release := HoldView(views, &c.req)
+		release := HoldView(views, &c.req, nil)
 		if got := views.allPorts == 1; got != c.ports || len(views.ports) != 0 {
 			t.Errorf("%s %v (node %v): %d holds of every port, ports %v; want every port's held: %v", c.req.Key, c.req.Names, c.req.Node, views.allPorts, views.ports, c.ports)
 		}

@@ -52,11 +52,11 @@ func nodeOf(req *source.Request) source.Node {
 // configurations by port (PortRoutesOf). release gives it back. Nil views, or any other node, holds nothing.
 // It is the hold of the clients that come and go, REST polls and file exports; a stream holds
 // only the hosts it asks for instead (viewHold). A namespace's view and the proxyless outputs
-// are waited for until they are built (at most ScopeBuildWait), so that the client is not
+// are waited for until they are built (see waitBuilt), so that the client is not
 // first served the mesh-wide view, with services its namespace must not see, or Envoy's
 // clusters; a gateway class is not (its listeners come a moment later: nothing served is
 // wrong meanwhile).
-func HoldView(views Views, req *source.Request) (release func()) {
+func HoldView(views Views, req *source.Request, stop <-chan struct{}) (release func()) {
 	if views == nil {
 		return func() {}
 	}
@@ -73,7 +73,7 @@ func HoldView(views Views, req *source.Request) (release func()) {
 		r, built := views.AcquirePortRoutes()
 		releases, waits = append(releases, r), append(waits, built)
 	}
-	waitBuilt(waits)
+	waitBuilt(waits, views.Translating, stop)
 	return releaseAll(releases)
 }
 
@@ -180,22 +180,38 @@ func outboundHosts(names, hosts []string) []string {
 	return hosts
 }
 
-// waitBuilt waits until every channel is closed (nil ones are not waited for), ScopeBuildWait
-// at most.
-func waitBuilt(chs []<-chan struct{}) {
+// waitBuilt waits until every channel is closed (nil ones are not waited for): ScopeBuildWait
+// at most while nothing is translated, and on, ScopeBuildWait at a time, while translating
+// tells that a translation runs, up to ScopeBuildWaitMax. What a client holds is built by the
+// next translation, which at a million services may take longer than ScopeBuildWait (a
+// port's route configuration, 4–5 s; a namespace's view, a rebuild of every host), or wait
+// behind one that does (the first load's); answered before it, the client would be told that
+// the route does not exist, or be served services its namespace must not see. It stops
+// waiting once stop is closed (the stream ended, the server stops).
+func waitBuilt(chs []<-chan struct{}, translating func() bool, stop <-chan struct{}) {
 	if len(chs) == 0 {
 		return
 	}
-	t := time.NewTimer(ScopeBuildWait)
+	deadline := time.Now().Add(scopeBuildWaitMax)
+	t := time.NewTimer(scopeBuildWait)
 	defer t.Stop()
 	for _, ch := range chs {
 		if ch == nil {
 			continue
 		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return
+		for built := false; !built; {
+			select {
+			case <-ch:
+				built = true
+			case <-stop:
+				return
+			case <-t.C:
+				left := time.Until(deadline)
+				if translating == nil || !translating() || left <= 0 {
+					return
+				}
+				t.Reset(min(scopeBuildWait, left))
+			}
 		}
 	}
 }
@@ -220,10 +236,17 @@ func ViewKey(req *source.Request) string {
 	return key
 }
 
-// ScopeBuildWait bounds how long a client's first request waits for its namespace's view or
-// the proxyless clusters to be built (the next translation, normally milliseconds): past it,
-// what is built is served until the rest is written.
-const ScopeBuildWait = 5 * time.Second
+// ScopeBuildWait bounds how long a client's first request waits for its namespace's view, the
+// proxyless outputs or a port's route configuration to be built (the next translation,
+// normally milliseconds) while no translation runs; ScopeBuildWaitMax, while one does
+// (waitBuilt). Past them, what is built is served until the rest is written.
+const (
+	ScopeBuildWait    = 5 * time.Second
+	ScopeBuildWaitMax = 2 * time.Minute
+)
+
+// scopeBuildWait and scopeBuildWaitMax are the bounds waitBuilt keeps: tests shorten them.
+var scopeBuildWait, scopeBuildWaitMax = ScopeBuildWait, ScopeBuildWaitMax
 
 // EncodeJSON is a state-of-the-world DiscoveryResponse of msg in the canonical JSON encoding
 // of proto3 (protojson), as Envoy's REST and filesystem subscriptions read it: each resource

@@ -154,14 +154,17 @@ type Views interface {
 	// SetPortRoute); built is closed once it is. AcquirePortRoutes holds every port's.
 	AcquirePortRoute(port uint32) (release func(), built <-chan struct{})
 	AcquirePortRoutes() (release func(), built <-chan struct{})
+	// Translating tells whether a translation runs now: a request whose views are not built
+	// yet waits for them longer while one does (waitBuilt).
+	Translating() bool
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
 // its node (on the receiving goroutine), the proxyless outputs of each host a request asks
 // for (ProxylessHostsOf) and the route configuration of each port it asks for (PortRoutesOf),
 // once each; it releases them when the stream ends (on the handler's, which may come first:
-// then nothing more is acquired). A request waits until what it newly holds is built (at most
-// ScopeBuildWait), so that it is answered with it.
+// then nothing more is acquired). A request waits until what it newly holds is built (see
+// waitBuilt), so that it is answered with it.
 type viewHold struct {
 	views Views
 
@@ -178,6 +181,9 @@ type viewHold struct {
 	allPorts bool
 	done     bool
 	releases []func()
+	// ended is closed by end: a request still waiting for what it holds to be built stops
+	// waiting when its stream ends.
+	ended chan struct{}
 }
 
 // maxProxylessHosts bounds the hosts one stream holds the proxyless outputs of one by one
@@ -213,6 +219,10 @@ func (h *viewHold) see(req *source.Request) {
 		}
 	}
 	done := h.done
+	if h.ended == nil {
+		h.ended = make(chan struct{})
+	}
+	ended := h.ended
 	h.mu.Unlock()
 	if done || !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
 		return
@@ -237,7 +247,7 @@ func (h *viewHold) see(req *source.Request) {
 	if allPorts {
 		held(h.views.AcquirePortRoutes())
 	}
-	waitBuilt(waits) // not under mu
+	waitBuilt(waits, h.views.Translating, ended) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
@@ -291,6 +301,9 @@ func proxylessWildcard(req *source.Request) bool {
 func (h *viewHold) end() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.done && h.ended != nil {
+		close(h.ended)
+	}
 	h.done = true
 	releaseAll(h.releases)()
 	h.releases = nil

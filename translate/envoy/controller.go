@@ -68,6 +68,8 @@ type Controller struct {
 	t       *Translator
 	ready   chan struct{}
 	running atomic.Bool
+	// translating is set while sync runs (Translating).
+	translating atomic.Bool
 	classes *classRegistry
 	scopes  *holdRegistry[string] // namespaces whose proxies are connected
 	// proxyless holds "grpc" while a client the xDS server cannot tell the hosts of holds the
@@ -208,6 +210,11 @@ func (c *Controller) AcquirePortRoutes() (release func(), built <-chan struct{})
 	return release, built
 }
 
+// Translating tells whether a translation runs now (reading the store's changes,
+// translating them or writing the result): what a client newly holds is built by the one
+// running or, acquired during it, by the next, which starts as it ends.
+func (c *Controller) Translating() bool { return c.translating.Load() }
+
 // portRoutesID is the one view the portRoutes registry holds.
 const portRoutesID = "ports"
 
@@ -286,6 +293,8 @@ func (c *Controller) Run(ctx context.Context) error {
 // sync reads the changes since the last sync, translates what they touch and writes the
 // result.
 func (c *Controller) sync() error {
+	c.translating.Store(true)
+	defer c.translating.Store(false)
 	readStart := time.Now()
 	v := c.st.View()
 	rev := v.Revision()

@@ -70,8 +70,8 @@ type Controller struct {
 	running atomic.Bool
 	// translating is set while sync runs (Translating).
 	translating atomic.Bool
-	classes *classRegistry
-	scopes  *holdRegistry[string] // namespaces whose proxies are connected
+	classes     *classRegistry
+	scopes      *holdRegistry[string] // namespaces whose proxies are connected
 	// proxyless holds "grpc" while a client the xDS server cannot tell the hosts of holds the
 	// outputs only proxyless gRPC clients read: they are built for every host meanwhile
 	// (SetProxyless). proxylessHosts holds the hosts whose proxyless outputs connected

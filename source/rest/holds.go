@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -20,9 +21,10 @@ type classHolds struct {
 	mu      sync.Mutex
 	byClass map[string]*classHold
 	stopped bool
-	// quit is closed by releaseAll: a poller still waiting for its view to be built stops
-	// waiting (xds.HoldView).
-	quit chan struct{}
+	// quit ends with releaseAll: a poller still waiting for its view to be built stops
+	// waiting (xds.HoldView); quitNow ends it.
+	quit    context.Context
+	quitNow context.CancelFunc
 }
 
 type classHold struct {
@@ -37,8 +39,10 @@ type classHold struct {
 
 // hold acquires the view of req's node (nothing for a node that holds none) and returns what
 // gives it back when the poll ends. The first poller of a view acquires it; the others wait
-// until it has.
-func (h *classHolds) hold(req *source.Request) (done func()) {
+// until it has. A poller whose request ends (ctx) stops waiting: the view may take long to
+// build at a million services (xds.HoldView), and a poller gone counts against the poll
+// limits until its handler returns.
+func (h *classHolds) hold(ctx context.Context, req *source.Request) (done func()) {
 	key := xds.ViewKey(req)
 	if h.classes == nil || key == "" {
 		return func() {}
@@ -52,7 +56,7 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 		h.byClass = map[string]*classHold{}
 	}
 	if h.quit == nil {
-		h.quit = make(chan struct{})
+		h.quit, h.quitNow = context.WithCancel(context.Background())
 	}
 	quit := h.quit
 	c := h.byClass[key]
@@ -68,7 +72,7 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 	c.polls++
 	h.mu.Unlock()
 	if first {
-		release := xds.HoldView(h.classes, req, quit) // may wait for the view to be built
+		release := h.acquire(ctx, quit, req) // may wait for the view to be built
 		h.mu.Lock()
 		c.release = release
 		stopped := h.stopped // releaseAll ran before the release was known: give it back here
@@ -78,9 +82,21 @@ func (h *classHolds) hold(req *source.Request) (done func()) {
 			release()
 		}
 	} else {
-		<-c.acquired
+		select {
+		case <-c.acquired:
+		case <-ctx.Done():
+		}
 	}
 	return func() { h.done(key, c) }
+}
+
+// acquire is xds.HoldView until the view is built, the poller's request ends or the holds are
+// released.
+func (h *classHolds) acquire(ctx, quit context.Context, req *source.Request) (release func()) {
+	waiting, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(quit, stop)()
+	return xds.HoldView(h.classes, req, waiting.Done())
 }
 
 func (h *classHolds) done(key string, c *classHold) {
@@ -105,8 +121,8 @@ func (h *classHolds) done(key string, c *classHold) {
 func (h *classHolds) releaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.stopped && h.quit != nil {
-		close(h.quit)
+	if h.quitNow != nil {
+		h.quitNow()
 	}
 	h.stopped = true
 	for key, c := range h.byClass {

@@ -190,7 +190,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, typeURL string) er
 	// A poller may come from another replica: answer from what etcd had committed, not from a
 	// replica still catching up (a version older than the poller's would go back in time).
 	s.opts.Engine.CatchUp(r.Context())
-	defer s.holds.hold(first)()
+	defer s.holds.hold(r.Context(), first)()
 	timer := time.NewTimer(s.opts.PollTimeout)
 	defer timer.Stop()
 	for {

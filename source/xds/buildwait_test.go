@@ -30,7 +30,7 @@ func (v *slowViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) {
 	release, _ := v.countingViews.AcquirePortRoute(port)
 	return release, v.built
 }
-func (v *slowViews) Translating() bool { return v.translating.Load() }
+func (v *slowViews) TranslationProgress() (bool, uint64) { return v.translating.Load(), 0 }
 
 // A request for a port's route configuration that takes longer to build than ScopeBuildWait
 // (4–5 s at a million hosts) waits for it while the translation runs: answered before it,
@@ -57,7 +57,7 @@ func TestARequestWaitsScopeBuildWaitWhenNothingTranslates(t *testing.T) {
 	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	never := make(chan struct{})
 	start := time.Now()
-	waitBuilt([]<-chan struct{}{never}, func() bool { return false }, nil)
+	waitBuilt([]<-chan struct{}{never}, func() (bool, uint64) { return false, 7 }, nil)
 	if took := time.Since(start); took < scopeBuildWait || took > 2*time.Second {
 		t.Fatalf("waited %v, want about %v", took, scopeBuildWait)
 	}
@@ -69,7 +69,7 @@ func TestARequestWaitsScopeBuildWaitMaxAtMost(t *testing.T) {
 	shortBuildWaits(t, 20*time.Millisecond, 150*time.Millisecond)
 	never := make(chan struct{})
 	start := time.Now()
-	waitBuilt([]<-chan struct{}{never}, func() bool { return true }, nil)
+	waitBuilt([]<-chan struct{}{never}, func() (bool, uint64) { return true, 7 }, nil)
 	if took := time.Since(start); took < scopeBuildWaitMax || took > 3*time.Second {
 		t.Fatalf("waited %v, want about %v", took, scopeBuildWaitMax)
 	}
@@ -93,5 +93,33 @@ func TestARequestStopsWaitingWhenItsStreamEnds(t *testing.T) {
 	case <-returned:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the request still waits after its stream ended")
+	}
+}
+
+// A look that falls between two translations (the one that ran ended, the next that builds
+// the view has not started yet) sees that one started since the last look, and waits on.
+func TestARequestWaitsOnWhenATranslationRanBetweenTwoLooks(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+	var started atomic.Uint64
+	stopTicking := make(chan struct{})
+	defer close(stopTicking)
+	go func() { // a translation starts, and ends at once, every 5 ms: never running when looked at
+		for {
+			select {
+			case <-stopTicking:
+				return
+			case <-time.After(5 * time.Millisecond):
+				started.Add(1)
+			}
+		}
+	}()
+	built := make(chan struct{})
+	closeLater := time.AfterFunc(200*time.Millisecond, func() { close(built) })
+	defer closeLater.Stop()
+	waitBuilt([]<-chan struct{}{built}, func() (bool, uint64) { return false, started.Load() }, nil)
+	select {
+	case <-built:
+	default:
+		t.Fatal("the request went on while translations kept starting, before its view was built")
 	}
 }

@@ -191,7 +191,7 @@ func (v *countingViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) 
 	v.ports = append(v.ports, port)
 	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
 }
-func (v *countingViews) Translating() bool { return false }
+func (v *countingViews) TranslationProgress() (bool, uint64) { return false, 0 }
 func (v *countingViews) AcquirePortRoutes() (func(), <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

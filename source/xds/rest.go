@@ -73,7 +73,7 @@ func HoldView(views Views, req *source.Request, stop <-chan struct{}) (release f
 		r, built := views.AcquirePortRoutes()
 		releases, waits = append(releases, r), append(waits, built)
 	}
-	waitBuilt(waits, views.Translating, stop)
+	waitBuilt(waits, views.TranslationProgress, stop)
 	return releaseAll(releases)
 }
 
@@ -181,16 +181,21 @@ func outboundHosts(names, hosts []string) []string {
 }
 
 // waitBuilt waits until every channel is closed (nil ones are not waited for): ScopeBuildWait
-// at most while nothing is translated, and on, ScopeBuildWait at a time, while translating
-// tells that a translation runs, up to ScopeBuildWaitMax. What a client holds is built by the
+// at most while nothing is translated, and on, ScopeBuildWait at a time, while progress tells
+// that a translation runs or that one started since the last look, up to ScopeBuildWaitMax
+// (a look between two translations sees the count moved). What a client holds is built by the
 // next translation, which at a million services may take longer than ScopeBuildWait (a
 // port's route configuration, 4–5 s; a namespace's view, a rebuild of every host), or wait
 // behind one that does (the first load's); answered before it, the client would be told that
 // the route does not exist, or be served services its namespace must not see. It stops
 // waiting once stop is closed (the stream ended, the server stops).
-func waitBuilt(chs []<-chan struct{}, translating func() bool, stop <-chan struct{}) {
+func waitBuilt(chs []<-chan struct{}, progress func() (running bool, started uint64), stop <-chan struct{}) {
 	if len(chs) == 0 {
 		return
+	}
+	var last uint64
+	if progress != nil {
+		_, last = progress()
 	}
 	deadline := time.Now().Add(scopeBuildWaitMax)
 	t := time.NewTimer(scopeBuildWait)
@@ -207,9 +212,14 @@ func waitBuilt(chs []<-chan struct{}, translating func() bool, stop <-chan struc
 				return
 			case <-t.C:
 				left := time.Until(deadline)
-				if translating == nil || !translating() || left <= 0 {
+				if progress == nil || left <= 0 {
 					return
 				}
+				running, started := progress()
+				if !running && started == last {
+					return
+				}
+				last = started
 				t.Reset(min(scopeBuildWait, left))
 			}
 		}

@@ -154,9 +154,10 @@ type Views interface {
 	// SetPortRoute); built is closed once it is. AcquirePortRoutes holds every port's.
 	AcquirePortRoute(port uint32) (release func(), built <-chan struct{})
 	AcquirePortRoutes() (release func(), built <-chan struct{})
-	// Translating tells whether a translation runs now: a request whose views are not built
-	// yet waits for them longer while one does (waitBuilt).
-	Translating() bool
+	// TranslationProgress tells whether a translation runs now and how many have started: a
+	// request whose views are not built yet waits for them longer while translations go on
+	// (waitBuilt).
+	TranslationProgress() (running bool, started uint64)
 }
 
 // viewHold acquires the view of a stream's proxy, once, from the first request that names
@@ -247,7 +248,7 @@ func (h *viewHold) see(req *source.Request) {
 	if allPorts {
 		held(h.views.AcquirePortRoutes())
 	}
-	waitBuilt(waits, h.views.Translating, ended) // not under mu
+	waitBuilt(waits, h.views.TranslationProgress, ended) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {

@@ -68,10 +68,12 @@ type Controller struct {
 	t       *Translator
 	ready   chan struct{}
 	running atomic.Bool
-	// translating is set while sync runs (Translating).
-	translating atomic.Bool
-	classes     *classRegistry
-	scopes      *holdRegistry[string] // namespaces whose proxies are connected
+	// translating is set while sync runs, syncsStarted counts the syncs begun
+	// (TranslationProgress).
+	translating  atomic.Bool
+	syncsStarted atomic.Uint64
+	classes      *classRegistry
+	scopes       *holdRegistry[string] // namespaces whose proxies are connected
 	// proxyless holds "grpc" while a client the xDS server cannot tell the hosts of holds the
 	// outputs only proxyless gRPC clients read: they are built for every host meanwhile
 	// (SetProxyless). proxylessHosts holds the hosts whose proxyless outputs connected
@@ -210,10 +212,15 @@ func (c *Controller) AcquirePortRoutes() (release func(), built <-chan struct{})
 	return release, built
 }
 
-// Translating tells whether a translation runs now (reading the store's changes,
-// translating them or writing the result): what a client newly holds is built by the one
-// running or, acquired during it, by the next, which starts as it ends.
-func (c *Controller) Translating() bool { return c.translating.Load() }
+// TranslationProgress tells whether a translation runs now (reading the store's changes,
+// translating them or writing the result) and how many have started: what a client newly
+// holds is built by the one running or, acquired during it, by the next, which starts as it
+// ends (the count tells a waiter that one ran between two looks).
+func (c *Controller) TranslationProgress() (running bool, started uint64) {
+	// The count first: a sync that starts between the two loads is seen by the next look.
+	started = c.syncsStarted.Load()
+	return c.translating.Load(), started
+}
 
 // portRoutesID is the one view the portRoutes registry holds.
 const portRoutesID = "ports"
@@ -293,6 +300,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // sync reads the changes since the last sync, translates what they touch and writes the
 // result.
 func (c *Controller) sync() error {
+	c.syncsStarted.Add(1)
 	c.translating.Store(true)
 	defer c.translating.Store(false)
 	readStart := time.Now()

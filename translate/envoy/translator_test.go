@@ -532,10 +532,10 @@ func feed(tr *Translator, coll string, rs []*mcpapi.Resource, removed []string) 
 	tr.Update(coll, in, removed)
 }
 
-// A load of more hosts than reserveMin takes the large-load paths (maps reserved, kinds
-// sorted on every CPU, the dirty set rebuilt without its hosts rather than emptied one
-// delete at a time): what follows it is translated as from scratch, and a change then
-// rebuilds its host alone, nothing left dirty from the load.
+// A load of more hosts than reserveMin takes the large-load paths (maps reserved, the dirty
+// hosts sorted by prefix, their set replaced rather than cleared): what follows it is
+// translated as from scratch, and a change then rebuilds its host alone, nothing left dirty
+// from the load.
 func TestALargeLoadLeavesNothingDirty(t *testing.T) {
 	// Plain ServiceEntries, and one host with a DestinationRule and a VirtualService to change
 	// (cheap to build: this runs under -race in make test).

@@ -36,24 +36,34 @@ func (m *Mount) Path(name string) string { return filepath.Join(m.Dir, name) }
 // the names the mount was made with.
 func (m *Mount) Update(t testing.TB, files map[string][]byte) {
 	t.Helper()
+	if err := m.Swap(files); err != nil {
+		t.Fatalf("certtest: %v", err)
+	}
+}
+
+// Swap is Update returning its error instead of failing a test: for a swap made from a
+// goroutine other than the test's (a hook the code under test calls), where t.Fatal may not
+// be called.
+func (m *Mount) Swap(files map[string][]byte) error {
 	m.version++
 	version := fmt.Sprintf("..v%d", m.version)
 	if err := os.Mkdir(filepath.Join(m.Dir, version), 0o700); err != nil {
-		t.Fatalf("certtest: %v", err)
+		return err
 	}
 	for name, data := range files {
-		WriteFile(t, filepath.Join(m.Dir, version, name), data)
+		if err := os.WriteFile(filepath.Join(m.Dir, version, name), data, 0o600); err != nil {
+			return err
+		}
 	}
 	tmp := filepath.Join(m.Dir, "..data_tmp")
 	if err := os.Symlink(version, tmp); err != nil {
-		t.Fatalf("certtest: %v", err)
+		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(m.Dir, "..data")); err != nil {
-		t.Fatalf("certtest: %v", err)
+		return err
 	}
 	if m.version > 1 {
-		if err := os.RemoveAll(filepath.Join(m.Dir, fmt.Sprintf("..v%d", m.version-1))); err != nil {
-			t.Fatalf("certtest: %v", err)
-		}
+		return os.RemoveAll(filepath.Join(m.Dir, fmt.Sprintf("..v%d", m.version-1)))
 	}
+	return nil
 }

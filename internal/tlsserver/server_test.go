@@ -366,9 +366,10 @@ func TestAMountSwapBetweenTwoReadsIsNoFailure(t *testing.T) {
 	m := certtest.NewMount(t, map[string][]byte{"tls.crt": first.CertPEM, "tls.key": first.KeyPEM})
 	r := run(t, Config{CertFile: m.Path("tls.crt"), KeyFile: m.Path("tls.key")})
 	var swapped atomic.Bool
-	hook := func(field string) {
+	swapErr := make(chan error, 1)
+	hook := func(field string) { // on the server's goroutine: no t.Fatal here
 		if field == "cert_file" && swapped.CompareAndSwap(false, true) {
-			m.Update(t, map[string][]byte{"tls.crt": second.CertPEM, "tls.key": second.KeyPEM})
+			swapErr <- m.Swap(map[string][]byte{"tls.crt": second.CertPEM, "tls.key": second.KeyPEM})
 		}
 	}
 	afterRead.Store(&hook)
@@ -379,6 +380,9 @@ func TestAMountSwapBetweenTwoReadsIsNoFailure(t *testing.T) {
 	}
 	if !swapped.Load() {
 		t.Fatal("the mount was not swapped during the reload")
+	}
+	if err := <-swapErr; err != nil {
+		t.Fatalf("swapping the mount: %v", err)
 	}
 	if got := r.Certificate().SerialNumber; got.Cmp(second.Cert.SerialNumber) != 0 {
 		t.Fatalf("serving serial %x, want the new %x", got, second.Cert.SerialNumber)

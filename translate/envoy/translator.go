@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"maps"
+	"math/bits"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -107,23 +109,9 @@ type keySet = map[string]struct{}
 // key or a few for each of 100,000 hosts: a map each would cost ten times the memory.
 type keyList []string
 
-func addKey(m map[string]keyList, k, v string) {
-	l := m[k]
-	if i, found := slices.BinarySearch(l, v); !found {
-		m[k] = slices.Insert(l, i, v)
-	}
-}
+func addKey(m map[string]keyList, k, v string) { addSorted(m, k, v, v, strings.Compare) }
 
-func delKey(m map[string]keyList, k, v string) {
-	l := m[k]
-	if i, found := slices.BinarySearch(l, v); found {
-		if len(l) == 1 {
-			delete(m, k)
-			return
-		}
-		m[k] = slices.Delete(l, i, i+1)
-	}
-}
+func delKey(m map[string]keyList, k, v string) { delSorted(m, k, v, strings.Compare) }
 
 // seList is the ServiceEntries that list a host, by key: the entries themselves, not their
 // keys, so that finding a host's ServiceEntry, done by every build of the host and of its
@@ -135,22 +123,31 @@ func bySEKey(se *serviceEntry, key string) int { return cmp.Compare(se.Key, key)
 
 // addSE adds a ServiceEntry to a host's list, or replaces the one of its key.
 func addSE(m map[string]seList, host string, se *serviceEntry) {
-	l := m[host]
-	if i, found := slices.BinarySearchFunc(l, se.Key, bySEKey); found {
-		l[i] = se
+	addSorted(m, host, se, se.Key, bySEKey)
+}
+
+func delSE(m map[string]seList, host, key string) { delSorted(m, host, key, bySEKey) }
+
+// addSorted puts v, whose key is key, in m[k], a list sorted by key (compare orders an
+// element against a key), in place of the element of that key if there is one.
+func addSorted[L ~[]V, V, K any](m map[string]L, k string, v V, key K, compare func(V, K) int) {
+	l := m[k]
+	if i, found := slices.BinarySearchFunc(l, key, compare); found {
+		l[i] = v
 	} else {
-		m[host] = slices.Insert(l, i, se)
+		m[k] = slices.Insert(l, i, v)
 	}
 }
 
-func delSE(m map[string]seList, host, key string) {
-	l := m[host]
-	if i, found := slices.BinarySearchFunc(l, key, bySEKey); found {
+// delSorted removes the element of key from m[k], and m[k] once empty.
+func delSorted[L ~[]V, V, K any](m map[string]L, k string, key K, compare func(V, K) int) {
+	l := m[k]
+	if i, found := slices.BinarySearchFunc(l, key, compare); found {
 		if len(l) == 1 {
-			delete(m, host)
+			delete(m, k)
 			return
 		}
-		m[host] = slices.Delete(l, i, i+1)
+		m[k] = slices.Delete(l, i, i+1)
 	}
 }
 
@@ -628,25 +625,21 @@ func (t *Translator) mark(k unitKey) {
 // sorting and gathering out of the dirty set, most of it cache misses on the names.
 func (t *Translator) dirtyHostUnits() []unitKey {
 	dirty := make([]named[hostUnits], 0, len(t.dirtyHosts))
-	hosts := 0
+	units := 0
 	for h, u := range t.dirtyHosts {
 		dirty = append(dirty, named[hostUnits]{h, u})
-		if u&dirtyHost != 0 {
-			hosts++
-		}
+		units += bits.OnesCount8(uint8(u))
 	}
 	sortByName(dirty)
-	out := make([]unitKey, hosts, hosts+len(dirty))
-	i := 0
-	for _, d := range dirty {
-		if d.v&dirtyHost != 0 {
-			out[i] = unitKey{unitHost, d.name}
-			i++
-		}
-	}
-	for _, d := range dirty {
-		if d.v&dirtyEndpoints != 0 {
-			out = append(out, unitKey{unitEndpoints, d.name})
+	out := make([]unitKey, 0, units)
+	for _, kind := range []struct {
+		bit  hostUnits
+		unit unitKind
+	}{{dirtyHost, unitHost}, {dirtyEndpoints, unitEndpoints}} {
+		for _, d := range dirty {
+			if d.v&kind.bit != 0 {
+				out = append(out, unitKey{kind.unit, d.name})
+			}
 		}
 	}
 	return out
@@ -678,11 +671,7 @@ const parallelBuildMin = 64
 // rebuild builds one unit, replaces its last build and adds the difference to delta.
 func (t *Translator) rebuild(key unitKey, delta *Delta) {
 	var u *unitState
-	switch key.kind {
-	case unitHost:
-		u = t.buildHost(key.name)
-	case unitEndpoints:
-		u = t.buildEndpoints(key.name)
+	switch key.kind { // hosts' and endpoints' units are built apart (buildHosts)
 	case unitPort:
 		u = t.buildPort(parsePort(key.name))
 	case unitGateway:

@@ -1,6 +1,6 @@
 package source_test
 
-// Two deterministic reproductions, over sockets, of engine bugs the model is meant to find:
+// Deterministic reproductions, over sockets, of engine bugs the model is meant to find:
 // each follows the protocol step by step and asserts what xds-protocol.rst requires.
 
 import (
@@ -483,5 +483,43 @@ func TestModelFoundSharedSplitPartLosesResource(t *testing.T) {
 		if c2.held[typeCluster][clusterOf(h)] == "" {
 			t.Fatalf("c2 never received cluster %s, though it asked for every cluster; responses, in order:\n  %s", clusterOf(h), joinLines(log))
 		}
+	}
+}
+
+// TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent reproduces what the random model
+// found (checkSubscribedNameSent): a delta client asks for two clusters by name, and the
+// response goes in parts (Options.MaxResponseSize). In its ACK of the first part it subscribes
+// to "*", so everything is owed again, and the second part carries y: the client holds y as of
+// that part, and the response that owes everything left y out. Before that response went, the
+// client unsubscribed y and subscribed to it again: a name asked anew, which must be sent
+// (the client may have dropped it), but the part's record still left it out, and the client
+// never got y back.
+func TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent(t *testing.T) {
+	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 150}) // one cluster per part
+	x, y := clusterOf(modelHosts[0]), clusterOf(modelHosts[2])
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newDeltaHolder(t, tr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("asked-anew"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{x, y}})
+	part1 := c.take(tr)
+	if len(part1) != 1 || len(part1[0].Resources) != 1 || part1[0].Resources[0].Name != x {
+		t.Fatalf("want the first part, with %s alone: %v", x, descr(part1))
+	}
+	c.apply(part1[0])
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResponseNonce: part1[0].Nonce, ResourceNamesSubscribe: []string{"*"}})
+	part2 := c.take(tr)
+	if len(part2) != 1 || len(part2[0].Resources) != 1 || part2[0].Resources[0].Name != y {
+		t.Fatalf("want the second part, with %s alone: %v", y, descr(part2))
+	}
+	c.apply(part2[0])
+	// y is taken back, and asked for again, before the second part is answered.
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{y}})
+	delete(c.held[typeCluster], y)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesSubscribe: []string{y}})
+	c.send(ack(part2[0]))
+	c.settleAll(tr)
+	if _, ok := c.held[typeCluster][y]; !ok {
+		t.Fatalf("%s, asked for anew, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
 	}
 }

@@ -253,11 +253,14 @@ func (o *owed) reserveFresh(n int) {
 	}
 }
 
+// addFresh owes a name asked anew. A later part that carried it while everything was owed
+// (given) no longer counts: the client may have dropped it since, when it unsubscribed it.
 func (o *owed) addFresh(name string) {
 	if o.fresh == nil {
 		o.fresh = map[string]struct{}{}
 	}
 	o.fresh[name] = struct{}{}
+	delete(o.given, name)
 }
 
 // anew tells whether names asked anew are owed.

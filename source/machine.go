@@ -494,12 +494,18 @@ func (m *machine) step(v *store.View, sub *subscription) (sent *outgoing, moved 
 	}
 	info := v.Collection(sub.Collection)
 	rev := info.Revision
+	below, limited := "", false
 	if !m.afterCaughtUp(v, sub, rev) {
-		return nil, false, nil // stays dirty: re-examined when the types before it move
+		if below, limited = m.sentBelow(v, sub, rev); !limited {
+			return nil, false, nil // stays dirty: re-examined when the types before it move
+		}
 	}
 	p, advance, err := sub.next(v, rev, m.protocol, gates{removableThrough: m.removableThrough(v, sub), live: m.liveness(v)})
 	if err != nil {
 		return nil, false, err
+	}
+	if limited && !advance && p != nil && !p.carriesOnlyBelow(below) {
+		return nil, false, nil // stays dirty: it names what the parts still to go carry
 	}
 	switch {
 	case advance:
@@ -585,6 +591,37 @@ func (m *machine) afterCaughtUp(v *store.View, sub *subscription, rev uint64) bo
 		}
 	}
 	return true
+}
+
+// sentBelow lets a type whose resources refer only to the same-named resources of the types
+// it comes after (AfterSameNames: a load assignment and its cluster) go while those types are
+// midway through a response sent in parts, instead of after its last part: Envoy subscribes to
+// the endpoints of the clusters of each part as it arrives, and a million clusters come in
+// about seventy parts, each a round trip. It tells the name below which each type this one
+// comes after, that is not caught up with rev, has been sent everything up to rev: one whose
+// split response was read at rev or later, of which no part sent left anything out (owed.short)
+// and which owes no names asked since (they go after the parts). Parts hold no name twice, so
+// the names below the least of the parts still to go (pending.least) were sent in the parts
+// before, or are not in the response: the client holds them as of the response's revision.
+// ok is false when some type does not qualify: the response waits, as for any type.
+func (m *machine) sentBelow(v *store.View, sub *subscription, rev uint64) (below string, ok bool) {
+	if !sub.AfterSameNames {
+		return "", false
+	}
+	for _, key := range sub.After {
+		d := m.subs[key]
+		if d == nil || m.caughtUpThrough(v, d) >= rev {
+			continue
+		}
+		parts := d.owed.parts
+		if len(parts) == 0 || d.owed.short || d.owed.anew() || parts[len(parts)-1].rev < rev {
+			return "", false
+		}
+		if !ok || parts[0].least < below {
+			below, ok = parts[0].least, true
+		}
+	}
+	return below, ok
 }
 
 // removableThrough is the revision up to which deletions may be sent to this subscription's

@@ -97,6 +97,11 @@ type Type struct {
 	// the revision of a deletion before the deletion is sent (they stop referring to it
 	// first). The owner of the types declares them (translate.EnvoyOrder for Envoy's).
 	After, RemoveAfter []string
+	// AfterSameNames: each resource of this type refers only to the resource of the same name
+	// of each type in After (a load assignment to its cluster). While one of those types is
+	// sending a response in parts, a response of this type that carries only names its parts
+	// have already sent may go (see machine.sentBelow).
+	AfterSameNames bool
 	// WildcardCapable types (LDS, CDS, MCP collections) enter wildcard mode when the first
 	// request names nothing (a wildcard that stays, as xds-protocol.rst says) or a request
 	// names "*" (which a later request can take back).

@@ -63,9 +63,12 @@ type pending struct {
 	// before it) left out what changed since the split (see nextPart).
 	rest      []*pending
 	continues bool
-	notPush   bool
-	from      uint64
-	short     bool
+	// least is the least name of the resources of this part and of the parts after it: the
+	// names below it have been sent once this part is next (see machine.sentBelow).
+	least   string
+	notPush bool
+	from    uint64
+	short   bool
 	// revive: the response resends what a producer's return made owed (owed.revive); all: it
 	// carries everything wanted (a first response, a wildcard entered anew), not only what
 	// changed and the names asked anew.
@@ -76,6 +79,18 @@ type pending struct {
 	whole bool
 	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go).
 	heartbeat bool
+}
+
+// carriesOnlyBelow tells whether every resource the response sends a body of is named below
+// name (names that do not exist and removals refer to nothing).
+func (p *pending) carriesOnlyBelow(name string) bool {
+	p.materialize()
+	for _, e := range p.msg.Resources {
+		if e.Name >= name {
+			return false
+		}
+	}
+	return true
 }
 
 // materialize reads the resources of a full state whose reading was deferred.
@@ -270,6 +285,15 @@ func (s *subscription) split(p *pending) *pending {
 	last.rev, last.msg.Version, last.notPush = p.rev, p.msg.Version, s.ex.phase == phaseUnsent
 	for i := range parts {
 		parts[i].rest = parts[i+1:]
+	}
+	least := ""
+	for i := len(parts) - 1; i >= 0; i-- {
+		for j, e := range parts[i].msg.Resources {
+			if (i == len(parts)-1 && j == 0) || e.Name < least {
+				least = e.Name
+			}
+		}
+		parts[i].least = least
 	}
 	return parts[0]
 }

@@ -18,9 +18,13 @@ const EnvoyGRPCClusterCollection = "mcpbridge.io/grpc/" + EnvoyClusterType
 // Dependencies say how one derived type is ordered against the others on one aggregated
 // stream: its responses go after the types in After have been sent everything up to the same
 // store revision, and a deletion goes after the types in RemoveAfter have been sent everything
-// up to the revision that made it.
+// up to the revision that made it. SameNames says that each resource of the type refers
+// only to the resource of the same name of each type in After (a load assignment to its
+// cluster): a response then need not wait for the whole of theirs, only for the names it
+// carries.
 type Dependencies struct {
 	After, RemoveAfter []string
+	SameNames          bool
 }
 
 // EnvoyOrder is the make-before-break order of xds-protocol.rst ("Eventual consistency
@@ -35,7 +39,7 @@ func EnvoyOrder(typeURL string) Dependencies {
 	case EnvoyClusterType:
 		return Dependencies{RemoveAfter: []string{EnvoyListenerType, EnvoyRouteType}}
 	case EnvoyEndpointType:
-		return Dependencies{After: []string{EnvoyClusterType}}
+		return Dependencies{After: []string{EnvoyClusterType}, SameNames: true}
 	case EnvoyListenerType:
 		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType}}
 	case EnvoyRouteType:

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,8 +177,10 @@ func TestEndpointsWaitForEveryClusterPart(t *testing.T) {
 	for n := range cs {
 		names = append(names, n)
 	}
-	s.putEnvoy(t, ClusterType, cs)
+	// Endpoints first: the clusters' parts are read at their revision or later, so only the
+	// names the endpoints carry (all 300, most in parts still to go) keep them waiting.
 	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	s.putEnvoy(t, ClusterType, cs)
 	c := newLimitedDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: names})
@@ -196,6 +199,156 @@ func TestEndpointsWaitForEveryClusterPart(t *testing.T) {
 		}
 		clustersHeld += len(m.Resources)
 		c.ack(m)
+	}
+}
+
+// TestEndpointsOfAClusterPartGoBeforeTheLastPart: an Envoy subscribes to the endpoints of the
+// clusters of each part as it arrives. Those endpoints name only clusters the client was sent
+// (make before break, name by name), so they go while the later parts are still to come,
+// each type still with at most one unacknowledged response: a million clusters' endpoints no longer
+// wait for the last of about seventy cluster parts, a round trip each. A request that names a
+// cluster of a part still to go keeps the whole response waiting (TestEndpointsWaitForEveryClusterPart).
+func TestEndpointsOfAClusterPartGoBeforeTheLastPart(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	cs := bigClusters(300)
+	var names []string
+	for n := range cs {
+		names = append(names, n)
+	}
+	// The endpoints are written first: a response of them goes once each cluster part before
+	// it was read at their revision or later (the translation writes both at once).
+	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	s.putEnvoy(t, ClusterType, cs)
+	c := newLimitedDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	clusters, endpoints := map[string]bool{}, map[string]bool{}
+	clusterParts, endpointsBeforeLastPart := 0, 0
+	for len(clusters) < 300 || len(endpoints) < 300 {
+		m := c.recv()
+		var fresh []string
+		for _, r := range m.Resources {
+			switch m.TypeUrl {
+			case ClusterType:
+				clusters[r.Name] = true
+				fresh = append(fresh, r.Name)
+			case EndpointType:
+				if !clusters[r.Name] {
+					t.Fatalf("endpoints of %s came before the cluster", r.Name)
+				}
+				endpoints[r.Name] = true
+				if len(clusters) < 300 {
+					endpointsBeforeLastPart++
+				}
+			}
+		}
+		if m.TypeUrl == ClusterType {
+			clusterParts++
+		}
+		c.ack(m)
+		if len(fresh) > 0 {
+			c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: fresh})
+		}
+	}
+	if clusterParts < 5 {
+		t.Fatalf("300 KiB of clusters in %d responses of at most 64 KiB", clusterParts)
+	}
+	if endpointsBeforeLastPart == 0 {
+		t.Fatalf("no endpoints came before the last of %d cluster parts", clusterParts)
+	}
+	c.quiet(100 * time.Millisecond)
+}
+
+// envoyFollower is a delta ADS client that holds what it is sent and fails the test when it is
+// sent the endpoints of a cluster it does not hold (make before break).
+type envoyFollower struct {
+	*deltaClient
+	clusters, endpoints map[string]string
+}
+
+func newEnvoyFollower(t *testing.T, addr string) *envoyFollower {
+	return &envoyFollower{deltaClient: newLimitedDelta(t, addr), clusters: map[string]string{}, endpoints: map[string]string{}}
+}
+
+// take receives one response, checks it and applies it; it returns the names of the clusters
+// it carried.
+func (f *envoyFollower) take() (m *discovery.DeltaDiscoveryResponse, clusters []string) {
+	f.t.Helper()
+	m = f.recv()
+	for _, r := range m.Resources {
+		switch m.TypeUrl {
+		case ClusterType:
+			f.clusters[r.Name] = r.Version
+			clusters = append(clusters, r.Name)
+		case EndpointType:
+			if r.Resource == nil {
+				continue
+			}
+			if _, ok := f.clusters[r.Name]; !ok {
+				f.t.Fatalf("the endpoints of %s came before the cluster", r.Name)
+			}
+			f.endpoints[r.Name] = r.Version
+		}
+	}
+	return m, clusters
+}
+
+// TestEndpointsWaitWhileAClusterPartLeftAChangedClusterOut: a cluster that changes while its
+// part waits is left out of the part (its new version goes in the next response): the client
+// does not hold it, so endpoints that name it, asked for by a client that knew the name, wait
+// until it is sent.
+func TestEndpointsWaitWhileAClusterPartLeftAChangedClusterOut(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	cs := bigClusters(300)
+	var names []string
+	for n := range cs {
+		names = append(names, n)
+	}
+	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	s.putEnvoy(t, ClusterType, cs)
+	f := newEnvoyFollower(t, s.addr)
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	part1, got := f.take()
+	changed := fmt.Sprintf("c%03d", len(got)) // the first cluster of the second part
+	s.putEnvoy(t, ClusterType, map[string]proto.Message{changed: &cluster.Cluster{Name: changed, ConnectTimeout: durationpb.New(2 * time.Second)}})
+	f.ack(part1)
+	part2, got2 := f.take()
+	if part2.TypeUrl != ClusterType || slices.Contains(got2, changed) {
+		t.Fatalf("the second part should be clusters without %s: %s %v", changed, part2.TypeUrl, got2)
+	}
+	f.ack(part2)
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: append(append(got, got2...), changed)})
+	for len(f.endpoints) < len(got)+len(got2)+1 {
+		m, _ := f.take()
+		f.ack(m)
+	}
+}
+
+// TestEndpointsWaitForAClusterAskedAnewDuringTheParts: a cluster asked for by name while the
+// parts go is sent after them; endpoints that name it wait for it, even if every other name
+// they carry was sent.
+func TestEndpointsWaitForAClusterAskedAnewDuringTheParts(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	cs := bigClusters(300)
+	var names []string
+	for n := range cs {
+		names = append(names, n)
+	}
+	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	s.putEnvoy(t, ClusterType, cs)
+	f := newEnvoyFollower(t, s.addr)
+	slices.Sort(names)
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: names[100:]})
+	part1, got := f.take()
+	if len(got) == 0 || len(f.clusters) >= 200 {
+		t.Fatalf("want the first of several parts, got %d clusters", len(got))
+	}
+	f.ack(part1)
+	late := names[0] // below every name of the parts
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{late}})
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: append(got, late)})
+	for len(f.endpoints) < len(got)+1 {
+		m, _ := f.take()
+		f.ack(m)
 	}
 }
 

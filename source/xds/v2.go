@@ -156,7 +156,7 @@ var envoyOrders = func() map[string]translate.Dependencies {
 	out := map[string]translate.Dependencies{}
 	for v3 := range v2Of {
 		d := translate.EnvoyOrder(v3)
-		out[v3] = translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter)}
+		out[v3] = translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter), SameNames: d.SameNames}
 	}
 	return out
 }()

@@ -107,7 +107,7 @@ func (ti typeInfo) typ(mode source.Mode) source.Type {
 	return source.Type{
 		Collection: ti.collection, Known: ti.known, Mode: mode, Form: ti.form,
 		Priority: ti.priority, After: ti.order.After, RemoveAfter: ti.order.RemoveAfter,
-		Scope: ti.scope, WildcardCapable: ti.wildcard,
+		AfterSameNames: ti.order.SameNames, Scope: ti.scope, WildcardCapable: ti.wildcard,
 		// xDS sends listeners and clusters whole in state of the world; other types, like the
 		// incremental variants, only what changed (the MCP collections are wildcard: whole).
 		PartialStateOfTheWorld: !ti.wildcard,

@@ -312,7 +312,7 @@ func splitBeat(es []*store.Entry, splitAt int) ([]*store.Entry, [][]*store.Entry
 	var parts [][]*store.Entry
 	start, size := 0, 0
 	for i, e := range es {
-		n := len(e.Name) + len(e.Version) + ttlSize + 3*5
+		n := len(e.Name) + len(e.Version) + wire.TTLSize + 3*5
 		if size > 0 && size+n > splitAt {
 			parts = append(parts, es[start:i])
 			start, size = i, 0

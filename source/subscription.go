@@ -256,7 +256,7 @@ func (s *subscription) split(p *pending) *pending {
 	for _, e := range p.msg.Resources {
 		n := resourceSize(e, s.Form)
 		if s.ttl() > 0 {
-			n += ttlSize // the TTL each resource carries
+			n += wire.TTLSize // the TTL each resource carries
 		}
 		if size > 0 && size+n > s.splitAt {
 			chunks = append(chunks, cur)
@@ -378,10 +378,6 @@ func deltaResourceSize(name, version, typeURL, value int) int {
 	wrapper := 1 + protowire.SizeBytes(name) + 1 + protowire.SizeBytes(version) + 1 + protowire.SizeBytes(anyLen)
 	return 1 + protowire.SizeBytes(wrapper) + 8
 }
-
-// ttlSize bounds what a TTL adds to a resource: the field's tag and length, and a Duration's
-// two varints and their tags.
-const ttlSize = 2 + 1 + 10 + 1 + 5
 
 func partOf(k *frameKey, part int) *frameKey {
 	if k == nil {

@@ -144,7 +144,7 @@ func number(d protoreflect.MessageDescriptor, name string) protowire.Number {
 // Encode returns the message's bytes without the nonce (see Tail). It copies the entries'
 // pre-marshalled bytes; nothing is marshalled again.
 func (l *Layout) Encode(m *Message, form Form) []byte {
-	b := make([]byte, 0, l.sizeHint(m))
+	b := make([]byte, 0, l.sizeHint(m, form))
 	b = appendString(b, l.version, m.Version)
 	b = appendString(b, l.key, m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
@@ -218,16 +218,56 @@ func appendResourceError(b []byte, field protowire.Number, e ResourceError) []by
 // Tail is the per-stream suffix of a response: its nonce.
 func (l *Layout) Tail(nonce string) []byte { return appendString(nil, l.nonce, nonce) }
 
-func (l *Layout) sizeHint(m *Message) int {
+// sizeHint is a little more than the message takes in form, so that Encode allocates its
+// buffer once: a response in parts is 4 MB a part, and a hint short by the type URL each MCP
+// resource's Any adds doubled and copied every buffer, one too long by the name and version an
+// Envoy body already holds took a quarter more memory than needed.
+func (l *Layout) sizeHint(m *Message, form Form) int {
 	n := 64 + len(m.Version) + len(m.Key)
+	wrapped := l.wrapper && (l.delta || m.Wrap)
+	per := 16 // the resource's tags and lengths, and its Any's
+	if wrapped {
+		per += 16 // the wrapper's tags and lengths
+		if m.TTL > 0 {
+			per += TTLSize
+		}
+		if !l.delta {
+			per += len(ResourceWrapperTypeURL) + 8 // state of the world: an Any of the wrapper
+		}
+	}
 	for _, e := range m.Resources {
-		n += len(e.Bytes) + len(e.Name) + len(e.Version) + 32
+		n += per
+		if wrapped {
+			n += len(e.Name) + len(e.Version)
+		}
+		switch form {
+		case FormAnyBody: // the body's Any as stored, without the stored name and version
+			typeURL, value := e.Body()
+			n += len(typeURL) + len(value)
+		case FormAnyBodyAsKey: // the body's value (re-encoded for an older version: about as long)
+			_, value := e.Body()
+			n += len(m.Key) + len(value) + len(value)/16
+		case FormAnyMCPResource:
+			n += len(MCPResourceTypeURL) + len(e.Bytes)
+		default:
+			n += len(e.Bytes)
+		}
+	}
+	for _, s := range m.Missing {
+		n += len(s) + 8
 	}
 	for _, s := range m.Removed {
 		n += len(s) + 4
 	}
+	for _, e := range m.Errors {
+		n += len(e.Name) + len(e.Message) + 24
+	}
 	return n
 }
+
+// TTLSize bounds what a TTL adds to a resource's wrapper: the field's tag and length, and a
+// Duration's two varints and their tags.
+const TTLSize = 2 + 1 + 10 + 1 + 5
 
 // appendWrapper writes the length and the fields of one envoy.service.discovery.v3.Resource:
 // name, version, the resource unless m is a heartbeat, and the TTL when m has one.

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -129,6 +131,54 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 		decode(t, l, &Message{Version: "0", Key: "t"}, FormMCPResource, "n4", &got)
 		diff(t, &got, &mcp.MeshConfigResponse{VersionInfo: "0", TypeUrl: "t", Nonce: "n4"})
 	})
+}
+
+// TestEncodeAllocatesItsBufferOnce: in every form and layout a response is encoded into the
+// buffer Encode sized for it, never grown (a copy of megabytes for a part of a large
+// response), and that buffer is not much larger than the response.
+func TestEncodeAllocatesItsBufferOnce(t *testing.T) {
+	var ses, cls []*store.Entry
+	for i := range 500 {
+		host := fmt.Sprintf("svc-%d.ns-%d.example", i, i%7)
+		ses = append(ses, entry(t, fmt.Sprintf("ns-%d/svc-%d", i%7, i), &networking.ServiceEntry{Hosts: []string{host},
+			Ports: []*networking.ServicePort{{Number: 8080, Name: "http", Protocol: "HTTP"}}}))
+		cls = append(cls, entry(t, "outbound|8080||"+host, &cluster.Cluster{Name: "outbound|8080||" + host}))
+	}
+	const clusterV2 = "type.googleapis.com/envoy.api.v2.Cluster"
+	delta := Roles{Version: "system_version_info", Resources: "resources", Key: "type_url", Removed: "removed_resources", Nonce: "nonce",
+		DeltaResource: &discovery.Resource{}}
+	sotw := Roles{Version: "version_info", Resources: "resources", Key: "type_url", Nonce: "nonce"}
+	wrapping := sotw
+	wrapping.Wrapper = &discovery.Resource{}
+	for _, tc := range []struct {
+		name   string
+		layout *Layout
+		msg    Message
+		form   Form
+	}{
+		{"MCP Resources", NewLayout(&mcp.Resources{}, Roles{Version: "system_version_info", Resources: "resources", Key: "collection", Nonce: "nonce"}),
+			Message{Version: "1", Key: "coll", Resources: ses}, FormMCPResource},
+		{"MCP over xDS, state of the world", NewLayout(&discovery.DiscoveryResponse{}, sotw), Message{Version: "1", Key: "se", Resources: ses}, FormAnyMCPResource},
+		{"MCP over xDS, delta", NewLayout(&discovery.DeltaDiscoveryResponse{}, delta), Message{Version: "1", Key: "se", Resources: ses}, FormAnyMCPResource},
+		{"Envoy, state of the world", NewLayout(&discovery.DiscoveryResponse{}, sotw), Message{Version: "1", Key: "c", Resources: cls}, FormAnyBody},
+		{"Envoy, delta", NewLayout(&discovery.DeltaDiscoveryResponse{}, delta), Message{Version: "1", Key: "c", Resources: cls}, FormAnyBody},
+		{"Envoy, delta with TTLs", NewLayout(&discovery.DeltaDiscoveryResponse{}, delta), Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute}, FormAnyBody},
+		{"Envoy, state of the world wrapped with TTLs", NewLayout(&discovery.DiscoveryResponse{}, wrapping),
+			Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute, Wrap: true}, FormAnyBody},
+		{"Envoy v2, delta", NewLayout(&apiv2.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
+			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{}}), Message{Version: "1", Key: clusterV2, Resources: cls}, FormAnyBodyAsKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hint := tc.layout.sizeHint(&tc.msg, tc.form)
+			b := tc.layout.Encode(&tc.msg, tc.form)
+			if cap(b) != hint {
+				t.Fatalf("the buffer grew: %d bytes encoded, %d allocated first", len(b), hint)
+			}
+			if waste := float64(cap(b)-len(b)) / float64(len(b)); waste > 0.2 {
+				t.Fatalf("%d bytes encoded into a buffer of %d (%.0f%% more)", len(b), cap(b), 100*waste)
+			}
+		})
+	}
 }
 
 func TestNewLayoutPanicsOnAFieldTheMessageLacks(t *testing.T) {

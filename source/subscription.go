@@ -314,13 +314,24 @@ func (s *subscription) split(p *pending) *pending {
 func (s *subscription) nextPart(v *store.View, g gates) *pending {
 	at := v.Collection(s.Collection).Revision
 	whole := s.owed.parts[len(s.owed.parts)-1].rev
+	// Nothing in the collection changed since the parts were cut: each resource is as its
+	// part holds it, and is not looked up again (at a million, a walk of the store's index for
+	// each name, on the stream's goroutine between two parts).
+	unchanged := at == whole
 	short := false
 	for i, part := range s.owed.parts {
 		p := *part
 		p.msg.Resources = nil
 		own := false
 		for _, e := range part.msg.Resources {
-			switch cur := s.get(v, e.Name); {
+			cur := e
+			switch {
+			case !unchanged:
+				cur = s.get(v, e.Name)
+			case !s.vis.sees(e.Name):
+				cur = nil
+			}
+			switch {
 			case !s.wants(e.Name):
 				own = true
 			case cur == nil || cur.Revision > whole:

@@ -96,6 +96,8 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	mcp "github.com/mcpbridge/mcpbridge/api/mcp/v1alpha1"
+
+	"github.com/mcpbridge/mcpbridge/internal/freeport"
 )
 
 var (
@@ -205,7 +207,8 @@ func startFUBridge(b *testing.B, e *fuEnv, dir string) {
 	if bin == "" {
 		bin = goBuild(b, dir, "mcpbridge", "github.com/mcpbridge/mcpbridge/cmd/mcpbridge")
 	}
-	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
+	addrs := freeport.Addrs(b, 2)
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	cfg := fmt.Sprintf("grpc:\n  address: %s\nhttp:\n  address: %s\nlog:\n  level: warn\n", grpcAddr, httpAddr)
 	if *comparePushInterval != "" {
 		cfg += fmt.Sprintf("xds:\n  push_interval: %s\n", *comparePushInterval)
@@ -259,7 +262,8 @@ func startFUBridge(b *testing.B, e *fuEnv, dir string) {
 // starts the streams.
 func startFUGCP(b *testing.B, e *fuEnv, dir string) {
 	bin := goBuild(b, dir, "gcpserver", "github.com/mcpbridge/mcpbridge/bench/scale/gcpserver")
-	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
+	addrs := freeport.Addrs(b, 2)
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	e.proc = startFUProcess(b, e, "go-control-plane", grpcAddr, httpAddr, bin,
 		"-grpc", grpcAddr, "-http", httpAddr, "-n", strconv.Itoa(fuServices))
 	e.proc.waitReady(b)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpbridge/mcpbridge/internal/freeport"
 )
 
 var (
@@ -276,15 +277,6 @@ type bridgeProcess struct {
 	exited             chan struct{}
 }
 
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startBridge starts mcpbridge serve on free loopback ports, with the files of dir as its
 // source (none when dir is empty).
 func startBridge(b *testing.B, bin, dir string) *bridgeProcess {
@@ -305,7 +297,8 @@ const loopbackLimits = `limits:
 // default limits when defaultLimits is true (else loopbackLimits).
 func startBridgeWith(b *testing.B, bin, dir, extra string, defaultLimits bool) *bridgeProcess {
 	b.Helper()
-	p := &bridgeProcess{grpcAddr: freeAddr(b), httpAddr: freeAddr(b), exited: make(chan struct{})}
+	addrs := freeport.Addrs(b, 2)
+	p := &bridgeProcess{grpcAddr: addrs[0], httpAddr: addrs[1], exited: make(chan struct{})}
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
 	files := ""
 	if dir != "" {

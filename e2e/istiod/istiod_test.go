@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcpbridge/mcpbridge/internal/certtest"
+	"github.com/mcpbridge/mcpbridge/internal/freeport"
 )
 
 var (
@@ -397,13 +398,14 @@ const bridgeSAN = "mcpbridge.istio-system.svc"
 // and istiod verifies the bridge's certificate: the configuration of docs/istiod.md.
 func setup(t *testing.T, tlsOn bool) *env {
 	dir := t.TempDir()
+	addrs := freeport.Addrs(t, 4)
 	e := &env{
 		top:        t,
 		dir:        dir,
 		cfgDir:     filepath.Join(dir, "config"),
 		logDir:     filepath.Join(dir, "logs"),
-		bridgeGRPC: freeAddr(t), bridgeHTTP: freeAddr(t),
-		istiodGRPC: freeAddr(t), istiodHTTP: freeAddr(t),
+		bridgeGRPC: addrs[0], bridgeHTTP: addrs[1],
+		istiodGRPC: addrs[2], istiodHTTP: addrs[3],
 		keepalive: keepalive{minPing: "5s", time: "1s", timeout: "5s"},
 	}
 	for _, d := range []string{e.cfgDir, e.logDir} {

@@ -1,11 +1,13 @@
 package xds
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/mcpbridge/mcpbridge/source"
 )
@@ -18,11 +20,12 @@ func shortBuildWaits(t *testing.T, wait, max time.Duration) {
 	t.Cleanup(func() { scopeBuildWait, scopeBuildWaitMax = was, wasMax })
 }
 
-// slowViews builds a port's route configuration only when the test says so, while it says a
-// translation runs.
+// slowViews builds a port's route configuration (and, with scope set, a namespace's view)
+// only when the test says so, while it says a translation runs.
 type slowViews struct {
 	countingViews
 	built       chan struct{}
+	scope       chan struct{}
 	translating atomic.Bool
 }
 
@@ -30,24 +33,95 @@ func (v *slowViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) {
 	release, _ := v.countingViews.AcquirePortRoute(port)
 	return release, v.built
 }
+func (v *slowViews) AcquireScope(ns string) (func(), <-chan struct{}, bool) {
+	release, _, ok := v.countingViews.AcquireScope(ns)
+	return release, v.scope, ok
+}
 func (v *slowViews) TranslationProgress() (bool, uint64) { return v.translating.Load(), 0 }
 
+// sidecar is the node of a sidecar of namespace ns (its view is the namespace's).
+func sidecar() *core.Node { return &core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"} }
+
+// responseTypes receives for d and returns the types of the responses that came, ACKing each.
+func responseTypes(c *deltaClient, d time.Duration) []string {
+	var types []string
+	deadline := time.After(d)
+	for {
+		select {
+		case <-deadline:
+			return types
+		case m := <-c.Responses():
+			types = append(types, m.TypeUrl)
+			c.ack(m)
+		}
+	}
+}
+
 // A request for a port's route configuration that takes longer to build than ScopeBuildWait
-// (4–5 s at a million hosts) waits for it while the translation runs: answered before it,
-// the client would be told that the route does not exist.
-func TestARequestWaitsForWhatItHoldsWhileATranslationRuns(t *testing.T) {
+// (4–5 s at a million hosts) is answered once it is built, while the translation runs:
+// answered before it, the client would be told that the route does not exist. The stream's
+// other types go on meanwhile: the clusters asked for after it are sent before it is built
+// (an Envoy's clusters and endpoints, still arriving, do not wait for its routes).
+func TestARequestWaitsForWhatItHoldsWhileOtherTypesGoOn(t *testing.T) {
 	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	views := &slowViews{built: make(chan struct{})}
 	views.translating.Store(true)
-	built := time.AfterFunc(200*time.Millisecond, func() { close(views.built) })
-	defer built.Stop()
+	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s.putEnvoy(t, ClusterType, bigClusters(3))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ClusterType}) {
+		t.Fatalf("while the route configuration is built, the responses were %v, want the clusters' alone", got)
+	}
+	close(views.built)
+	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{RouteType}) {
+		t.Fatalf("once the route configuration is built, the responses were %v, want the routes'", got)
+	}
+}
+
+// A request that waits for its node's view (a namespace's, which every type reads) holds back
+// every request after it, of any type: none is answered before the view is built.
+func TestARequestWaitingForItsNodesViewHoldsBackEveryType(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+	views := &slowViews{scope: make(chan struct{})}
+	views.translating.Store(true)
+	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s.putEnvoy(t, ClusterType, bigClusters(3))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ListenerType})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("before the namespace's view is built, the responses were %v, want none", got)
+	}
+	close(views.scope)
+	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ListenerType, ClusterType}) && !slices.Equal(got, []string{ClusterType, ListenerType}) {
+		t.Fatalf("once the view is built, the responses were %v, want the listeners' and the clusters'", got)
+	}
+}
+
+// A request's wait ends when its stream ends: its goroutine does not outlive the stream by
+// ScopeBuildWaitMax.
+func TestARequestStopsWaitingWhenItsStreamEnds(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, time.Minute)
+	views := &slowViews{built: make(chan struct{})}
+	views.translating.Store(true)
 	h := viewHold{views: views}
-	start := time.Now()
-	h.see(&source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"})})
+	waits, _, ended := h.see(&source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(sidecar())})
+	if len(waits) != 1 {
+		t.Fatalf("the request waits for %d views, want its route configuration", len(waits))
+	}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		waitBuilt(waits, views.TranslationProgress, ended)
+	}()
+	time.Sleep(100 * time.Millisecond) // waiting, past ScopeBuildWait
+	h.end()
 	select {
-	case <-views.built:
-	default:
-		t.Fatalf("the request went on after %v, before its route configuration was built (ScopeBuildWait %v)", time.Since(start), scopeBuildWait)
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request still waits after its stream ended")
 	}
 }
 
@@ -72,27 +146,6 @@ func TestARequestWaitsScopeBuildWaitMaxAtMost(t *testing.T) {
 	waitBuilt([]<-chan struct{}{never}, func() (bool, uint64) { return true, 7 }, nil)
 	if took := time.Since(start); took < scopeBuildWaitMax || took > 3*time.Second {
 		t.Fatalf("waited %v, want about %v", took, scopeBuildWaitMax)
-	}
-}
-
-// A request waiting for what it holds stops waiting when its stream ends: its goroutine does
-// not outlive the stream by ScopeBuildWaitMax.
-func TestARequestStopsWaitingWhenItsStreamEnds(t *testing.T) {
-	shortBuildWaits(t, 20*time.Millisecond, time.Minute)
-	views := &slowViews{built: make(chan struct{})}
-	views.translating.Store(true)
-	h := viewHold{views: views}
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		h.see(&source.Request{Key: RouteType, Names: []string{"8080"}, Node: nodeFields(&core.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"})})
-	}()
-	time.Sleep(100 * time.Millisecond) // waiting, past ScopeBuildWait
-	h.end()
-	select {
-	case <-returned:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the request still waits after its stream ended")
 	}
 }
 

@@ -59,6 +59,12 @@ func startServerWith(t testing.TB, opts source.Options) *server {
 // the TTLs ttls (nil: none).
 func startServerTTL(t testing.TB, opts source.Options, ttls *TTLs) *server {
 	t.Helper()
+	return startServerOf(t, opts, Server{TTL: ttls})
+}
+
+// startServerOf starts x (its Engine made of opts, over a store of its own).
+func startServerOf(t testing.TB, opts source.Options, x Server) *server {
+	t.Helper()
 	st := store.New(store.Options{Validate: kinds.ValidateResource})
 	opts.Store = st
 	eng := source.New(opts)
@@ -67,7 +73,8 @@ func startServerTTL(t testing.TB, opts source.Options, ttls *TTLs) *server {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	(&Server{Engine: eng, TTL: ttls}).Register(srv)
+	x.Engine = eng
+	x.Register(srv)
 	go srv.Serve(lis)
 	t.Cleanup(func() {
 		eng.Stop()

@@ -164,8 +164,8 @@ type Views interface {
 // its node (on the receiving goroutine), the proxyless outputs of each host a request asks
 // for (ProxylessHostsOf) and the route configuration of each port it asks for (PortRoutesOf),
 // once each; it releases them when the stream ends (on the handler's, which may come first:
-// then nothing more is acquired). A request waits until what it newly holds is built (see
-// waitBuilt), so that it is answered with it.
+// then nothing more is acquired). A request is answered once what it newly holds is built
+// (see waitBuilt and adapter.Recv), so that it is answered with it.
 type viewHold struct {
 	views Views
 
@@ -192,9 +192,12 @@ type viewHold struct {
 // client naming many hosts (or names of hosts that do not exist) costs one hold, not one each.
 const maxProxylessHosts = 1000
 
-func (h *viewHold) see(req *source.Request) {
+// see acquires what req newly holds. It returns what the request waits for: the channels
+// closed once each is built (none: nothing), whether the node's view is among them (every type
+// of the stream reads it), and the channel the stream's end closes.
+func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool, ended <-chan struct{}) {
 	if h.views == nil {
-		return
+		return nil, false, nil
 	}
 	h.mu.Lock()
 	first := !h.seen && req.Node != nil
@@ -223,15 +226,15 @@ func (h *viewHold) see(req *source.Request) {
 	if h.ended == nil {
 		h.ended = make(chan struct{})
 	}
-	ended := h.ended
+	ended = h.ended
 	h.mu.Unlock()
 	if done || !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
-		return
+		return nil, false, ended
 	}
 	var releases []func()
-	var waits []<-chan struct{}
 	if first {
 		releases, waits = holdNodeView(h.views, *req.Node)
+		node = slices.ContainsFunc(waits, func(ch <-chan struct{}) bool { return ch != nil })
 	}
 	held := func(release func(), built <-chan struct{}) {
 		releases, waits = append(releases, release), append(waits, built)
@@ -248,14 +251,14 @@ func (h *viewHold) see(req *source.Request) {
 	if allPorts {
 		held(h.views.AcquirePortRoutes())
 	}
-	waitBuilt(waits, h.views.TranslationProgress, ended) // not under mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
 		releaseAll(releases)() // the stream ended meanwhile
-		return
+		return nil, false, ended
 	}
 	h.releases = append(h.releases, releases...)
+	return slices.DeleteFunc(waits, func(ch <-chan struct{}) bool { return ch == nil }), node, ended
 }
 
 // newPorts are the ports a request asks the route configurations of (PortRoutesOf) that the
@@ -368,16 +371,144 @@ type adapter[Req, Resp any] struct {
 	defaultType string
 	view        viewHold // the receive goroutine's; ended by the handler after Serve returns
 	ttls        *TTLs
+
+	// Requests that wait for what they hold (see Recv), the engine's receive goroutine's.
+	// reading carries the requests read by the goroutine that reads the stream once one
+	// waited (nil before); woken is signalled as each wait ends.
+	waiting []inbound
+	reading chan inbound
+	woken   chan struct{}
 }
 
+// inbound is a request read from the stream (or how reading it failed), with what it waits
+// for: ready closes once what it holds is built (nil: nothing to wait for); node, that it waits
+// for the node's view, which every type reads.
+type inbound struct {
+	req   *source.Request
+	err   error
+	ready chan struct{}
+	node  bool
+}
+
+// Recv hands the engine the next request it may answer. A request that newly holds a view
+// (a namespace's, a host's proxyless outputs, a port's route configuration) is answered once
+// it is built, which at a million services takes seconds (a port's route configuration, 4-5
+// s; see waitBuilt); the requests after it of other types go on meanwhile (an Envoy's ACKs of
+// clusters and endpoints, while its route configuration is built), those of its type after
+// it, so that a type's requests keep their order, and every one after a request that waits for
+// the node's view, which every type reads. The first request that waits starts a goroutine
+// that reads the stream from then on; until then the stream is read here, one goroutine a
+// stream as before.
 func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
+	if a.reading == nil {
+		in := a.read()
+		if in.ready == nil {
+			return in.req, in.err
+		}
+		a.waiting = append(a.waiting, in)
+		a.reading = make(chan inbound)
+		go a.readOn()
+	}
+	for {
+		if i := a.answerable(); i >= 0 {
+			in := a.waiting[i]
+			a.waiting = slices.Delete(a.waiting, i, i+1)
+			return in.req, in.err
+		}
+		reading := a.reading
+		if len(a.waiting) >= maxWaitingRequests {
+			reading = nil // the client waits too: no more is read until some go
+		}
+		select {
+		case in := <-reading:
+			a.waiting = append(a.waiting, in)
+		case <-a.woken:
+		case <-a.stream.Context().Done():
+			return nil, a.stream.Context().Err()
+		}
+	}
+}
+
+// maxWaitingRequests bounds the requests of one stream read while earlier ones wait.
+const maxWaitingRequests = 1024
+
+// read reads one request and acquires what it holds; a request that must wait gets a
+// goroutine that closes its ready channel once what it holds is built, or its wait ends.
+func (a *adapter[Req, Resp]) read() inbound {
 	m, err := a.stream.Recv()
 	if err != nil {
-		return nil, err
+		return inbound{err: err}
 	}
 	req := a.decode(m, a.defaultType)
-	a.view.see(req)
-	return req, nil
+	waits, node, ended := a.view.see(req)
+	in := inbound{req: req, node: node}
+	if len(waits) > 0 {
+		if a.woken == nil { // before the reading goroutine starts: only it calls read then
+			a.woken = make(chan struct{}, 1)
+		}
+		ready, woken, progress := make(chan struct{}), a.woken, a.view.views.TranslationProgress
+		in.ready = ready
+		go func() {
+			waitBuilt(waits, progress, ended)
+			close(ready)
+			select {
+			case woken <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	return in
+}
+
+// readOn reads the stream until it ends, once a request waited.
+func (a *adapter[Req, Resp]) readOn() {
+	for {
+		in := a.read()
+		select {
+		case a.reading <- in:
+		case <-a.stream.Context().Done():
+			return
+		}
+		if in.err != nil {
+			return
+		}
+	}
+}
+
+// answerable is the index of the first request read that may be answered now, or -1: one
+// whose wait ended, with no request of its type before it still waiting, nor one that waits
+// for the node's view. A failed read (the client ended the stream) comes after every request
+// before it, as it came: a client that sends its requests and closes its side is answered.
+// (A stream cancelled ends Recv through its context.)
+func (a *adapter[Req, Resp]) answerable() int {
+	var blocked map[string]bool
+	for i := range a.waiting {
+		in := &a.waiting[i]
+		if in.err != nil {
+			if i == 0 {
+				return 0
+			}
+			return -1
+		}
+		if in.ready != nil {
+			select {
+			case <-in.ready:
+				in.ready = nil
+			default:
+			}
+		}
+		if in.ready == nil && !blocked[in.req.Key] {
+			return i
+		}
+		if in.ready != nil && in.node {
+			return -1
+		}
+		if blocked == nil {
+			blocked = map[string]bool{}
+		}
+		blocked[in.req.Key] = true
+	}
+	return -1
 }
 
 func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }

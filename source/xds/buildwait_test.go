@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +27,13 @@ type slowViews struct {
 	countingViews
 	built       chan struct{}
 	scope       chan struct{}
+	host        chan struct{} // a host's proxyless outputs
 	translating atomic.Bool
+}
+
+func (v *slowViews) AcquireProxylessHost(host string) (func(), <-chan struct{}) {
+	release, _ := v.countingViews.AcquireProxylessHost(host)
+	return release, v.host
 }
 
 func (v *slowViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) {
@@ -97,6 +104,35 @@ func TestARequestWaitingForItsNodesViewHoldsBackEveryType(t *testing.T) {
 	close(views.scope)
 	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ListenerType, ClusterType}) && !slices.Equal(got, []string{ClusterType, ListenerType}) {
 		t.Fatalf("once the view is built, the responses were %v, want the listeners' and the clusters'", got)
+	}
+}
+
+// A request that names what an earlier request of the stream holds, of another type, waits
+// for it too: the route configuration outbound|8080||h.example (and, in one case, the port's,
+// 8080) is asked for after the API listener h.example:8080, whose request holds the host's
+// outputs; the routes are answered only once the host's outputs are built (the port's route
+// configuration is built first), not told that outbound|8080||h.example does not exist.
+func TestARequestWaitsForWhatAnEarlierRequestHolds(t *testing.T) {
+	for _, routes := range [][]string{{"8080", "outbound|8080||h.example"}, {"outbound|8080||h.example"}} {
+		t.Run(strings.Join(routes, ","), func(t *testing.T) {
+			shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+			views := &slowViews{built: make(chan struct{}), host: make(chan struct{})}
+			views.translating.Store(true)
+			s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+			c := newDelta(t, s.addr)
+			c.send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "tool"}, TypeUrl: ListenerType, ResourceNamesSubscribe: []string{"h.example:8080"}})
+			c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: routes})
+			close(views.built)
+			if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
+				t.Fatalf("before the host's outputs are built, the responses were %v, want none", got)
+			}
+			close(views.host)
+			got := responseTypes(c, 300*time.Millisecond)
+			slices.Sort(got)
+			if want := []string{ListenerType, RouteType}; !slices.Equal(got, want) {
+				t.Fatalf("once the host's outputs are built, the responses were %v, want %v", got, want)
+			}
+		})
 	}
 }
 

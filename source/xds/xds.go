@@ -5,7 +5,9 @@
 package xds
 
 import (
+	"maps"
 	"slices"
+	"strconv"
 	"sync"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -185,6 +187,10 @@ type viewHold struct {
 	// ended is closed by end: a request still waiting for what it holds to be built stops
 	// waiting when its stream ends.
 	ended chan struct{}
+	// building is what each view held said it is built by (keys: hostView and the others
+	// below), until seen built: a request that names a view an earlier request of the stream
+	// holds waits for it too (the earlier one may be of another type, answered later).
+	building map[string]<-chan struct{}
 }
 
 // maxProxylessHosts bounds the hosts one stream holds the proxyless outputs of one by one
@@ -227,29 +233,39 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 		h.ended = make(chan struct{})
 	}
 	ended = h.ended
-	h.mu.Unlock()
-	if done || !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
+	if done {
+		h.mu.Unlock()
 		return nil, false, ended
 	}
+	if !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
+		defer h.mu.Unlock()
+		return h.unbuilt(req), false, ended // nothing new: what it names may still be building
+	}
+	h.mu.Unlock()
 	var releases []func()
 	if first {
 		releases, waits = holdNodeView(h.views, *req.Node)
 		node = slices.ContainsFunc(waits, func(ch <-chan struct{}) bool { return ch != nil })
 	}
-	held := func(release func(), built <-chan struct{}) {
-		releases, waits = append(releases, release), append(waits, built)
+	building := map[string]<-chan struct{}{}
+	held := func(key string, release func(), built <-chan struct{}) {
+		releases, building[key] = append(releases, release), built
 	}
 	for _, host := range hosts {
-		held(h.views.AcquireProxylessHost(host))
+		release, built := h.views.AcquireProxylessHost(host)
+		held(hostView+host, release, built)
 	}
 	if all {
-		held(h.views.AcquireProxyless())
+		release, built := h.views.AcquireProxyless()
+		held(allHostsView, release, built)
 	}
 	for _, p := range ports {
-		held(h.views.AcquirePortRoute(p))
+		release, built := h.views.AcquirePortRoute(p)
+		held(portView+strconv.FormatUint(uint64(p), 10), release, built)
 	}
 	if allPorts {
-		held(h.views.AcquirePortRoutes())
+		release, built := h.views.AcquirePortRoutes()
+		held(allPortsView, release, built)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -258,8 +274,63 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 		return nil, false, ended
 	}
 	h.releases = append(h.releases, releases...)
-	return slices.DeleteFunc(waits, func(ch <-chan struct{}) bool { return ch == nil }), node, ended
+	if h.building == nil {
+		h.building = map[string]<-chan struct{}{}
+	}
+	maps.Copy(h.building, building)
+	return append(slices.DeleteFunc(waits, isNil), h.unbuilt(req)...), node, ended
 }
+
+// The keys of viewHold.building.
+const (
+	hostView     = "host "
+	portView     = "port "
+	allHostsView = "all hosts"
+	allPortsView = "all ports"
+)
+
+// unbuilt are what the views req names wait for, of those the stream holds, not seen built
+// yet (called under mu).
+func (h *viewHold) unbuilt(req *source.Request) []<-chan struct{} {
+	if len(h.building) == 0 {
+		return nil
+	}
+	var keys []string
+	if hosts := ProxylessHostsOf(req, h.proxylessNode); len(hosts) > 0 || h.all && h.proxylessNode && proxylessWildcard(req) {
+		if h.all {
+			keys = append(keys, allHostsView)
+		}
+		for _, host := range hosts {
+			keys = append(keys, hostView+host)
+		}
+	}
+	if ports := PortRoutesOf(req); len(ports) > 0 {
+		if h.allPorts {
+			keys = append(keys, allPortsView)
+		}
+		for _, p := range ports {
+			keys = append(keys, portView+strconv.FormatUint(uint64(p), 10))
+		}
+	}
+	var out []<-chan struct{}
+	for _, k := range keys {
+		ch, ok := h.building[k]
+		if !ok || ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+			delete(h.building, k) // built: nothing more waits for it
+		default:
+			if !slices.Contains(out, ch) {
+				out = append(out, ch)
+			}
+		}
+	}
+	return out
+}
+
+func isNil(ch <-chan struct{}) bool { return ch == nil }
 
 // newPorts are the ports a request asks the route configurations of (PortRoutesOf) that the
 // stream does not hold yet, or all: the stream asked for more than maxProxylessHosts ports

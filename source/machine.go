@@ -388,15 +388,17 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 		if n == Wildcard && sub.WildcardCapable {
 			if sub.want.wildcard && !sub.want.legacy {
 				sub.want.wildcard = false
+				sub.owed.given = nil // the client drops what the wildcard alone covered
 				m.scope(sub)
 			}
 			continue
 		}
 		// Phantom unsubscriptions are harmless. A name asked anew and unsubscribed is owed no
 		// more; one the client no longer asks for at all it no longer holds, whatever it said
-		// it held on resuming (resume looks only at what is asked for).
+		// it held on resuming (resume looks only at what is asked for), or a later part carried.
 		sub.want.remove(n)
 		delete(sub.owed.fresh, n)
+		delete(sub.owed.given, n)
 	}
 	sub.want.reserve(len(req.Subscribe))
 	sub.owed.reserveFresh(len(req.Subscribe))
@@ -605,8 +607,8 @@ func (m *machine) afterCaughtUp(v *store.View, sub *subscription, rev uint64) bo
 // before, or are not in the response: the client holds them as of the response's revision.
 // ok is false when some type does not qualify: the response waits, as for any type.
 func (m *machine) sentBelow(v *store.View, sub *subscription, rev uint64) (below string, ok bool) {
-	if !sub.AfterSameNames {
-		return "", false
+	if !sub.AfterSameNames || sub.owed.all || sub.want.wildcard && sub.ex.phase == phaseUnsent {
+		return "", false // a whole state names everything: not computed to be set aside
 	}
 	for _, key := range sub.After {
 		d := m.subs[key]

@@ -523,3 +523,39 @@ func TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent(t *testing.T) {
 		t.Fatalf("%s, asked for anew, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
 	}
 }
+
+// TestWildcardLeftAndEnteredAgainSendsWhatALaterPartCarried: as in
+// TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent (a review found this way to it),
+// the second part carries y while everything is owed (the client entered "*" in its ACK of the
+// first). The client then drops y by name and leaves the wildcard (it no longer asks for y at
+// all, and drops it), and enters the wildcard again before answering the part: y is owed
+// with everything, and must be sent, though the part's record said the client held it.
+func TestWildcardLeftAndEnteredAgainSendsWhatALaterPartCarried(t *testing.T) {
+	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 150}) // one cluster per part
+	x, y := clusterOf(modelHosts[0]), clusterOf(modelHosts[2])
+	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newDeltaHolder(t, tr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("wildcard-again"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{x, y}})
+	part1 := c.take(tr)
+	if len(part1) != 1 || len(part1[0].Resources) != 1 || part1[0].Resources[0].Name != x {
+		t.Fatalf("want the first part, with %s alone: %v", x, descr(part1))
+	}
+	c.apply(part1[0])
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResponseNonce: part1[0].Nonce, ResourceNamesSubscribe: []string{"*"}})
+	part2 := c.take(tr)
+	if len(part2) != 1 || len(part2[0].Resources) != 1 || part2[0].Resources[0].Name != y {
+		t.Fatalf("want the second part, with %s alone: %v", y, descr(part2))
+	}
+	c.apply(part2[0])
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{y}})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{"*"}})
+	delete(c.held[typeCluster], y)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesSubscribe: []string{"*"}})
+	c.send(ack(part2[0]))
+	c.settleAll(tr)
+	if _, ok := c.held[typeCluster][y]; !ok {
+		t.Fatalf("%s, covered anew by the wildcard, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
+	}
+}

@@ -239,6 +239,9 @@ func (l *Layout) sizeHint(m *Message, form Form) int {
 		n += per
 		if wrapped {
 			n += len(e.Name) + len(e.Version)
+			if m.Heartbeat {
+				continue // no body
+			}
 		}
 		switch form {
 		case FormAnyBody: // the body's Any as stored, without the stored name and version

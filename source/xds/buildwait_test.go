@@ -67,7 +67,7 @@ func responseTypes(c *deltaClient, d time.Duration) []string {
 // A request for a port's route configuration that takes longer to build than ScopeBuildWait
 // (4–5 s at a million hosts) is answered once it is built, while the translation runs:
 // answered before it, the client would be told that the route does not exist. The stream's
-// other types go on meanwhile: the clusters asked for after it are sent before it is built
+// other types go on meanwhile: the listeners asked for after it are sent before it is built
 // (an Envoy's clusters and endpoints, still arriving, do not wait for its routes).
 func TestARequestWaitsForWhatItHoldsWhileOtherTypesGoOn(t *testing.T) {
 	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
@@ -76,14 +76,63 @@ func TestARequestWaitsForWhatItHoldsWhileOtherTypesGoOn(t *testing.T) {
 	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
 	s.putEnvoy(t, ClusterType, bigClusters(3))
 	c := newDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ClusterType}) {
-		t.Fatalf("while the route configuration is built, the responses were %v, want the clusters' alone", got)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ClusterType})
+	if got := responseTypes(c, 200*time.Millisecond); !slices.Equal(got, []string{ClusterType}) {
+		t.Fatalf("the first responses were %v, want the clusters'", got)
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ListenerType})
+	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ListenerType}) {
+		t.Fatalf("while the route configuration is built, the responses were %v, want the listeners' alone", got)
 	}
 	close(views.built)
 	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{RouteType}) {
 		t.Fatalf("once the route configuration is built, the responses were %v, want the routes'", got)
+	}
+}
+
+// The first request that names the node is how the engine learns it: when it waits (here for
+// a port's route configuration), every request after it waits too, of any type; answered
+// first, a request would be subscribed without the node's view (a namespace's clusters, a
+// proxyless client's).
+func TestTheFirstRequestNamingTheNodeHoldsBackEveryRequestAfterIt(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+	views := &slowViews{built: make(chan struct{})}
+	views.translating.Store(true)
+	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s.putEnvoy(t, ClusterType, bigClusters(3))
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("while the first request waits, the responses were %v, want none", got)
+	}
+	close(views.built)
+	got := responseTypes(c, 300*time.Millisecond)
+	slices.Sort(got)
+	if want := []string{ClusterType, RouteType}; !slices.Equal(got, want) {
+		t.Fatalf("once it is built, the responses were %v, want %v", got, want)
+	}
+}
+
+// A view the first request that held it gave up waiting for (past ScopeBuildWaitMax) is not
+// waited for again by every later request that names it: they are served what is built, as
+// that request was.
+func TestALaterRequestDoesNotWaitAgainForAViewGivenUpOn(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, 300*time.Millisecond)
+	views := &slowViews{host: make(chan struct{})} // never built
+	views.translating.Store(true)
+	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "tool"}, TypeUrl: ListenerType, ResourceNamesSubscribe: []string{"h.example:8080"}})
+	if got := responseTypes(c, time.Second); !slices.Equal(got, []string{ListenerType}) {
+		t.Fatalf("after ScopeBuildWaitMax, the responses were %v, want the listeners'", got)
+	}
+	start := time.Now()
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"outbound|8080||h.example"}})
+	m := c.recv()
+	if took := time.Since(start); m.TypeUrl != RouteType || took > 150*time.Millisecond {
+		t.Fatalf("the route request was answered with %s after %v: it waited again for the view given up on (ScopeBuildWaitMax %v)", m.TypeUrl, took, scopeBuildWaitMax)
 	}
 }
 

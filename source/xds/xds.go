@@ -13,6 +13,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
@@ -199,8 +200,9 @@ type viewHold struct {
 const maxProxylessHosts = 1000
 
 // see acquires what req newly holds. It returns what the request waits for: the channels
-// closed once each is built (none: nothing), whether the node's view is among them (every type
-// of the stream reads it), and the channel the stream's end closes.
+// closed once each is built (none: nothing), of what it acquires and of what it names that an
+// earlier request acquired, still building; whether every request after it waits for it too
+// (it is the first to name the node, and waits); and the channel the stream's end closes.
 func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool, ended <-chan struct{}) {
 	if h.views == nil {
 		return nil, false, nil
@@ -245,7 +247,6 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 	var releases []func()
 	if first {
 		releases, waits = holdNodeView(h.views, *req.Node)
-		node = slices.ContainsFunc(waits, func(ch <-chan struct{}) bool { return ch != nil })
 	}
 	building := map[string]<-chan struct{}{}
 	held := func(key string, release func(), built <-chan struct{}) {
@@ -278,7 +279,20 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 		h.building = map[string]<-chan struct{}{}
 	}
 	maps.Copy(h.building, building)
-	return append(slices.DeleteFunc(waits, isNil), h.unbuilt(req)...), node, ended
+	waits = append(slices.DeleteFunc(waits, isNil), h.unbuilt(req)...)
+	// The first request that names the node is how the engine learns it: a request answered
+	// before it would be subscribed without the node's view, TTLs or kind of client, so
+	// whatever it waits for holds back every request after it.
+	return waits, first && len(waits) > 0, ended
+}
+
+// settled forgets the views a request waited for once its wait ended, built or not: a later
+// request naming one does not wait again for a view its first request gave up on (what is
+// built is served until the rest is written, as for that request).
+func (h *viewHold) settled(waited []<-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	maps.DeleteFunc(h.building, func(_ string, ch <-chan struct{}) bool { return slices.Contains(waited, ch) })
 }
 
 // The keys of viewHold.building.
@@ -495,13 +509,14 @@ func (a *adapter[Req, Resp]) Recv() (*source.Request, error) {
 			a.waiting = append(a.waiting, in)
 		case <-a.woken:
 		case <-a.stream.Context().Done():
-			return nil, a.stream.Context().Err()
+			return nil, status.FromContextError(a.stream.Context().Err()).Err() // as the stream's Recv says it
 		}
 	}
 }
 
-// maxWaitingRequests bounds the requests of one stream read while earlier ones wait.
-const maxWaitingRequests = 1024
+// maxWaitingRequests bounds the requests of one stream read while earlier ones wait (each up
+// to grpc.max_recv_msg_size): an Envoy has a few in flight, one a type, while one waits.
+const maxWaitingRequests = 16
 
 // read reads one request and acquires what it holds; a request that must wait gets a
 // goroutine that closes its ready channel once what it holds is built, or its wait ends.
@@ -521,6 +536,7 @@ func (a *adapter[Req, Resp]) read() inbound {
 		in.ready = ready
 		go func() {
 			waitBuilt(waits, progress, ended)
+			a.view.settled(waits)
 			close(ready)
 			select {
 			case woken <- struct{}{}:

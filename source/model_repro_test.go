@@ -495,29 +495,12 @@ func TestModelFoundSharedSplitPartLosesResource(t *testing.T) {
 // (the client may have dropped it), but the part's record still left it out, and the client
 // never got y back.
 func TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent(t *testing.T) {
-	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 150}) // one cluster per part
-	x, y := clusterOf(modelHosts[0]), clusterOf(modelHosts[2])
-	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true}}); err != nil {
-		t.Fatal(err)
-	}
-	c := newDeltaHolder(t, tr)
-	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("asked-anew"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{x, y}})
-	part1 := c.take(tr)
-	if len(part1) != 1 || len(part1[0].Resources) != 1 || part1[0].Resources[0].Name != x {
-		t.Fatalf("want the first part, with %s alone: %v", x, descr(part1))
-	}
-	c.apply(part1[0])
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResponseNonce: part1[0].Nonce, ResourceNamesSubscribe: []string{"*"}})
-	part2 := c.take(tr)
-	if len(part2) != 1 || len(part2[0].Resources) != 1 || part2[0].Resources[0].Name != y {
-		t.Fatalf("want the second part, with %s alone: %v", y, descr(part2))
-	}
-	c.apply(part2[0])
+	tr, c, part2, y := wildcardEnteredDuringParts(t, "asked-anew")
 	// y is taken back, and asked for again, before the second part is answered.
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{y}})
 	delete(c.held[typeCluster], y)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesSubscribe: []string{y}})
-	c.send(ack(part2[0]))
+	c.send(ack(part2))
 	c.settleAll(tr)
 	if _, ok := c.held[typeCluster][y]; !ok {
 		t.Fatalf("%s, asked for anew, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
@@ -531,13 +514,31 @@ func TestModelFoundNameAskedAnewAfterALaterPartCarriedItIsSent(t *testing.T) {
 // all, and drops it), and enters the wildcard again before answering the part: y is owed
 // with everything, and must be sent, though the part's record said the client held it.
 func TestWildcardLeftAndEnteredAgainSendsWhatALaterPartCarried(t *testing.T) {
-	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 150}) // one cluster per part
+	tr, c, part2, y := wildcardEnteredDuringParts(t, "wildcard-again")
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{y}})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{"*"}})
+	delete(c.held[typeCluster], y)
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesSubscribe: []string{"*"}})
+	c.send(ack(part2))
+	c.settleAll(tr)
+	if _, ok := c.held[typeCluster][y]; !ok {
+		t.Fatalf("%s, covered anew by the wildcard, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
+	}
+}
+
+// wildcardEnteredDuringParts: a delta client asks for two clusters, x and y, by name; the
+// response goes in parts (Options.MaxResponseSize: one cluster a part), and the client enters
+// "*" in its ACK of the first, so everything is owed again while the second part, carrying y,
+// goes. It returns the client, holding both parts, the second unanswered, and y.
+func wildcardEnteredDuringParts(t *testing.T, node string) (*socketTransport, *deltaHolder, *discovery.DeltaDiscoveryResponse, string) {
+	t.Helper()
+	w, tr := reproServerWith(t, source.Options{MaxResponseSize: 150})
 	x, y := clusterOf(modelHosts[0]), clusterOf(modelHosts[2])
 	if err := w.writeEnvoy(envoyState{clusters: map[string]bool{modelHosts[0]: true, modelHosts[2]: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c := newDeltaHolder(t, tr)
-	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf("wildcard-again"), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{x, y}})
+	c.send(&discovery.DeltaDiscoveryRequest{Node: nodeOf(node), TypeUrl: typeCluster, ResourceNamesSubscribe: []string{x, y}})
 	part1 := c.take(tr)
 	if len(part1) != 1 || len(part1[0].Resources) != 1 || part1[0].Resources[0].Name != x {
 		t.Fatalf("want the first part, with %s alone: %v", x, descr(part1))
@@ -549,13 +550,5 @@ func TestWildcardLeftAndEnteredAgainSendsWhatALaterPartCarried(t *testing.T) {
 		t.Fatalf("want the second part, with %s alone: %v", y, descr(part2))
 	}
 	c.apply(part2[0])
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{y}})
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesUnsubscribe: []string{"*"}})
-	delete(c.held[typeCluster], y)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeCluster, ResourceNamesSubscribe: []string{"*"}})
-	c.send(ack(part2[0]))
-	c.settleAll(tr)
-	if _, ok := c.held[typeCluster][y]; !ok {
-		t.Fatalf("%s, covered anew by the wildcard, was never sent again; responses:\n  %s", y, joinLines(descr(c.seen)))
-	}
+	return tr, c, part2[0], y
 }

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -171,16 +172,7 @@ func TestDeltaPartsOfSmallClustersFillThem(t *testing.T) {
 // TestEndpointsWaitForEveryClusterPart: on one ADS stream, endpoints go after the clusters
 // they belong to; when the clusters go in parts, after the last part.
 func TestEndpointsWaitForEveryClusterPart(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	var names []string
-	for n := range cs {
-		names = append(names, n)
-	}
-	// Endpoints first: the clusters' parts are read at their revision or later, so only the
-	// names the endpoints carry (all 300, most in parts still to go) keep them waiting.
-	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
-	s.putEnvoy(t, ClusterType, cs)
+	s, names := splitClustersAndEndpoints(t)
 	c := newLimitedDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: names})
@@ -209,16 +201,7 @@ func TestEndpointsWaitForEveryClusterPart(t *testing.T) {
 // wait for the last of about seventy cluster parts, a round trip each. A request that names a
 // cluster of a part still to go keeps the whole response waiting (TestEndpointsWaitForEveryClusterPart).
 func TestEndpointsOfAClusterPartGoBeforeTheLastPart(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	var names []string
-	for n := range cs {
-		names = append(names, n)
-	}
-	// The endpoints are written first: a response of them goes once each cluster part before
-	// it was read at their revision or later (the translation writes both at once).
-	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
-	s.putEnvoy(t, ClusterType, cs)
+	s, _ := splitClustersAndEndpoints(t)
 	c := newLimitedDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	clusters, endpoints := map[string]bool{}, map[string]bool{}
@@ -297,18 +280,11 @@ func (f *envoyFollower) take() (m *discovery.DeltaDiscoveryResponse, clusters []
 // does not hold it, so endpoints that name it, asked for by a client that knew the name, wait
 // until it is sent.
 func TestEndpointsWaitWhileAClusterPartLeftAChangedClusterOut(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	var names []string
-	for n := range cs {
-		names = append(names, n)
-	}
-	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
-	s.putEnvoy(t, ClusterType, cs)
+	s, names := splitClustersAndEndpoints(t)
 	f := newEnvoyFollower(t, s.addr)
 	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	part1, got := f.take()
-	changed := fmt.Sprintf("c%03d", len(got)) // the first cluster of the second part
+	changed := names[len(got)] // the first cluster of the second part
 	s.putEnvoy(t, ClusterType, map[string]proto.Message{changed: &cluster.Cluster{Name: changed, ConnectTimeout: durationpb.New(2 * time.Second)}})
 	f.ack(part1)
 	part2, got2 := f.take()
@@ -327,16 +303,8 @@ func TestEndpointsWaitWhileAClusterPartLeftAChangedClusterOut(t *testing.T) {
 // parts go is sent after them; endpoints that name it wait for it, even if every other name
 // they carry was sent.
 func TestEndpointsWaitForAClusterAskedAnewDuringTheParts(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	var names []string
-	for n := range cs {
-		names = append(names, n)
-	}
-	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
-	s.putEnvoy(t, ClusterType, cs)
+	s, names := splitClustersAndEndpoints(t)
 	f := newEnvoyFollower(t, s.addr)
-	slices.Sort(names)
 	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: names[100:]})
 	part1, got := f.take()
 	if len(got) == 0 || len(f.clusters) >= 200 {
@@ -350,6 +318,20 @@ func TestEndpointsWaitForAClusterAskedAnewDuringTheParts(t *testing.T) {
 		m, _ := f.take()
 		f.ack(m)
 	}
+}
+
+// splitClustersAndEndpoints starts a server that splits responses at splitLimit, holding 300
+// clusters of about 1 KiB (bigClusters) and their load assignments; it returns their names,
+// sorted. The endpoints are written first: a response of them may go between the cluster
+// parts once each part was read at their revision or later (the translation writes both at
+// once), so that what the endpoints carry decides.
+func splitClustersAndEndpoints(t *testing.T) (*server, []string) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	cs := bigClusters(300)
+	names := slices.Sorted(maps.Keys(cs))
+	s.putEnvoy(t, EndpointType, loadAssignments("z", names...))
+	s.putEnvoy(t, ClusterType, cs)
+	return s, names
 }
 
 // TestStateOfTheWorldIsNeverSplit: a state-of-the-world response replaces what the client

@@ -81,12 +81,18 @@ type pending struct {
 	heartbeat bool
 }
 
-// carriesOnlyBelow tells whether every resource the response sends a body of is named below
-// name (names that do not exist and removals refer to nothing).
+// carriesOnlyBelow tells whether every resource the response sends, and every removal it
+// tells, is named below name (a removal of endpoints may not overtake the part that changes
+// their cluster). Names that do not exist refer to nothing.
 func (p *pending) carriesOnlyBelow(name string) bool {
 	p.materialize()
 	for _, e := range p.msg.Resources {
 		if e.Name >= name {
+			return false
+		}
+	}
+	for _, n := range p.msg.Removed {
+		if n >= name {
 			return false
 		}
 	}

@@ -320,6 +320,42 @@ func TestEndpointsWaitForAClusterAskedAnewDuringTheParts(t *testing.T) {
 	}
 }
 
+// TestEndpointRemovalsWaitForTheClusterPartsBeforeThem: a removal of endpoints goes between
+// the cluster parts only once the part of its cluster's name went (a later part may change
+// that cluster, and the removal must not overtake it). Here the client holds the endpoints
+// of c000 and c250 before it asks for clusters; c250's are deleted while it has not answered,
+// and the clusters' parts are read after that.
+func TestEndpointRemovalsWaitForTheClusterPartsBeforeThem(t *testing.T) {
+	s, names := splitClustersAndEndpoints(t)
+	gone := names[250]
+	f := newEnvoyFollower(t, s.addr)
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{names[0], gone}})
+	first := f.recv() // before any cluster is asked for: not the follower's check
+	s.removeEnvoy(t, EndpointType, gone)
+	changed := bigClusters(300) // written again, changed: the clusters' parts are read after the removal
+	for _, c := range changed {
+		c.(*cluster.Cluster).ConnectTimeout = durationpb.New(2 * time.Second)
+	}
+	s.putEnvoy(t, ClusterType, changed)
+	f.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
+	part1, _ := f.take()
+	if part1.TypeUrl != ClusterType {
+		t.Fatalf("got %s, want the first cluster part", part1.TypeUrl)
+	}
+	f.ack(first) // the removal is due now, with the cluster parts still to go
+	f.ack(part1)
+	for removed := false; !removed; {
+		m, _ := f.take()
+		if m.TypeUrl == EndpointType && slices.Contains(m.RemovedResources, gone) {
+			if _, ok := f.clusters[gone]; !ok {
+				t.Fatalf("the removal of the endpoints of %s came before the cluster part of that name", gone)
+			}
+			removed = true
+		}
+		f.ack(m)
+	}
+}
+
 // splitClustersAndEndpoints starts a server that splits responses at splitLimit, holding 300
 // clusters of about 1 KiB (bigClusters) and their load assignments; it returns their names,
 // sorted. The endpoints are written first: a response of them may go between the cluster

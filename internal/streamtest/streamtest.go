@@ -59,6 +59,14 @@ func (c *Client[Req, Resp]) Close() {
 	}
 }
 
+// CloseSend ends the client's side of the stream: it sends nothing more, and still receives.
+func (c *Client[Req, Resp]) CloseSend() {
+	c.t.Helper()
+	if err := c.stream.CloseSend(); err != nil {
+		c.t.Fatalf("close send: %v", err)
+	}
+}
+
 // Cancel ends the stream without waiting, as a client that goes away does.
 func (c *Client[Req, Resp]) Cancel() { c.cancel() }
 

@@ -136,6 +136,28 @@ func TestALaterRequestDoesNotWaitAgainForAViewGivenUpOn(t *testing.T) {
 	}
 }
 
+// A client that sends its request and closes its side of the stream is answered: the end of
+// its requests reaches the engine after the request that waits, not before it (which would
+// end the stream unanswered).
+func TestAClientThatClosesItsSideIsAnsweredWhatItWaitsFor(t *testing.T) {
+	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+	views := &slowViews{built: make(chan struct{})}
+	views.translating.Store(true)
+	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	c := newDelta(t, s.addr)
+	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ClusterType})
+	if got := responseTypes(c, 200*time.Millisecond); !slices.Equal(got, []string{ClusterType}) {
+		t.Fatalf("the first responses were %v, want the clusters'", got)
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
+	c.CloseSend()
+	c.quiet(200 * time.Millisecond) // waiting for the route configuration
+	close(views.built)
+	if m := c.recv(); m.TypeUrl != RouteType {
+		t.Fatalf("got %s, want the route configurations", m.TypeUrl)
+	}
+}
+
 // A request that waits for its node's view (a namespace's, which every type reads) holds back
 // every request after it, of any type: none is answered before the view is built.
 func TestARequestWaitingForItsNodesViewHoldsBackEveryType(t *testing.T) {

@@ -64,16 +64,39 @@ func responseTypes(c *deltaClient, d time.Duration) []string {
 	}
 }
 
+// startSlowServer starts a server whose streams hold views of views, which say a translation
+// runs, with waits of 20 ms up to 10 s.
+func startSlowServer(t *testing.T, views *slowViews) *server {
+	t.Helper()
+	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
+	views.translating.Store(true)
+	return startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+}
+
+// heldBackUntil checks that c is sent nothing while release is open, then closes it and
+// checks that the responses that come are of the types want (in any order).
+func heldBackUntil(t *testing.T, c *deltaClient, release chan struct{}, want ...string) {
+	t.Helper()
+	if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("while held back, the responses were %v, want none", got)
+	}
+	close(release)
+	got := responseTypes(c, 300*time.Millisecond)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("once released, the responses were %v, want %v", got, want)
+	}
+}
+
 // A request for a port's route configuration that takes longer to build than ScopeBuildWait
 // (4–5 s at a million hosts) is answered once it is built, while the translation runs:
 // answered before it, the client would be told that the route does not exist. The stream's
 // other types go on meanwhile: the listeners asked for after it are sent before it is built
 // (an Envoy's clusters and endpoints, still arriving, do not wait for its routes).
 func TestARequestWaitsForWhatItHoldsWhileOtherTypesGoOn(t *testing.T) {
-	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	views := &slowViews{built: make(chan struct{})}
-	views.translating.Store(true)
-	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s := startSlowServer(t, views)
 	s.putEnvoy(t, ClusterType, bigClusters(3))
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ClusterType})
@@ -96,23 +119,13 @@ func TestARequestWaitsForWhatItHoldsWhileOtherTypesGoOn(t *testing.T) {
 // first, a request would be subscribed without the node's view (a namespace's clusters, a
 // proxyless client's).
 func TestTheFirstRequestNamingTheNodeHoldsBackEveryRequestAfterIt(t *testing.T) {
-	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	views := &slowViews{built: make(chan struct{})}
-	views.translating.Store(true)
-	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s := startSlowServer(t, views)
 	s.putEnvoy(t, ClusterType, bigClusters(3))
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: RouteType, ResourceNamesSubscribe: []string{"8080"}})
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
-		t.Fatalf("while the first request waits, the responses were %v, want none", got)
-	}
-	close(views.built)
-	got := responseTypes(c, 300*time.Millisecond)
-	slices.Sort(got)
-	if want := []string{ClusterType, RouteType}; !slices.Equal(got, want) {
-		t.Fatalf("once it is built, the responses were %v, want %v", got, want)
-	}
+	heldBackUntil(t, c, views.built, ClusterType, RouteType)
 }
 
 // A view the first request that held it gave up waiting for (past ScopeBuildWaitMax) is not
@@ -140,10 +153,8 @@ func TestALaterRequestDoesNotWaitAgainForAViewGivenUpOn(t *testing.T) {
 // its requests reaches the engine after the request that waits, not before it (which would
 // end the stream unanswered).
 func TestAClientThatClosesItsSideIsAnsweredWhatItWaitsFor(t *testing.T) {
-	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	views := &slowViews{built: make(chan struct{})}
-	views.translating.Store(true)
-	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s := startSlowServer(t, views)
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ClusterType})
 	if got := responseTypes(c, 200*time.Millisecond); !slices.Equal(got, []string{ClusterType}) {
@@ -161,21 +172,13 @@ func TestAClientThatClosesItsSideIsAnsweredWhatItWaitsFor(t *testing.T) {
 // A request that waits for its node's view (a namespace's, which every type reads) holds back
 // every request after it, of any type: none is answered before the view is built.
 func TestARequestWaitingForItsNodesViewHoldsBackEveryType(t *testing.T) {
-	shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 	views := &slowViews{scope: make(chan struct{})}
-	views.translating.Store(true)
-	s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+	s := startSlowServer(t, views)
 	s.putEnvoy(t, ClusterType, bigClusters(3))
 	c := newDelta(t, s.addr)
 	c.send(&discovery.DeltaDiscoveryRequest{Node: sidecar(), TypeUrl: ListenerType})
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
-		t.Fatalf("before the namespace's view is built, the responses were %v, want none", got)
-	}
-	close(views.scope)
-	if got := responseTypes(c, 300*time.Millisecond); !slices.Equal(got, []string{ListenerType, ClusterType}) && !slices.Equal(got, []string{ClusterType, ListenerType}) {
-		t.Fatalf("once the view is built, the responses were %v, want the listeners' and the clusters'", got)
-	}
+	heldBackUntil(t, c, views.scope, ListenerType, ClusterType)
 }
 
 // A request that names what an earlier request of the stream holds, of another type, waits
@@ -186,23 +189,13 @@ func TestARequestWaitingForItsNodesViewHoldsBackEveryType(t *testing.T) {
 func TestARequestWaitsForWhatAnEarlierRequestHolds(t *testing.T) {
 	for _, routes := range [][]string{{"8080", "outbound|8080||h.example"}, {"outbound|8080||h.example"}} {
 		t.Run(strings.Join(routes, ","), func(t *testing.T) {
-			shortBuildWaits(t, 20*time.Millisecond, 10*time.Second)
 			views := &slowViews{built: make(chan struct{}), host: make(chan struct{})}
-			views.translating.Store(true)
-			s := startServerOf(t, source.Options{Logger: testLogger(t)}, Server{Views: views})
+			s := startSlowServer(t, views)
 			c := newDelta(t, s.addr)
 			c.send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "tool"}, TypeUrl: ListenerType, ResourceNamesSubscribe: []string{"h.example:8080"}})
 			c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: RouteType, ResourceNamesSubscribe: routes})
 			close(views.built)
-			if got := responseTypes(c, 300*time.Millisecond); len(got) != 0 {
-				t.Fatalf("before the host's outputs are built, the responses were %v, want none", got)
-			}
-			close(views.host)
-			got := responseTypes(c, 300*time.Millisecond)
-			slices.Sort(got)
-			if want := []string{ListenerType, RouteType}; !slices.Equal(got, want) {
-				t.Fatalf("once the host's outputs are built, the responses were %v, want %v", got, want)
-			}
+			heldBackUntil(t, c, views.host, ListenerType, RouteType)
 		})
 	}
 }

@@ -40,17 +40,20 @@ func (p *policy) wrap() bool         { return p.Wrap && p.TTL > 0 }
 // Invariants: names never holds Wildcard for a wildcard-capable type (the wildcard is the
 // flag); legacy implies wildcard (the wildcard entered by asking for nothing, which stays);
 // view and include are set only while wildcard (the node's part of the type, Type.Scope);
-// sorted, added and fp are derived from names and dropped or extended whenever names change.
+// digest is always the digest of names; sorted and added are derived from names and dropped
+// or extended whenever names change.
 type want struct {
 	wildcard, legacy bool
 	view             string
 	include          func(name string) bool
 	names            map[string]struct{}
+	// digest identifies names, so that streams with the same names share responses; kept
+	// with each name added or removed.
+	digest namesDigest
 	// sorted is names in order (with added, the names added since it was sorted, still to
-	// merge in); fp fingerprints them, so that streams with the same names share responses.
+	// merge in).
 	sorted []string
 	added  []string
-	fp     *[sha256.Size]byte
 }
 
 // reserve makes room for n names when none are held: a first request that names a million
@@ -70,7 +73,7 @@ func (w *want) add(n string) bool {
 		return false
 	}
 	w.names[n] = struct{}{}
-	w.fp = nil
+	w.digest.add(n)
 	if w.sorted != nil {
 		// Merged in with the next read rather than sorted again: Envoy subscribes to
 		// endpoints in batches as clusters arrive, and re-sorting 100,000 names per batch
@@ -86,14 +89,16 @@ func (w *want) remove(n string) bool {
 		return false
 	}
 	delete(w.names, n)
-	w.sorted, w.added, w.fp = nil, nil, nil
+	w.digest.remove(n)
+	w.sorted, w.added = nil, nil
 	return true
 }
 
 // replace makes next the explicit names.
 func (w *want) replace(next map[string]struct{}) {
 	w.names = next
-	w.sorted, w.added, w.fp = nil, nil, nil
+	w.digest = namesDigestOf(next)
+	w.sorted, w.added = nil, nil
 }
 
 func (w *want) has(n string) bool {
@@ -126,20 +131,8 @@ func (w *want) sortedNames() []string {
 }
 
 // fingerprint identifies the set of explicit names: streams asking for the same names share
-// encoded responses. A cryptographic hash, so that two different sets never share.
-func (w *want) fingerprint() [sha256.Size]byte {
-	if w.fp == nil {
-		h := sha256.New()
-		for _, n := range w.sortedNames() {
-			h.Write([]byte(n))
-			h.Write([]byte{0})
-		}
-		var fp [sha256.Size]byte
-		h.Sum(fp[:0])
-		w.fp = &fp
-	}
-	return *w.fp
-}
+// encoded responses.
+func (w *want) fingerprint() [sha256.Size]byte { return w.digest.fingerprint() }
 
 // phase is where a subscription stands in its exchange with the client.
 type phase uint8

@@ -91,6 +91,34 @@ func BenchmarkChangesSince1Of100k(b *testing.B) {
 	}
 }
 
+// BenchmarkChangesSinceAll100k reads all of 100,000 resources and half of them as changes
+// (a stream's first response, the translator's first read; a later change of half the mesh).
+func BenchmarkChangesSinceAll100k(b *testing.B) {
+	s := New(Options{})
+	if _, err := s.Apply("p", Update{Collection: collA, Full: true, Resources: serviceEntries(100000, "1")}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("all", func(b *testing.B) {
+		for b.Loop() {
+			if ch, err := s.View().ChangesSince(collA, 0); err != nil || len(ch.Upserts) != 100000 {
+				b.Fatalf("changes: %d, %v", len(ch.Upserts), err)
+			}
+		}
+	})
+	half := serviceEntries(100000, "2")[:50000]
+	r, err := s.Apply("p", Update{Collection: collA, Resources: half})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("half", func(b *testing.B) {
+		for b.Loop() {
+			if ch, err := s.View().ChangesSince(collA, r.Revision-1); err != nil || len(ch.Upserts) != 50000 {
+				b.Fatalf("changes: %d, %v", len(ch.Upserts), err)
+			}
+		}
+	})
+}
+
 func cloneAll(rs []*mcpapi.Resource) []*mcpapi.Resource {
 	out := make([]*mcpapi.Resource, len(rs))
 	for i, r := range rs {

@@ -257,24 +257,25 @@ func (s *subscription) split(p *pending) *pending {
 	for _, name := range p.msg.Missing {
 		size += len(name) + 8
 	}
+	// Each part is a stretch of the response's list, not a copy (capped, so that nothing
+	// appended to one part spills into the next).
 	var chunks [][]*store.Entry
-	var cur []*store.Entry
-	for _, e := range p.msg.Resources {
+	rs, start := p.msg.Resources, 0
+	for i, e := range rs {
 		n := resourceSize(e, s.Form)
 		if s.ttl() > 0 {
 			n += wire.TTLSize // the TTL each resource carries
 		}
 		if size > 0 && size+n > s.splitAt {
-			chunks = append(chunks, cur)
-			cur, size = nil, 0
+			chunks = append(chunks, rs[start:i:i])
+			start, size = i, 0
 		}
-		cur = append(cur, e)
 		size += n
 	}
 	if len(chunks) == 0 {
 		return p // fits in one
 	}
-	chunks = append(chunks, cur)
+	chunks = append(chunks, rs[start:len(rs):len(rs)])
 	parts := make([]*pending, len(chunks))
 	for i, chunk := range chunks {
 		part := &pending{
@@ -327,7 +328,7 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 	short := false
 	for i, part := range s.owed.parts {
 		p := *part
-		p.msg.Resources = nil
+		p.msg.Resources = make([]*store.Entry, 0, len(part.msg.Resources))
 		own := false
 		for _, e := range part.msg.Resources {
 			cur := e
@@ -671,9 +672,14 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 				p.msg.Missing = append(p.msg.Missing, name)
 			}
 		}
+	} else if changed := s.wanted(ch.Upserts); len(s.owed.fresh) == 0 {
+		// The changes alone, in name order as read: a first response at a million is the
+		// list as the store made it, neither copied nor sorted again.
+		p.msg.Resources = changed
 	} else {
 		// The names asked anew, then the changes that are not among them. (Everything wanted
 		// holds every change already.)
+		p.msg.Resources = make([]*store.Entry, 0, len(s.owed.fresh)+len(changed))
 		told := make(map[string]bool, len(s.owed.fresh))
 		for _, name := range sortedNames(s.owed.fresh) {
 			told[name] = true
@@ -683,7 +689,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 				p.msg.Missing = append(p.msg.Missing, name)
 			}
 		}
-		for _, e := range s.wanted(ch.Upserts) {
+		for _, e := range changed {
 			if !told[e.Name] {
 				p.msg.Resources = append(p.msg.Resources, e)
 			}

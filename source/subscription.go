@@ -382,8 +382,8 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 // tags and lengths take at most 5 bytes each (messages are under 4 GiB), 8 of them.
 func resourceSize(e *store.Entry, form wire.Form) int {
 	if form == wire.FormAnyBody {
-		typeURL, value := e.Body()
-		return deltaResourceSize(len(e.Name), len(e.Version), len(typeURL), len(value))
+		typeURL, value := e.BodySize()
+		return deltaResourceSize(len(e.Name), len(e.Version), typeURL, value)
 	}
 	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + len(e.Bytes) + 8*5
 }

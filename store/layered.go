@@ -107,11 +107,11 @@ func resolveLayers(b, o *Entry) (*Entry, uint64) {
 	}
 	switch {
 	case o != nil && !o.Deleted && hides(o):
-		var last []byte
+		t := &Entry{Name: o.Name, Deleted: true, Revision: rev}
 		if b != nil {
-			last = b.Bytes
+			t.Bytes, t.bodyType, t.bodyAt = b.Bytes, b.bodyType, b.bodyAt
 		}
-		return &Entry{Name: o.Name, Deleted: true, Revision: rev, Bytes: last}, rev
+		return t, rev
 	case o != nil && !o.Deleted:
 		return o, rev
 	case b != nil && !b.Deleted:

@@ -248,7 +248,7 @@ func entriesOf(encoded []Encoded, extra int) []*Entry {
 	out := make([]*Entry, extra+len(encoded))
 	for i, e := range encoded {
 		name, version := metaOf(e.bytes)
-		out[extra+i] = &Entry{Name: name, Version: version, Bytes: e.bytes}
+		out[extra+i] = newEntry(name, version, e.bytes)
 	}
 	return out
 }

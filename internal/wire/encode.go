@@ -245,11 +245,11 @@ func (l *Layout) sizeHint(m *Message, form Form) int {
 		}
 		switch form {
 		case FormAnyBody: // the body's Any as stored, without the stored name and version
-			typeURL, value := e.Body()
-			n += len(typeURL) + len(value)
+			typeURL, value := e.BodySize()
+			n += typeURL + value
 		case FormAnyBodyAsKey: // the body's value (re-encoded for an older version: about as long)
-			_, value := e.Body()
-			n += len(m.Key) + len(value) + len(value)/16
+			_, value := e.BodySize()
+			n += len(m.Key) + value + value/16
 		case FormAnyMCPResource:
 			n += len(MCPResourceTypeURL) + len(e.Bytes)
 		default:

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,11 +323,22 @@ sources:
 		p.cmd.Env = append(os.Environ(), "MCPBRIDGE_MEMORY_LIMIT="+*memoryLimit)
 	}
 	p.cmd.Stderr = os.Stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a killed benchmark
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	go func() { p.cmd.Wait(); close(p.exited) }()
+	// A benchmark that fails before stop leaves no bridge behind, loaded with a million
+	// services and taking the CPU of every run after it.
+	b.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
 	return p
 }
 

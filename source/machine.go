@@ -576,6 +576,11 @@ func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
 		// rest of a response sent in parts.
 		return 0
 	}
+	if sub.owed.short && sub.owed.shortAnew {
+		// A part left out what it owed anew, which the client may never have held: the types
+		// that name it wait for the next response, which carries it.
+		return 0
+	}
 	if sub.owed.short {
 		return sub.owed.shortAt // a part left out what changed since: owed by the next response
 	}

@@ -235,6 +235,9 @@ type owed struct {
 	// something out.
 	short, cutShort bool
 	shortAt         uint64
+	// shortAnew: what a part left out was owed anew (a name asked anew, everything owed):
+	// the client may hold nothing of it, even as of shortAt.
+	shortAnew bool
 }
 
 // reserveFresh makes room for n names asked anew when none are owed yet: each response
@@ -244,6 +247,12 @@ func (o *owed) reserveFresh(n int) {
 	if o.fresh == nil && n > 8 {
 		o.fresh = make(map[string]struct{}, n)
 	}
+}
+
+// isFresh tells whether a name asked anew is still owed.
+func (o *owed) isFresh(name string) bool {
+	_, ok := o.fresh[name]
+	return ok
 }
 
 // addFresh owes a name asked anew. A later part that carried it while everything was owed

@@ -74,11 +74,22 @@ type pending struct {
 	// changed and the names asked anew.
 	revive bool
 	all    bool
+	// fresh, of a part: the names asked anew the response answers (owed.fresh at the split,
+	// a map never changed after): the client holds nothing of them, revive or not.
+	// shortAnew: short, and what the part left out was owed anew (see nextPart).
+	fresh     map[string]struct{}
+	shortAnew bool
 	// whole: the response carries everything the client asked for (it replaces the client's
 	// whole state of the type), read from the view by fill or listed.
 	whole bool
 	// heartbeat: the response renews the TTL of what the client holds (heartbeat.go).
 	heartbeat bool
+}
+
+// asked tells whether a part answers a name asked anew.
+func (p *pending) asked(name string) bool {
+	_, ok := p.fresh[name]
+	return ok
 }
 
 // carriesOnlyBelow tells whether every resource the response sends, and every removal it
@@ -280,7 +291,7 @@ func (s *subscription) split(p *pending) *pending {
 	for i, chunk := range chunks {
 		part := &pending{
 			rev: s.ex.rev, from: s.ex.rev, held: p.held, continues: i > 0, share: partOf(p.share, i+1),
-			revive: s.owed.revive, all: p.whole || s.owed.all,
+			revive: s.owed.revive, all: p.whole || s.owed.all, fresh: s.owed.fresh,
 			msg: wire.Message{Key: p.msg.Key, Version: fmt.Sprintf("%s-part%d", p.msg.Version, i+1), Incremental: true, Resources: chunk},
 		}
 		if i == 0 {
@@ -325,7 +336,7 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 	// part holds it, and is not looked up again (at a million, a walk of the store's index for
 	// each name, on the stream's goroutine between two parts).
 	unchanged := at == whole
-	short := false
+	short, shortAnew := false, false
 	for i, part := range s.owed.parts {
 		p := *part
 		p.msg.Resources = make([]*store.Entry, 0, len(part.msg.Resources))
@@ -343,19 +354,24 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 				own = true
 			case cur == nil || cur.Revision > whole:
 				short = true
+				// In the part as owed anew, the client may hold nothing of it: that it holds
+				// the type as of an earlier revision does not cover it (shortAnew).
+				shortAnew = shortAnew || part.all || part.asked(e.Name)
 			case !part.all && cur.Revision <= part.from && !s.want.has(e.Name):
 				// Unchanged: in the part only because its name was asked anew, which the
 				// client took back since (the wildcard may still cover it: it holds it).
 				own = true
-			case part.revive && g.live != nil && !g.live().live(cur.Owner):
+			case part.revive && g.live != nil && !g.live().live(cur.Owner) && !part.asked(e.Name) && !s.owed.isFresh(e.Name):
 				// Owed because its producer came back, which has left again: the client holds
-				// it, and sending it with its body would renew it (heartbeat.go).
+				// it, and sending it with its body would renew it (heartbeat.go). Not a name
+				// asked anew: the client holds nothing of it, and is sent it as when nothing
+				// is owed but the names asked.
 				own = true
 			default:
 				p.msg.Resources = append(p.msg.Resources, cur)
 			}
 		}
-		p.short = short
+		p.short, p.shortAnew = short, shortAnew
 		switch {
 		case own:
 			p.share = nil
@@ -768,11 +784,12 @@ func (s *subscription) sent(p *pending, nonce string) {
 			s.owed.shortAt = p.from
 		}
 		s.owed.short, s.owed.cutShort = true, true
+		s.owed.shortAnew = s.owed.shortAnew || p.shortAnew
 	}
 	if len(p.rest) == 0 && !s.owed.cutShort {
 		// A whole response went without leaving anything out: it carried what changed
 		// since the one before, and so what an earlier part left out.
-		s.owed.short = false
+		s.owed.short, s.owed.shortAnew = false, false
 	}
 	if s.ttl() > 0 {
 		s.beat.sent(p)
@@ -789,7 +806,7 @@ func (s *subscription) caughtUp(rev uint64, p *pending) {
 	// Names asked anew that exist were sent; state of the world cannot say the others do not.
 	// Nothing wanted changed since the last response: what a part of it left out is no
 	// longer wanted.
-	s.owed.fresh, s.owed.all, s.owed.revive, s.owed.dead, s.owed.given, s.owed.short = nil, false, false, nil, nil, false
+	s.owed.fresh, s.owed.all, s.owed.revive, s.owed.dead, s.owed.given, s.owed.short, s.owed.shortAnew = nil, false, false, nil, nil, false, false
 	if p != nil {
 		s.owed.held = p.held
 	}

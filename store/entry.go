@@ -22,7 +22,9 @@ type Entry struct {
 	Version string
 	// Bytes is the deterministic protobuf encoding of the istio.mcp.v1alpha1.Resource, with
 	// metadata.version set, made once per version so that no subscriber ever marshals it
-	// again. Never modified: Name and Version may be views into it.
+	// again. Never modified: Name and Version may be views into it, and bodyType and bodyAt
+	// point into it; an entry of other bytes is made by newEntry, never by copying one and
+	// setting Bytes.
 	Bytes []byte
 	// Revision is the store revision at which this entry (or its deletion) was written.
 	Revision uint64

@@ -833,6 +833,16 @@ func (s *msub) accept(r *nresp) {
 		return
 	}
 	applyResponse(s.held, r, s.coversNow)
+	if s.wildAnewAt >= 0 && r.arr.Sent <= s.wildAnewAt {
+		// The server sent this before it read the request that last subscribed to "*" anew
+		// (the client accepts it only now): what it carries is owed again once the server
+		// reads that request, as what the client held then is, and may come again.
+		for _, x := range r.res {
+			if _, ok := s.anew[x.name]; !ok && x.hasBody {
+				s.anew[x.name] = s.wildAnewAt
+			}
+		}
+	}
 	if r.full {
 		// The client holds another whole state now: a later response equal to the one it
 		// refused before is a change back, not the refused response resent.

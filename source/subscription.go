@@ -875,7 +875,10 @@ func (s *subscription) weight() int {
 // producer came back, and its resources may have run out at the client (heartbeat.go).
 func (s *subscription) owesAll() {
 	s.owed.all, s.owed.revive = true, true
-	if s.PartialStateOfTheWorld && !s.want.wildcard { // answered from fresh names alone
+	// A partial state-of-the-world response is answered from fresh names alone. Only there:
+	// in delta, names owed fresh are names the client asked for anew, which a later part
+	// sends whatever their owner (nextPart).
+	if s.Mode == StateOfTheWorld && s.PartialStateOfTheWorld && !s.want.wildcard {
 		for n := range s.want.names {
 			s.owed.addFresh(n)
 		}

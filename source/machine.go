@@ -576,7 +576,7 @@ func (m *machine) caughtUpThrough(v *store.View, sub *subscription) uint64 {
 		// rest of a response sent in parts.
 		return 0
 	}
-	if sub.owed.short && sub.owed.shortAnew {
+	if sub.owed.shortAnew {
 		// A part left out what it owed anew, which the client may never have held: the types
 		// that name it wait for the next response, which carries it.
 		return 0

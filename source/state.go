@@ -236,7 +236,7 @@ type owed struct {
 	short, cutShort bool
 	shortAt         uint64
 	// shortAnew: what a part left out was owed anew (a name asked anew, everything owed):
-	// the client may hold nothing of it, even as of shortAt.
+	// the client may hold nothing of it, even as of shortAt. Set and cleared with short.
 	shortAnew bool
 }
 

@@ -254,7 +254,7 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 	}
 	for _, host := range hosts {
 		release, built := h.views.AcquireProxylessHost(host)
-		held(hostView+host, release, built)
+		held(hostKey(host), release, built)
 	}
 	if all {
 		release, built := h.views.AcquireProxyless()
@@ -262,7 +262,7 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 	}
 	for _, p := range ports {
 		release, built := h.views.AcquirePortRoute(p)
-		held(portView+strconv.FormatUint(uint64(p), 10), release, built)
+		held(portKey(p), release, built)
 	}
 	if allPorts {
 		release, built := h.views.AcquirePortRoutes()
@@ -295,13 +295,14 @@ func (h *viewHold) settled(waited []<-chan struct{}) {
 	maps.DeleteFunc(h.building, func(_ string, ch <-chan struct{}) bool { return slices.Contains(waited, ch) })
 }
 
-// The keys of viewHold.building.
+// The keys of viewHold.building: hostKey and portKey, and these.
 const (
-	hostView     = "host "
-	portView     = "port "
 	allHostsView = "all hosts"
 	allPortsView = "all ports"
 )
+
+func hostKey(host string) string { return "host " + host }
+func portKey(port uint32) string { return "port " + strconv.FormatUint(uint64(port), 10) }
 
 // unbuilt are what the views req names wait for, of those the stream holds, not seen built
 // yet (called under mu).
@@ -315,7 +316,7 @@ func (h *viewHold) unbuilt(req *source.Request) []<-chan struct{} {
 			keys = append(keys, allHostsView)
 		}
 		for _, host := range hosts {
-			keys = append(keys, hostView+host)
+			keys = append(keys, hostKey(host))
 		}
 	}
 	if ports := PortRoutesOf(req); len(ports) > 0 {
@@ -323,7 +324,7 @@ func (h *viewHold) unbuilt(req *source.Request) []<-chan struct{} {
 			keys = append(keys, allPortsView)
 		}
 		for _, p := range ports {
-			keys = append(keys, portView+strconv.FormatUint(uint64(p), 10))
+			keys = append(keys, portKey(p))
 		}
 	}
 	var out []<-chan struct{}

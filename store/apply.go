@@ -700,8 +700,16 @@ func allFresh(touched []touchedName) bool {
 
 // serveAllFresh is resolveName of names that all have a new copy from the collection's only
 // owner (allFresh): each new copy is served, and the served and revision trees get them in
-// two passes (insertSorted) once the entries they replace are known.
+// two passes (insertSorted) once the entries they replace are known. Into an empty collection
+// (a first load) nothing is held twice: the served tree is the owner's (a copy-on-write clone:
+// the same items, the same nodes until either changes), and the revision log leaves the write
+// out (collection.base).
 func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *CollectionInfo, r *collResult) {
+	r.changed += len(touched)
+	if c.served.Len() == 0 {
+		w.serveFirstLoad(c, touched, info)
+		return
+	}
 	served := make([]nameItem, len(touched))
 	revs := make([]revItem, len(touched))
 	for i, t := range touched {
@@ -716,7 +724,24 @@ func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *Colle
 	}
 	insertSorted(c.served, served)
 	insertSorted(c.byRev, revs)
-	r.changed += len(touched)
+}
+
+// serveFirstLoad is serveAllFresh into an empty collection (nothing served, tombstones
+// included: so the revision log is empty too).
+func (w *writer) serveFirstLoad(c *collection, touched []touchedName, info *CollectionInfo) {
+	info.Count += len(touched)
+	c.base = w.rev
+	if own := c.owned[w.owner]; own != nil && own.Len() == len(touched) {
+		// The owner's tree holds the touched names alone (each is in it: put by this
+		// write), and each is served as its copy: the served tree is that tree.
+		c.served = own.Clone()
+		return
+	}
+	served := make([]nameItem, len(touched))
+	for i, t := range touched {
+		served[i] = nameItem{name: t.name, e: t.fresh}
+	}
+	insertSorted(c.served, served)
 }
 
 // retire keeps the revision log and the tombstones in step with old, a served entry, leaving

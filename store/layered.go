@@ -182,8 +182,8 @@ func (v *View) layeredChangesSince(name, base, overlay string, rev uint64) (Chan
 	var names []string
 	for _, part := range [...]string{base, overlay} {
 		if c := v.st.colls[part]; c != nil && c.info.Revision > rev {
-			c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool {
-				names = append(names, it.e.Name)
+			c.eachWrittenAfter(rev, func(name string, _ *Entry) bool {
+				names = append(names, name)
 				return true
 			})
 		}

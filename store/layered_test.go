@@ -55,6 +55,8 @@ func contentOf(t rapid.TB, e *Entry) string {
 // revision seen before, applied to what was read then, give what a model of the two parts
 // gives. Revisions of changed names are after the revision asked from.
 func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
+	defer func(min int) { bulkInsertMin = min }(bulkInsertMin)
+	bulkInsertMin = 2 // a full state of the base takes a large write's paths (a first load's too)
 	rapid.Check(t, func(t *rapid.T) {
 		s := New(Options{})
 		layered := Layered(layerBase, layerOverlay)
@@ -70,7 +72,7 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 		for range steps {
 			n := name.Draw(t, "name")
 			var u Update
-			switch op := rapid.IntRange(0, 4).Draw(t, "op"); op {
+			switch op := rapid.IntRange(0, 5).Draw(t, "op"); op {
 			case 0:
 				c := content.Draw(t, "content")
 				u = Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, n, c)}}
@@ -94,6 +96,16 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 				}
 				u = Update{Collection: layerOverlay, Removed: []string{n}}
 				delete(overlay, n)
+			case 5: // a full state of the base
+				u = Update{Collection: layerBase, Full: true}
+				clear(base)
+				for _, n := range []string{"15000", "443", "80", "9080"} {
+					if rapid.Bool().Draw(t, "holds") {
+						c := content.Draw(t, "content")
+						u.Encoded = append(u.Encoded, encodedOf(t, n, c))
+						base[n] = c
+					}
+				}
 			}
 			if _, err := s.Apply("translate", u); err != nil {
 				t.Fatalf("apply: %v", err)

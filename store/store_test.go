@@ -676,3 +676,73 @@ func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
 		t.Fatalf("served %d resources, want %d", len(es), n)
 	}
 }
+
+// TestAFirstLoadIsReadWholeOnlyByReadersFromBeforeIt: a first load (a large write into an
+// empty collection, whose revision log leaves it out: collection.base) reads as every name to
+// a reader from before it, and as nothing to one from it: a change after it reads as that
+// change alone, to the collection's readers and to a layered collection's over it. The
+// served names are the owner's copies; a second owner's copy of a name still wins or loses
+// by the conflict rule.
+func TestAFirstLoadIsReadWholeOnlyByReadersFromBeforeIt(t *testing.T) {
+	n := bulkInsertMin + 10
+	s := New(Options{})
+	load := Update{Collection: layerBase, Full: true}
+	for i := range n {
+		load.Encoded = append(load.Encoded, encodedOf(t, fmt.Sprintf("%05d", i), "a"))
+	}
+	r1, err := s.Apply("translate", load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "00007", "b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layered := Layered(layerBase, layerOverlay)
+	v := s.View()
+	for _, tc := range []struct {
+		coll    string
+		since   uint64
+		upserts int
+	}{
+		{layerBase, 0, n}, {layerBase, r1.Revision, 1}, {layerBase, r2.Revision, 0},
+		{layered, 0, n}, {layered, r1.Revision, 1}, {layered, r2.Revision, 0},
+	} {
+		ch, err := v.ChangesSince(tc.coll, tc.since)
+		if err != nil {
+			t.Fatalf("%s since %d: %v", tc.coll, tc.since, err)
+		}
+		if len(ch.Upserts) != tc.upserts || len(ch.Deleted) != 0 {
+			t.Errorf("%s since %d: %d upserts, %d deletions; want %d upserts", tc.coll, tc.since, len(ch.Upserts), len(ch.Deleted), tc.upserts)
+		}
+		if tc.upserts == 1 && (ch.Upserts[0].Name != "00007" || contentOf(t, ch.Upserts[0]) != "b") {
+			t.Errorf("%s since %d: %s %q, want 00007 \"b\"", tc.coll, tc.since, ch.Upserts[0].Name, contentOf(t, ch.Upserts[0]))
+		}
+	}
+	// The served tree began as the loader's own (shared until either changes): a second
+	// owner's copy of a loaded name, winning by the conflict rule (first by ID), is served and
+	// read as the one change; when it goes, the loader's copy, still held, is served again.
+	for _, step := range []struct {
+		u       Update
+		content string
+	}{
+		{Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "00003", "c")}}, "c"},
+		{Update{Collection: layerBase, Removed: []string{"00003"}}, "a"},
+	} {
+		before := s.View().Collection(layerBase).Revision
+		if _, err := s.Apply("a-first", step.u); err != nil {
+			t.Fatal(err)
+		}
+		v = s.View()
+		ch, err := v.ChangesSince(layerBase, before)
+		if err != nil || len(ch.Upserts) != 1 || ch.Upserts[0].Name != "00003" || contentOf(t, ch.Upserts[0]) != step.content {
+			t.Fatalf("changes since %d: %v %v, want 00003 %q", before, names(ch.Upserts), err, step.content)
+		}
+		if got := v.Collection(layerBase).Count; got != n {
+			t.Fatalf("count %d, want %d", got, n)
+		}
+		if e := v.Get(layerBase, "00004"); e == nil || e.Owner != "translate" || contentOf(t, e) != "a" {
+			t.Fatalf("00004 served as %v, want the loader's \"a\"", e)
+		}
+	}
+}

@@ -93,7 +93,7 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 		return ch, nil
 	}
 	c := v.st.colls[collection]
-	if oldest, ok := c.byRev.Min(); ok && oldest.rev > rev {
+	if c.writtenAfter(rev) {
 		// Everything served changed (a first read, a reader from before the collection's
 		// oldest write): the name index holds it in order already.
 		return changesOfAll(c, ch), nil
@@ -103,13 +103,13 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 	// collector marks. Sorted as (name, entry) pairs: the comparisons read the names without
 	// going through each entry, a cache miss each.
 	n := 0
-	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(revItem) bool {
+	c.eachWrittenAfter(rev, func(string, *Entry) bool {
 		n++
 		return true
 	})
 	changed := make([]nameItem, 0, n)
-	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool {
-		changed = append(changed, nameItem{name: it.name, e: it.e})
+	c.eachWrittenAfter(rev, func(name string, e *Entry) bool {
+		changed = append(changed, nameItem{name: name, e: e})
 		return true
 	})
 	slices.SortFunc(changed, func(a, b nameItem) int { return strings.Compare(a.name, b.name) })

@@ -275,7 +275,11 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	if local {
 		// The proxies of the host's own namespace also call it by its bare name (domains.go).
 		ld := proxyDNSDomain(scope, b.t.suffix)
-		pv.local, err = virtualHostHead(name, virtualHostDomains(b.host, p.number, vip, ld, false, known))
+		var local []byte
+		local, err = virtualHostHead(name, virtualHostDomains(b.host, p.number, vip, ld, false, known))
+		if local != nil {
+			pv.scopedPart().local = local
+		}
 		if err == nil && grpc {
 			localGRPCHead, err = virtualHostHead(name, virtualHostDomains(b.host, p.number, vip, ld, true, known))
 		}
@@ -296,7 +300,8 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 		if sRest == nil {
 			sRest = gRest
 		}
-		pv.variants = append(pv.variants, scopedRest{namespace: sv.namespace, sidecar: sRest})
+		sp := pv.scopedPart()
+		sp.variants = append(sp.variants, scopedRest{namespace: sv.namespace, sidecar: sRest})
 		if !grpc {
 			continue
 		}

@@ -271,13 +271,15 @@ func (b *build) hideFromScopes(host string, se *serviceEntry) {
 		ns, ok := translate.ScopeNamespace(o.typeURL)
 		return ok && hidden[ns]
 	})
-	if hidden[hostNamespace(host, b.t.suffix)] {
-		for i := range b.u.vhosts {
-			b.u.vhosts[i].local = nil
-		}
-	}
 	for i := range b.u.vhosts {
-		b.u.vhosts[i].variants = slices.DeleteFunc(b.u.vhosts[i].variants, func(v scopedRest) bool { return hidden[v.namespace] })
+		sp := b.u.vhosts[i].scoped // this build's own (buildRoutes made it)
+		if sp == nil {
+			continue
+		}
+		if hidden[hostNamespace(host, b.t.suffix)] {
+			sp.local = nil
+		}
+		sp.variants = slices.DeleteFunc(sp.variants, func(v scopedRest) bool { return hidden[v.namespace] })
 	}
 	b.u.outputs = slices.Grow(b.u.outputs, len(hiding)*len(shown))
 	for _, ns := range hiding {

@@ -295,7 +295,7 @@ func (b *hostBuild) buildSniffedPort(p port, vss []*virtualService) {
 	}
 	vh, _, _ := b.u.vhost(b.host, p.number)
 	b.putRouteConfiguration(route, []vhostParts{{head: head, tail: vh.tail, dflt: vh.dflt}}, sidecarRouteSettings.enc)
-	for _, v := range pv.variants {
+	for _, v := range pv.variants() {
 		b.putRouteConfigurationIn(translate.ScopeCollection(v.namespace, RouteType), route,
 			[]vhostParts{{head: head, tail: v.sidecar}}, sidecarRouteSettings.enc)
 	}

@@ -255,19 +255,51 @@ func (o output) value() []byte {
 // when set, is the head for the proxies of the host's own namespace (a scope: scope.go), whose
 // domains add the bare name.
 type portVhost struct {
-	port    uint32
-	sidecar []byte
-	own     []byte
-	local   []byte
-	// variants are the sidecar's rests for the scopes that do not see the VirtualService
-	// that routes the host (scope.go).
-	variants []scopedRest
+	port uint32
 	// ownListener: a sniffed port (no protocol declared) listened for on addresses of the
 	// host's own (buildSniffedPort), whose sidecars reach it through VIP_PORT and not
 	// 0.0.0.0_PORT; the port's route configuration still lists it, as istiod's does.
 	ownListener bool
 	// defaultRoute: own is nil, the rest is the host's default route (defaultTail).
 	defaultRoute bool
+	sidecar      []byte
+	own          []byte
+	// scoped is what hosts seen by scopes of their own have (local, variants): nil for the
+	// many, so that a port's virtual host is 64 bytes, not 112 (a million at scale).
+	scoped *scopedVhost
+}
+
+// scopedVhost is the part of a portVhost that scopes read (scope.go).
+type scopedVhost struct {
+	local []byte
+	// variants are the sidecar's rests for the scopes that do not see the VirtualService
+	// that routes the host.
+	variants []scopedRest
+}
+
+// local is the head for the proxies of the host's own namespace, nil when it has none.
+func (pv *portVhost) local() []byte {
+	if pv.scoped == nil {
+		return nil
+	}
+	return pv.scoped.local
+}
+
+// variants are the sidecar's rests for the scopes that do not see the VirtualService that
+// routes the host.
+func (pv *portVhost) variants() []scopedRest {
+	if pv.scoped == nil {
+		return nil
+	}
+	return pv.scoped.variants
+}
+
+// scopedPart is pv.scoped, made if pv has none, for a build to write.
+func (pv *portVhost) scopedPart() *scopedVhost {
+	if pv.scoped == nil {
+		pv.scoped = &scopedVhost{}
+	}
+	return pv.scoped
 }
 
 // scopedRest is the rest of a sidecar's virtual host as one namespace's proxies see it.
@@ -278,7 +310,7 @@ type scopedRest struct {
 
 // variantFor is the rest of the virtual host as a namespace sees it, nil when the same.
 func (pv *portVhost) variantFor(namespace string) []byte {
-	for _, v := range pv.variants {
+	for _, v := range pv.variants() {
 		if v.namespace == namespace {
 			return v.sidecar
 		}
@@ -791,8 +823,8 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 // samePortVhost tells whether a host's virtual host on a port gathers as the same bytes, for
 // every scope, and is reached the same way.
 func samePortVhost(a, b vhostParts, av, bv *portVhost) bool {
-	return bytes.Equal(a.head, b.head) && bytes.Equal(a.tail, b.tail) && a.dflt == b.dflt && bytes.Equal(av.local, bv.local) &&
-		av.ownListener == bv.ownListener && slices.EqualFunc(av.variants, bv.variants, func(x, y scopedRest) bool {
+	return bytes.Equal(a.head, b.head) && bytes.Equal(a.tail, b.tail) && a.dflt == b.dflt && bytes.Equal(av.local(), bv.local()) &&
+		av.ownListener == bv.ownListener && slices.EqualFunc(av.variants(), bv.variants(), func(x, y scopedRest) bool {
 		return x.namespace == y.namespace && bytes.Equal(x.sidecar, y.sidecar)
 	})
 }
@@ -815,10 +847,10 @@ func (ps *portState) setOf(i int, pv *portVhost) {
 		return
 	}
 	ps.shared[i] = !pv.ownListener
-	if ps.local[i] = pv.local; pv.local != nil {
+	if ps.local[i] = pv.local(); ps.local[i] != nil {
 		ps.locals++
 	}
-	if ps.variant[i] = len(pv.variants) > 0; ps.variant[i] {
+	if ps.variant[i] = len(pv.variants()) > 0; ps.variant[i] {
 		ps.variants++
 	}
 }

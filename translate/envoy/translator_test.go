@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
@@ -584,5 +585,23 @@ func TestAPlainHostsUnitHasNoEmptyRoom(t *testing.T) {
 	}
 	if hosts != 3 {
 		t.Fatalf("%d host units, want 3", hosts)
+	}
+}
+
+// TestPerHostRecordsKeepTheirSize: the records the translator keeps for every host (a million
+// at scale) stay within the sizes their layouts were made for, rare parts apart: a
+// ServiceEntry's record 160 bytes, a unit's state 80, a port's virtual host 64.
+func TestPerHostRecordsKeepTheirSize(t *testing.T) {
+	for _, tc := range []struct {
+		what       string
+		size, want uintptr
+	}{
+		{"serviceEntry", unsafe.Sizeof(serviceEntry{}), 160},
+		{"unitState", unsafe.Sizeof(unitState{}), 80},
+		{"portVhost", unsafe.Sizeof(portVhost{}), 64},
+	} {
+		if tc.size > tc.want {
+			t.Errorf("%s is %d bytes, over the %d budgeted", tc.what, tc.size, tc.want)
+		}
 	}
 }

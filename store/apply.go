@@ -699,49 +699,77 @@ func allFresh(touched []touchedName) bool {
 }
 
 // serveAllFresh is resolveName of names that all have a new copy from the collection's only
-// owner (allFresh): each new copy is served, and the served and revision trees get them in
-// two passes (insertSorted) once the entries they replace are known. Into an empty collection
-// (a first load) nothing is held twice: the served tree is the owner's (a copy-on-write clone:
-// the same items, the same nodes until either changes), and the revision log leaves the write
-// out (collection.base).
+// owner (allFresh): each new copy is served, in place of what was (found first, on the tree
+// as it was), and the trees get them in two passes (insertSorted). Nothing is held twice when
+// it can be helped: when the collection serves, of the names the write leaves alone, the
+// owner's very copies (sharesOwnTree), the served tree after the write is the owner's tree (a
+// copy-on-write clone: the same items, the same nodes until either changes); and the first
+// such write of a collection, a first load, leaves the revision log out (collection.unlogged).
 func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *CollectionInfo, r *collResult) {
 	r.changed += len(touched)
-	if c.served.Len() == 0 {
-		w.serveFirstLoad(c, touched, info)
-		return
+	own := c.owned[w.owner] // the only owner's, with the write's copies
+	share := own != nil && sharesOwnTree(c.served, own, touched)
+	unlogged := c.unlogged == 0
+	var served []nameItem
+	if !share {
+		served = make([]nameItem, len(touched))
 	}
-	served := make([]nameItem, len(touched))
-	revs := make([]revItem, len(touched))
+	var revs []revItem
+	if !unlogged {
+		revs = make([]revItem, len(touched))
+	}
+	replaces := c.served.Len() > 0
 	for i, t := range touched {
 		e := t.fresh
-		prev, _ := c.served.Get(nameItem{name: e.Name})
+		var prev nameItem
+		if replaces {
+			prev, _ = c.served.Get(nameItem{name: e.Name})
+		}
 		countFresh(info, prev.e)
 		if prev.e != nil {
 			retire(c, prev.e, r)
 		}
-		served[i] = nameItem{name: e.Name, e: e}
-		revs[i] = revItem{rev: e.Revision, name: e.Name, e: e} // one revision: in name order too
+		if served != nil {
+			served[i] = nameItem{name: e.Name, e: e}
+		}
+		if revs != nil {
+			revs[i] = revItem{rev: e.Revision, name: e.Name, e: e} // one revision: in name order too
+		}
 	}
-	insertSorted(c.served, served)
-	insertSorted(c.byRev, revs)
+	if share {
+		c.served = own.Clone()
+	} else {
+		insertSorted(c.served, served)
+	}
+	if unlogged {
+		c.unlogged = w.rev
+	} else {
+		insertSorted(c.byRev, revs)
+	}
 }
 
-// serveFirstLoad is serveAllFresh into an empty collection (nothing served, tombstones
-// included: so the revision log is empty too).
-func (w *writer) serveFirstLoad(c *collection, touched []touchedName, info *CollectionInfo) {
-	info.Count += len(touched)
-	c.base = w.rev
-	if own := c.owned[w.owner]; own != nil && own.Len() == len(touched) {
-		// The owner's tree holds the touched names alone (each is in it: put by this
-		// write), and each is served as its copy: the served tree is that tree.
-		c.served = own.Clone()
-		return
+// sharesOwnTree reports whether served, with touched's names served as own's copies, is own:
+// whether every other name served is served as own's very entry (not a tombstone, not an entry
+// of its own, as a name served again after a conflict has). Checked name by name, and only
+// for a served tree no larger than the write, so that it costs at most the write; touched is
+// in name order (allFresh).
+func sharesOwnTree(served, own *btree.BTreeG[nameItem], touched []touchedName) bool {
+	if served.Len() > len(touched) {
+		return false
 	}
-	served := make([]nameItem, len(touched))
-	for i, t := range touched {
-		served[i] = nameItem{name: t.name, e: t.fresh}
-	}
-	insertSorted(c.served, served)
+	ok, i := true, 0
+	served.Ascend(func(it nameItem) bool {
+		for i < len(touched) && touched[i].name < it.name {
+			i++
+		}
+		if i < len(touched) && touched[i].name == it.name {
+			return true // the write serves its copy
+		}
+		o, found := own.Get(it)
+		ok = found && o.e == it.e
+		return ok
+	})
+	return ok
 }
 
 // retire keeps the revision log and the tombstones in step with old, a served entry, leaving

@@ -182,10 +182,7 @@ func (v *View) layeredChangesSince(name, base, overlay string, rev uint64) (Chan
 	var names []string
 	for _, part := range [...]string{base, overlay} {
 		if c := v.st.colls[part]; c != nil && c.info.Revision > rev {
-			c.eachWrittenAfter(rev, func(name string, _ *Entry) bool {
-				names = append(names, name)
-				return true
-			})
+			c.eachWrittenAfter(rev, func(name string, _ *Entry) { names = append(names, name) })
 		}
 	}
 	slices.Sort(names)

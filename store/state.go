@@ -44,14 +44,14 @@ type collection struct {
 	// served is what consumers see, by name, tombstones included.
 	served *btree.BTreeG[nameItem]
 	// byRev indexes served by (revision, name): the collection's revision log, which
-	// ChangesSince walks from a revision. It leaves out the entries of base (see there).
+	// ChangesSince walks from a revision. It leaves out the entries of unlogged.
 	byRev *btree.BTreeG[revItem]
-	// base, when not 0, is the revision of a write that filled the collection from empty (a
-	// first load): its entries are served but not in byRev, whose walks from a revision at
-	// or after base never reach them, and a reader from before base reads everything served
-	// (every served entry was written at base or after). At a million resources the log's
-	// copy of a first load was 80 MB and a tenth of the write.
-	base uint64
+	// unlogged, when not 0, is the revision of a large write of new copies (a first load)
+	// whose entries are served but not in byRev: walks of the log from a revision at or after
+	// it never reach them; a reader from before it reads the served names whose entries were
+	// written after its revision (most of what is served). At a million resources the log's
+	// copy of a first load was 80 MB and a tenth of the write. One write a collection.
+	unlogged uint64
 	// owned is every owner's copies, by owner then name: the copies one name's conflict rule
 	// weighs (an owner per tree: a collection has a few owners, not one per resource), and
 	// what a full-state replacement of one owner compares with.
@@ -113,29 +113,40 @@ func (c *collection) clone() *collection {
 	for o, t := range c.owned {
 		owned[o] = t.Clone()
 	}
-	return &collection{info: c.info, served: c.served.Clone(), byRev: c.byRev.Clone(), base: c.base, owned: owned}
+	return &collection{info: c.info, served: c.served.Clone(), byRev: c.byRev.Clone(), unlogged: c.unlogged, owned: owned}
 }
 
-// writtenAfter reports whether every served entry of c was written after rev: its changes
-// since rev are everything it serves.
-func (c *collection) writtenAfter(rev uint64) bool {
-	if c.base != 0 {
-		return rev < c.base
-	}
+// allWrittenAfter reports whether every served entry of c was written after rev, so that
+// its changes since rev are everything it serves; known only while the log holds them all.
+func (c *collection) allWrittenAfter(rev uint64) bool {
 	oldest, ok := c.byRev.Min()
-	return ok && oldest.rev > rev
+	return c.unlogged == 0 && ok && oldest.rev > rev
 }
 
 // eachWrittenAfter calls fn with every served entry of c written after rev (tombstones
-// included), until fn returns false: in name order when they all were (writtenAfter), else
-// in revision order.
-func (c *collection) eachWrittenAfter(rev uint64, fn func(name string, e *Entry) bool) {
-	if c.writtenAfter(rev) {
-		c.served.Ascend(func(it nameItem) bool { return fn(it.name, it.e) })
+// included, at their deletion): from the served names for a reader from before an unlogged
+// write (readsInNameOrder), else from the log.
+func (c *collection) eachWrittenAfter(rev uint64, fn func(name string, e *Entry)) {
+	if c.readsInNameOrder(rev) {
+		c.served.Ascend(func(it nameItem) bool {
+			if it.e.Revision > rev {
+				fn(it.name, it.e)
+			}
+			return true
+		})
 		return
 	}
-	// Here rev >= base, when there is one: base's entries are no change since rev.
-	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool { return fn(it.name, it.e) })
+	// Here the unlogged write, if any, is no change since rev.
+	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool {
+		fn(it.name, it.e)
+		return true
+	})
+}
+
+// readsInNameOrder reports whether a reader from rev is from before the unlogged write: what
+// it reads is found among the served names (most of them), not in the log.
+func (c *collection) readsInNameOrder(rev uint64) bool {
+	return c.unlogged != 0 && rev < c.unlogged
 }
 
 // entry returns the served entry of a name (live or tombstone), or nil.

@@ -93,23 +93,24 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 		return ch, nil
 	}
 	c := v.st.colls[collection]
-	if c.writtenAfter(rev) {
+	if c.allWrittenAfter(rev) || c.readsInNameOrder(rev) {
 		// Everything served changed (a first read, a reader from before the collection's
-		// oldest write): the name index holds it in order already.
-		return changesOfAll(c, ch), nil
+		// oldest write), or most of it (from before an unlogged write): the name index holds
+		// it in order already.
+		return servedChangedAfter(c, rev, ch), nil
 	}
 	// Counted first, so that the lists are made once: growing a list of a million pointers
 	// step by step copies it twice over, each pointer behind a write barrier while the
 	// collector marks. Sorted as (name, entry) pairs: the comparisons read the names without
 	// going through each entry, a cache miss each.
 	n := 0
-	c.eachWrittenAfter(rev, func(string, *Entry) bool {
+	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(revItem) bool {
 		n++
 		return true
 	})
 	changed := make([]nameItem, 0, n)
-	c.eachWrittenAfter(rev, func(name string, e *Entry) bool {
-		changed = append(changed, nameItem{name: name, e: e})
+	c.byRev.AscendGreaterOrEqual(revItem{rev: rev + 1}, func(it revItem) bool {
+		changed = append(changed, nameItem{name: it.name, e: it.e})
 		return true
 	})
 	slices.SortFunc(changed, func(a, b nameItem) int { return strings.Compare(a.name, b.name) })
@@ -124,13 +125,16 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 	return ch, nil
 }
 
-// changesOfAll is every served entry of c, tombstones as deletions, in name order.
-func changesOfAll(c *collection, ch Changes) Changes {
+// servedChangedAfter is every served entry of c written after rev, tombstones as deletions,
+// in name order: a walk of the served names, for a reader that reads most of them.
+func servedChangedAfter(c *collection, rev uint64, ch Changes) Changes {
 	ch.Upserts = make([]*Entry, 0, c.served.Len())
 	c.served.Ascend(func(it nameItem) bool {
-		if it.e.Deleted {
+		switch {
+		case it.e.Revision <= rev:
+		case it.e.Deleted:
 			ch.Deleted = append(ch.Deleted, it.e)
-		} else {
+		default:
 			ch.Upserts = append(ch.Upserts, it.e)
 		}
 		return true

@@ -436,7 +436,7 @@ func (t *Translator) GatewayClassInfo() []GatewayClassInfo {
 		for _, gw := range t.classGateways(c) {
 			info.Gateways = append(info.Gateways, gw.Key)
 		}
-		info.Listeners = append(info.Listeners, t.units[unitKey{unitGatewayClass, id}].outputsOf(ListenerType)...)
+		info.Listeners = append(info.Listeners, t.units.get(unitKey{unitGatewayClass, id}).outputsOf(ListenerType)...)
 		out = append(out, info)
 	}
 	return out

@@ -63,10 +63,8 @@ func (t *Translator) SetProxyless(on bool) {
 		return
 	}
 	t.proxyless = on
-	for k := range t.units {
-		if k.kind == unitHost {
-			t.mark(k)
-		}
+	for h := range t.units.hostNames() {
+		t.mark(unitKey{unitHost, h})
 	}
 }
 

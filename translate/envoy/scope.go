@@ -64,11 +64,11 @@ func (t *Translator) RemoveScope(namespace string) {
 // every port's outputs as the namespace sees them.
 func (t *Translator) scopeChanged(namespace string) {
 	all := t.sidecarFor(namespace) != nil
-	for key := range t.units {
-		if key.kind == unitHost && (all || hostNamespace(key.name, t.suffix) == namespace) {
-			t.mark(key)
+	for h := range t.units.hostNames() {
+		if all || hostNamespace(h, t.suffix) == namespace {
+			t.mark(unitKey{unitHost, h})
 			if all {
-				t.mark(unitKey{unitEndpoints, key.name})
+				t.mark(unitKey{unitEndpoints, h})
 			}
 		}
 	}
@@ -119,11 +119,9 @@ func (t *Translator) setSidecar(key string, sc *sidecar) {
 	if !changed {
 		return
 	}
-	for k := range t.units {
-		if k.kind == unitHost {
-			t.mark(k)
-			t.mark(unitKey{unitEndpoints, k.name})
-		}
+	for h := range t.units.hostNames() {
+		t.mark(unitKey{unitHost, h})
+		t.mark(unitKey{unitEndpoints, h})
 	}
 }
 
@@ -387,7 +385,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 				vh.head, changed = ps.local[i], true
 			}
 			if ps.variant[i] {
-				if _, pv, _ := t.units[unitKey{unitHost, host}].vhost(host, p); pv != nil {
+				if _, pv, _ := t.units.get(unitKey{unitHost, host}).vhost(host, p); pv != nil {
 					if rest := pv.variantFor(ns); rest != nil {
 						vh.tail, vh.dflt, changed = rest, defaultTail{}, true
 					}

@@ -706,7 +706,7 @@ func (t *Translator) gatheredTCP(name string) []*tcpContribution {
 	}
 	var all []keyed
 	for h := range bs.hosts {
-		u := t.units[unitKey{unitHost, h}]
+		u := t.units.get(unitKey{unitHost, h})
 		if u == nil {
 			continue
 		}

@@ -3,7 +3,6 @@ package envoy
 import (
 	"bytes"
 	"cmp"
-	"maps"
 	"math/bits"
 	"slices"
 	"strings"
@@ -51,7 +50,7 @@ type Translator struct {
 
 	// dependents maps what a unit read to the units that read it, from their last build.
 	dependents map[depKey]map[unitKey]struct{}
-	units      map[unitKey]*unitState
+	units      unitTable
 	ports      map[uint32]*portState // port → what its outbound route configuration gathers
 	// dirty are the units to build again, but for hosts' and their endpoints' units, which
 	// are in dirtyHosts: a bit each, one entry a host, so that a full load's million hosts
@@ -453,7 +452,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{}, proxylessHosts: keySet{},
 		dependents: map[depKey]map[unitKey]struct{}{},
-		units:      map[unitKey]*unitState{}, ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
+		units:      newUnitTable(), ports: map[uint32]*portState{}, tcpBinds: map[string]*tcpBindState{},
 		dirty: map[unitKey]struct{}{}, dirtyHosts: map[string]hostUnits{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 		outboundPolicy: opts.OutboundTrafficPolicy,
 		proxyless:      !opts.LazyProxyless,
@@ -535,13 +534,10 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// in parallel (a build only reads the inputs) and their results recorded in order
 	// (buildHosts).
 	hosts := t.dirtyHostUnits()
-	if len(hosts) >= reserveMin && len(t.units) < len(hosts)/2 {
-		// A load of many hosts into a translator that holds few (a first load holds the sidecar
-		// plumbing's unit already): room for them all at once, not a rehash of every unit at
-		// each doubling (3 s of serial recording at a million hosts).
-		units := make(map[unitKey]*unitState, len(t.units)+len(hosts)+len(hosts)/8) // and the ports' and gateways' few
-		maps.Copy(units, t.units)
-		t.units = units
+	if len(hosts) >= reserveMin {
+		// A load of many hosts (two units each) into a translator that holds few: room for
+		// them all at once (unitTable.reserveHosts).
+		t.units.reserveHosts(t.units.hostCount() + len(hosts)/2)
 	}
 	delta.Upserts = make(map[string][]store.Encoded, len(outputTypes))
 	many := len(hosts) >= reserveMin
@@ -724,7 +720,7 @@ func (t *Translator) rebuild(key unitKey, delta *Delta) {
 
 // record replaces a unit's last build with u and adds the difference to delta.
 func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
-	old := t.units[key]
+	old := t.units.get(key)
 	if key.kind == unitHost {
 		t.updatePorts(key.name, old, u)
 		t.updateTCPBinds(key.name, old, u)
@@ -735,10 +731,10 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 		t.faultsDirty = true
 	}
 	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps()) == 0 && len(u.vhosts) == 0 && len(u.tcp()) == 0 {
-		delete(t.units, key)
+		t.units.delete(key)
 		return
 	}
-	t.units[key] = u
+	t.units.set(key, u)
 }
 
 // portState is what a port's outbound route configuration gathers: the hosts with an HTTP
@@ -878,7 +874,7 @@ func (t *Translator) gathered(p uint32) *portState {
 		ps.shared = make([]bool, len(ps.order))
 		for i, h := range ps.order {
 			var pv *portVhost
-			ps.vhosts[i], pv, _ = t.units[unitKey{unitHost, h}].vhost(h, p)
+			ps.vhosts[i], pv, _ = t.units.get(unitKey{unitHost, h}).vhost(h, p)
 			ps.setOf(i, pv)
 		}
 	}
@@ -935,7 +931,7 @@ func (t *Translator) setDeps(key unitKey, old, u *unitState) {
 // Outputs returns every current output, sorted by type and name: the full state.
 func (t *Translator) Outputs() []Resource {
 	var out []Resource
-	for _, u := range t.units {
+	for _, u := range t.units.all() {
 		for _, o := range u.outputs {
 			out = append(out, Resource{TypeURL: o.typeURL, Name: o.enc.Name(), Encoded: o.enc})
 		}
@@ -950,7 +946,7 @@ func (t *Translator) Outputs() []Resource {
 // writer that must replace what it wrote before.
 func (t *Translator) EncodedOutputs() map[string][]store.Encoded {
 	counts := make(map[string]int, len(outputTypes))
-	for _, u := range t.units {
+	for _, u := range t.units.all() {
 		for _, o := range u.outputs {
 			counts[o.typeURL]++
 		}
@@ -962,7 +958,7 @@ func (t *Translator) EncodedOutputs() map[string][]store.Encoded {
 	for typ, n := range counts {
 		out[typ] = make([]store.Encoded, 0, n)
 	}
-	for _, u := range t.units {
+	for _, u := range t.units.all() {
 		for _, o := range u.outputs {
 			out[o.typeURL] = append(out[o.typeURL], o.enc)
 		}
@@ -975,7 +971,7 @@ func (t *Translator) EncodedOutputs() map[string][]store.Encoded {
 func (t *Translator) Faults() []Fault {
 	if t.faultsDirty {
 		var all []Fault
-		for _, u := range t.units {
+		for _, u := range t.units.all() {
 			all = append(all, u.faults...)
 		}
 		for _, f := range t.inputFaults {

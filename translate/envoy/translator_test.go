@@ -574,7 +574,7 @@ func TestAPlainHostsUnitHasNoEmptyRoom(t *testing.T) {
 	feed(tr, se, gen[se], nil)
 	tr.Translate()
 	hosts := 0
-	for k, u := range tr.units {
+	for k, u := range tr.units.all() {
 		if k.kind != unitHost {
 			continue
 		}

@@ -704,12 +704,15 @@ func allFresh(touched []touchedName) bool {
 // it can be helped: when the collection serves, of the names the write leaves alone, the
 // owner's very copies (sharesOwnTree), the served tree after the write is the owner's tree (a
 // copy-on-write clone: the same items, the same nodes until either changes); and the first
-// such write of a collection, a first load, leaves the revision log out (collection.unlogged).
+// such write of a collection that is most of it, a first load, leaves the revision log out
+// (collection.unlogged).
 func (w *writer) serveAllFresh(c *collection, touched []touchedName, info *CollectionInfo, r *collResult) {
 	r.changed += len(touched)
 	own := c.owned[w.owner] // the only owner's, with the write's copies
 	share := own != nil && sharesOwnTree(c.served, own, touched)
-	unlogged := c.unlogged == 0
+	// Unlogged only when the write is most of what the collection will serve: a reader from
+	// before it then walks about twice the change, not a large collection for a small one.
+	unlogged := c.unlogged == 0 && c.served.Len() <= len(touched)
 	var served []nameItem
 	if !share {
 		served = make([]nameItem, len(touched))

@@ -46,11 +46,13 @@ type collection struct {
 	// byRev indexes served by (revision, name): the collection's revision log, which
 	// ChangesSince walks from a revision. It leaves out the entries of unlogged.
 	byRev *btree.BTreeG[revItem]
-	// unlogged, when not 0, is the revision of a large write of new copies (a first load)
-	// whose entries are served but not in byRev: walks of the log from a revision at or after
-	// it never reach them; a reader from before it reads the served names whose entries were
-	// written after its revision (most of what is served). At a million resources the log's
-	// copy of a first load was 80 MB and a tenth of the write. One write a collection.
+	// unlogged, when not 0, is the revision of a large write of new copies that was most of
+	// the collection (a first load: the collection served no more names before it than it
+	// wrote), whose entries are served but not in byRev: walks of the log from a revision at
+	// or after it never reach them; a reader from before it reads the served names whose
+	// entries were written after its revision (at least half of what was served after the
+	// write). At a million resources the log's copy of a first load was 80 MB and a tenth of
+	// the write. One write a collection.
 	unlogged uint64
 	// owned is every owner's copies, by owner then name: the copies one name's conflict rule
 	// weighs (an owner per tree: a collection has a few owners, not one per resource), and

@@ -751,3 +751,42 @@ func TestAFirstLoadIsReadWholeOnlyByReadersFromBeforeIt(t *testing.T) {
 		}
 	}
 }
+
+// TestALargeWriteIntoALargerCollectionIsReadFromTheLog: a large write of new copies into a
+// collection that already serves more names than it writes (built by small writes, or while
+// a second owner held copies) is logged: a reader from before it reads the change from the
+// revision log, its lists made to the change's size, not the collection's. Only a first load
+// (most of the collection) is left out of the log.
+func TestALargeWriteIntoALargerCollectionIsReadFromTheLog(t *testing.T) {
+	s := New(Options{})
+	held := 3 * bulkInsertMin
+	for i := 0; i < held; i += bulkInsertMin / 2 { // small writes: not a first load
+		var u Update
+		u.Collection = layerBase
+		for j := i; j < i+bulkInsertMin/2; j++ {
+			u.Encoded = append(u.Encoded, encodedOf(t, fmt.Sprintf("a%05d", j), "a"))
+		}
+		if _, err := s.Apply("translate", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.View().Collection(layerBase).Revision
+	write := Update{Collection: layerBase}
+	n := bulkInsertMin + 10
+	for j := range n {
+		write.Encoded = append(write.Encoded, encodedOf(t, fmt.Sprintf("b%05d", j), "b"))
+	}
+	if _, err := s.Apply("translate", write); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.View().ChangesSince(layerBase, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Upserts) != n || len(ch.Deleted) != 0 {
+		t.Fatalf("since %d: %d upserts, %d deletions; want %d upserts", before, len(ch.Upserts), len(ch.Deleted), n)
+	}
+	if c := cap(ch.Upserts); c > 2*n {
+		t.Fatalf("since %d: a list of room %d for %d changes in a collection of %d: read from the served names, not the log", before, c, n, held+n)
+	}
+}

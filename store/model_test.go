@@ -195,6 +195,11 @@ func TestStoreAgainstModel(t *testing.T) {
 					if err != nil {
 						rt.Fatal(err)
 					}
+					for _, e := range slices.Concat(ch.Upserts, ch.Deleted) {
+						if e.Revision <= from {
+							rt.Fatalf("step %d, %s: ChangesSince(%d) reads %s of revision %d, no change since", step, c, from, e.Name, e.Revision)
+						}
+					}
 					brought := maps.Clone(old.served[c])
 					for _, e := range ch.Deleted {
 						delete(brought, e.Name)

@@ -43,42 +43,53 @@ func storedOf(objs []Object) ([]stored, error) {
 // first, and is a fault of the other). A reload touches the names of the files that changed,
 // so its work and its write are in proportion to the change, not to everything the files hold.
 type index struct {
-	providers map[objKey][]string // the files defining a name, sorted
+	// providers are the files defining each name, sorted (providersOf). A pointer, not a
+	// slice: an entry of a map of a million names is 40 bytes, not 56 (the map was 118 MB).
+	providers map[objKey]*[]string
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
 	// alone are the one-file provider lists, one per file, shared by every name only that
 	// file defines (most names): a list of its own each was a million allocations at a
 	// million ServiceEntries. Never modified in place (replaced).
-	alone map[string][]string
+	alone map[string]*[]string
 }
 
 // newIndex returns an empty index with room for about n names (the first load's): grown one
 // doubling at a time, a map of a million names rehashes every name it held twenty times over.
 func newIndex(n int) *index {
-	return &index{providers: make(map[objKey][]string, n), dups: map[objKey]struct{}{}, touched: make(map[objKey]struct{}, n),
-		alone: map[string][]string{}}
+	return &index{providers: make(map[objKey]*[]string, n), dups: map[objKey]struct{}{}, touched: make(map[objKey]struct{}, n),
+		alone: map[string]*[]string{}}
+}
+
+// providersOf is the files defining a name, sorted; nil for none. Not to be modified: a
+// change is a new list (set).
+func (ix *index) providersOf(k objKey) []string {
+	if p := ix.providers[k]; p != nil {
+		return *p
+	}
+	return nil
 }
 
 // replaced records that a file's objects went from before to after.
 func (ix *index) replaced(file string, before, after []stored) {
 	for _, o := range before {
 		k := o.key()
-		ps := ix.providers[k]
+		ps := ix.providersOf(k)
 		if i, found := slices.BinarySearch(ps, file); found {
 			if len(ps) == 1 {
 				ps = nil // not Delete: a shared list (alone) is not modified
 			} else {
-				ps = slices.Delete(ps, i, i+1) // a list of its own (Insert made it)
+				ps = slices.Delete(slices.Clone(ps), i, i+1) // a new list: set keeps it or the file's own
 			}
 		}
 		ix.set(k, ps)
 	}
 	for _, o := range after {
 		k := o.key()
-		ps := ix.providers[k]
+		ps := ix.providersOf(k)
 		switch i, found := slices.BinarySearch(ps, file); {
 		case len(ps) == 0:
-			ps = ix.aloneList(file)
+			ps = *ix.aloneList(file)
 		case !found:
 			// A one-file list has no room: Insert makes a new list, the shared one stays.
 			ps = slices.Insert(ps, i, file)
@@ -90,14 +101,15 @@ func (ix *index) replaced(file string, before, after []stored) {
 	}
 }
 
-// aloneList is the provider list of the names file alone defines.
-func (ix *index) aloneList(file string) []string {
+// aloneList is the provider list of the names file alone defines (one file, no room: an
+// Insert into it makes a new list).
+func (ix *index) aloneList(file string) *[]string {
 	l := ix.alone[file]
 	if l == nil {
-		l = []string{file}
+		l = &[]string{file}
 		ix.alone[file] = l
 	}
-	return l[:1:1]
+	return l
 }
 
 func (ix *index) set(k objKey, ps []string) {
@@ -107,17 +119,17 @@ func (ix *index) set(k objKey, ps []string) {
 		delete(ix.providers, k)
 		delete(ix.dups, k)
 	case 1:
-		ix.providers[k] = ps
+		ix.providers[k] = ix.aloneList(ps[0])
 		delete(ix.dups, k)
 	default:
-		ix.providers[k] = ps
+		ix.providers[k] = &ps
 		ix.dups[k] = struct{}{}
 	}
 }
 
 // winner is the resource served under a name: the first defining file's.
 func (ix *index) winner(k objKey, files map[string]*fileState) (store.Encoded, bool) {
-	ps := ix.providers[k]
+	ps := ix.providersOf(k)
 	if len(ps) == 0 {
 		return store.Encoded{}, false
 	}
@@ -134,7 +146,7 @@ func (ix *index) state(files map[string]*fileState) map[string][]store.Encoded {
 	for _, p := range sortedKeys(files) {
 		for _, o := range files[p].objects {
 			k := o.key()
-			if _, dup := ix.dups[k]; dup && ix.providers[k][0] != p {
+			if _, dup := ix.dups[k]; dup && ix.providersOf(k)[0] != p {
 				continue
 			}
 			out[k.collection] = append(out[k.collection], o.enc)
@@ -185,7 +197,7 @@ func (ix *index) wrote() {
 func (ix *index) dupFaults(files map[string]*fileState) []error {
 	var faults []*DecodeError
 	for k := range ix.dups {
-		ps := ix.providers[k]
+		ps := ix.providersOf(k)
 		first, _ := files[ps[0]].object(k)
 		for _, p := range ps[1:] {
 			o, _ := files[p].object(k)

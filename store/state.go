@@ -118,18 +118,11 @@ func (c *collection) clone() *collection {
 	return &collection{info: c.info, served: c.served.Clone(), byRev: c.byRev.Clone(), unlogged: c.unlogged, owned: owned}
 }
 
-// allWrittenAfter reports whether every served entry of c was written after rev, so that
-// its changes since rev are everything it serves; known only while the log holds them all.
-func (c *collection) allWrittenAfter(rev uint64) bool {
-	oldest, ok := c.byRev.Min()
-	return c.unlogged == 0 && ok && oldest.rev > rev
-}
-
 // eachWrittenAfter calls fn with every served entry of c written after rev (tombstones
-// included, at their deletion): from the served names for a reader from before an unlogged
-// write (readsInNameOrder), else from the log.
+// included, at their deletion): from the served names when the reader reads most of them
+// (readsServed), else from the log.
 func (c *collection) eachWrittenAfter(rev uint64, fn func(name string, e *Entry)) {
-	if c.readsInNameOrder(rev) {
+	if c.readsServed(rev) {
 		c.served.Ascend(func(it nameItem) bool {
 			if it.e.Revision > rev {
 				fn(it.name, it.e)
@@ -145,10 +138,16 @@ func (c *collection) eachWrittenAfter(rev uint64, fn func(name string, e *Entry)
 	})
 }
 
-// readsInNameOrder reports whether a reader from rev is from before the unlogged write: what
-// it reads is found among the served names (most of them), not in the log.
-func (c *collection) readsInNameOrder(rev uint64) bool {
-	return c.unlogged != 0 && rev < c.unlogged
+// readsServed reports whether a reader from rev reads most of what c serves, found by a walk
+// of the served names (in name order) rather than of the log: a reader from before the
+// unlogged write, whose entries only the served names hold, or, when there is none, from
+// before the log's oldest entry (a first read: everything changed).
+func (c *collection) readsServed(rev uint64) bool {
+	if c.unlogged != 0 {
+		return rev < c.unlogged
+	}
+	oldest, ok := c.byRev.Min()
+	return ok && oldest.rev > rev
 }
 
 // entry returns the served entry of a name (live or tombstone), or nil.

@@ -93,7 +93,7 @@ func (v *View) ChangesSince(collection string, rev uint64) (Changes, error) {
 		return ch, nil
 	}
 	c := v.st.colls[collection]
-	if c.allWrittenAfter(rev) || c.readsInNameOrder(rev) {
+	if c.readsServed(rev) {
 		// Everything served changed (a first read, a reader from before the collection's
 		// oldest write), or most of it (from before an unlogged write): the name index holds
 		// it in order already.

@@ -535,9 +535,9 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// (buildHosts).
 	hosts := t.dirtyHostUnits()
 	if len(hosts) >= reserveMin {
-		// A load of many hosts (two units each) into a translator that holds few: room for
-		// them all at once (unitTable.reserveHosts).
-		t.units.reserveHosts(t.units.hostCount() + len(hosts)/2)
+		// A load of many hosts (two units each): room for them at once, when the translator
+		// holds fewer (unitTable.reserveHosts).
+		t.units.reserveHosts(len(hosts) / 2)
 	}
 	delta.Upserts = make(map[string][]store.Encoded, len(outputTypes))
 	many := len(hosts) >= reserveMin

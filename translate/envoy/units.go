@@ -1,6 +1,9 @@
 package envoy
 
-import "iter"
+import (
+	"iter"
+	"maps"
+)
 
 // unitTable is every unit's last build, by key. The two units of each host (its clusters,
 // routes and listeners; its load assignments) share one entry of a map by host name: two
@@ -72,19 +75,16 @@ func (ut *unitTable) delete(key unitKey) {
 	}
 }
 
-// hostCount is the number of hosts with a unit.
-func (ut *unitTable) hostCount() int { return len(ut.hosts) }
-
-// reserveHosts makes room for n hosts at once: a first load's, not a rehash of every host at
-// each doubling (3 s of serial recording at a million hosts).
-func (ut *unitTable) reserveHosts(n int) {
-	if len(ut.hosts) >= n {
+// reserveHosts makes room for adding hosts at once when the table holds fewer: a first
+// load's, not a rehash of every host at each doubling (3 s of serial recording at a million
+// hosts). A table that holds as many already grows as maps do: remaking it for each large
+// change would cost the whole mesh each time.
+func (ut *unitTable) reserveHosts(adding int) {
+	if len(ut.hosts) >= adding {
 		return
 	}
-	hosts := make(map[string]*hostUnitPair, n)
-	for h, p := range ut.hosts {
-		hosts[h] = p
-	}
+	hosts := make(map[string]*hostUnitPair, len(ut.hosts)+adding)
+	maps.Copy(hosts, ut.hosts)
 	ut.hosts = hosts
 }
 

@@ -1,7 +1,9 @@
 package envoy
 
 import (
+	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 )
 
@@ -58,12 +60,31 @@ func TestUnitTableHoldsEachUnitByItsKey(t *testing.T) {
 	ut.delete(unitKey{unitEndpoints, "a.example"})
 	delete(want, unitKey{unitEndpoints, "a.example"})
 	check("both deleted")
-	if ut.hostCount() != 1 {
-		t.Fatalf("%d hosts held, want 1 (b.example's endpoints)", ut.hostCount())
+	if len(ut.hosts) != 1 {
+		t.Fatalf("%d hosts held, want 1 (b.example's endpoints)", len(ut.hosts))
 	}
 	ut.reserveHosts(1000)
 	check("after reserving room")
 	ut.delete(unitKey{unitPort, "8080"})
 	delete(want, unitKey{unitPort, "8080"})
 	check("port unit deleted")
+}
+
+// TestUnitTableReservesRoomOnlyForALoadLargerThanItHolds: a table remade for every large
+// change would copy the whole mesh each time; it is remade only for a load of more hosts
+// than it holds (a first load).
+func TestUnitTableReservesRoomOnlyForALoadLargerThanItHolds(t *testing.T) {
+	ut := newUnitTable()
+	for i := range 100 {
+		ut.set(unitKey{unitHost, fmt.Sprintf("h%d.example", i)}, &unitState{})
+	}
+	held := reflect.ValueOf(ut.hosts).UnsafePointer()
+	ut.reserveHosts(100)
+	if reflect.ValueOf(ut.hosts).UnsafePointer() != held {
+		t.Fatal("a change of as many hosts as the table holds remade it")
+	}
+	ut.reserveHosts(1000)
+	if reflect.ValueOf(ut.hosts).UnsafePointer() == held || len(ut.hosts) != 100 {
+		t.Fatalf("a load of more hosts than held: remade %v, %d hosts (want 100)", reflect.ValueOf(ut.hosts).UnsafePointer() != held, len(ut.hosts))
+	}
 }

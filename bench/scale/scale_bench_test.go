@@ -34,6 +34,7 @@ var (
 	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
 	deliveryCPU    = flag.String("scale.delivery-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of -scale.cpu-seconds from /readyz 200 (the delivery to the clients) into this file")
 	bridgeLogLevel = flag.String("scale.log-level", "warn", "the bridge process's log.level (debug shows each translation and what it took)")
+	bridgeBin      = flag.String("scale.bin", "", "an mcpbridge binary to run (empty: build ./cmd/mcpbridge); for machines with no Go toolchain")
 )
 
 const (
@@ -259,9 +260,19 @@ func waitIdle(pid int, timeout time.Duration) {
 	}
 }
 
-// buildBridge builds the mcpbridge binary once per run.
+// buildBridge builds the mcpbridge binary once per run, or returns -scale.bin's.
 func buildBridge(b *testing.B) string {
 	b.Helper()
+	if *bridgeBin != "" {
+		bin, err := filepath.Abs(*bridgeBin)
+		if err != nil {
+			b.Fatalf("-scale.bin: %v", err)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			b.Fatalf("-scale.bin: %v", err)
+		}
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "mcpbridge")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/mcpbridge/mcpbridge/cmd/mcpbridge")
 	cmd.Stderr = os.Stderr

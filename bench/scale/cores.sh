@@ -5,6 +5,7 @@
 #        each possibly gzipped (NAME.gz)
 #   OUT  receives one log per run and summary.txt
 #   RUN  is N:FILES:CPUS, CPUS a taskset list or "all" (default: the 1M and 100k runs below)
+# FLAGS (environment) adds benchmark flags to every run, e.g. FLAGS='-scale.cpu-timeline 500ms'.
 # Each run's bridge and clients share the CPU set, as on a machine of that many cores: Go sizes
 # GOMAXPROCS from the affinity mask.
 set -eu
@@ -23,6 +24,6 @@ for run in "$@"; do
 	[ "$cpus" = all ] || pin="taskset -c $cpus"
 	echo "== $n ServiceEntries in $files files, CPUs $cpus ($(date -u +%T))" | tee -a "$out/summary.txt"
 	(cd "$dir" && $pin ./scale.test -test.run '^$' -test.bench BenchmarkScaleFromFiles -test.benchtime 1x \
-		-test.timeout 20m -scale.n "$n" -scale.files "$files" -scale.largest -scale.bin ./mcpbridge) >"$log" 2>&1 || echo "run failed: see $log" | tee -a "$out/summary.txt"
+		-test.timeout 20m -scale.n "$n" -scale.files "$files" -scale.largest -scale.bin ./mcpbridge ${FLAGS:-}) >"$log" 2>&1 || echo "run failed: see $log" | tee -a "$out/summary.txt"
 	grep -E '^BenchmarkScaleFromFiles|^ +[0-9.]+ ' "$log" | tee -a "$out/summary.txt" || true
 done

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,6 +35,7 @@ var (
 	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
 	deliveryCPU    = flag.String("scale.delivery-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of -scale.cpu-seconds from /readyz 200 (the delivery to the clients) into this file")
 	bridgeLogLevel = flag.String("scale.log-level", "warn", "the bridge process's log.level (debug shows each translation and what it took)")
+	timelineEvery  = flag.Duration("scale.cpu-timeline", 0, "BenchmarkScaleFromFiles: log the CPU cores the bridge and the benchmark's clients used in each interval of this length, from the bridge's start to both clients holding everything (0: none); where the bridge uses fewer cores than the machine has, its work is serial")
 	bridgeBin      = flag.String("scale.bin", "", "an mcpbridge binary to run (empty: build ./cmd/mcpbridge); for machines with no Go toolchain")
 )
 
@@ -77,11 +79,13 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		// peer's bucket (they share the loopback address).
 		p := startBridgeWith(b, bin, dir, "", true)
 		profiled := p.profileCPU(b, *cpuProfile, *cpuSeconds)
+		timeline := startTimeline(p, *timelineEvery)
 		mcpc := dialClientFor(b, p.grpcAddr, followMCP, n)
 		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
 		ready := p.waitReady(b, 10*time.Minute)
 		delivered := p.profileCPU(b, *deliveryCPU, *cpuSeconds)
 		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
+		timeline.report(ready, mcpHeld, envoyHeld)
 		rss, _ := PeakRSS(p.cmd.Process.Pid)
 		user, system, _ := CPUTimes(p.cmd.Process.Pid)
 		cpu := user + system
@@ -116,6 +120,67 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		mcpc.close()
 		envoyc.close()
 	}
+}
+
+// cpuTimeline samples the CPU time of the bridge and of this process (the clients) at each
+// tick, to show which stretches of a load run on fewer cores than the machine has.
+type cpuTimeline struct {
+	start   time.Time
+	every   time.Duration
+	stop    chan struct{}
+	done    chan struct{}
+	samples []cpuSample
+}
+
+type cpuSample struct{ bridge, clients time.Duration }
+
+func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
+	if every <= 0 {
+		return nil
+	}
+	t := &cpuTimeline{start: p.started, every: every, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			bridge, _ := CPU(p.cmd.Process.Pid)
+			clients, _ := CPU(os.Getpid())
+			t.samples = append(t.samples, cpuSample{bridge, clients})
+			select {
+			case <-t.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return t
+}
+
+// report stops the sampling and logs, per interval, the cores each side used, with the
+// moments the run measures marked.
+func (t *cpuTimeline) report(marks ...time.Duration) {
+	if t == nil {
+		return
+	}
+	close(t.stop)
+	<-t.done
+	names := []string{"ready", "mcp held", "envoy held"}
+	var out strings.Builder
+	fmt.Fprintf(&out, "CPU timeline (cores used per %v; from the bridge's start):\n", t.every)
+	for i := 1; i < len(t.samples); i++ {
+		at := time.Duration(i) * t.every
+		bridge := float64(t.samples[i].bridge-t.samples[i-1].bridge) / float64(t.every)
+		clients := float64(t.samples[i].clients-t.samples[i-1].clients) / float64(t.every)
+		fmt.Fprintf(&out, "%7.1fs bridge %4.2f clients %4.2f", at.Seconds(), bridge, clients)
+		for j, m := range marks {
+			if m > at-t.every && m <= at {
+				fmt.Fprintf(&out, "  <- %s", names[j])
+			}
+		}
+		out.WriteByte('\n')
+	}
+	fmt.Fprint(os.Stderr, out.String()) // b.Log keeps ten lines of a benchmark's log
 }
 
 // reportLargest asks, on a stream of its own and decoding the responses whole, for the

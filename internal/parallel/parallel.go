@@ -30,6 +30,14 @@ func For(n, perWorker int, f func(i int)) {
 	wg.Wait()
 }
 
+// ForRange calls f(lo, hi) over [0, n) cut into ranges of chunk items (the last shorter), on
+// up to GOMAXPROCS goroutines: For for work too small per item to be handed out item by
+// item. f must be safe to call concurrently.
+func ForRange(n, chunk int, f func(lo, hi int)) {
+	chunk = max(chunk, 1)
+	For((n+chunk-1)/chunk, 1, func(c int) { f(c*chunk, min((c+1)*chunk, n)) })
+}
+
 // Pipeline calls work(0) … work(n-1) on every CPU, in chunks of chunk items, and then(i) for
 // each i in order on the caller's goroutine, as soon as work(i) and every work before it have
 // returned: a serial step that follows a parallel one overlaps it instead of waiting for all

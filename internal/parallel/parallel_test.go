@@ -18,6 +18,23 @@ func TestForCallsEachIndexOnce(t *testing.T) {
 	}
 }
 
+// TestForRangeCoversEachIndexOnce: the ranges cover [0, n) once each, whatever the chunk.
+func TestForRangeCoversEachIndexOnce(t *testing.T) {
+	for _, tc := range []struct{ n, chunk int }{{0, 4}, {1, 4}, {7, 3}, {4096, 4096}, {10000, 1000}, {10001, 1000}, {5, 0}} {
+		counts := make([]atomic.Int32, tc.n)
+		ForRange(tc.n, tc.chunk, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				counts[i].Add(1)
+			}
+		})
+		for i := range counts {
+			if c := counts[i].Load(); c != 1 {
+				t.Fatalf("n=%d chunk=%d: index %d covered %d times", tc.n, tc.chunk, i, c)
+			}
+		}
+	}
+}
+
 // TestPipelineThenFollowsEachWorkInOrder: every index is worked once and then handed to then
 // once, in order, after its own work, by Pipeline and by ForThen (then reads what work wrote: the race detector checks
 // that the hand-over orders them).

@@ -48,6 +48,9 @@ type index struct {
 	providers map[objKey]*[]string
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
+	// whole: the next write is the whole state (state), which reads no touched names: a first
+	// load keeps none (a million map insertions, serial, before its first write).
+	whole bool
 	// alone are the one-file provider lists, one per file, shared by every name only that
 	// file defines (most names): a list of its own each was a million allocations at a
 	// million ServiceEntries. Never modified in place (replaced).
@@ -57,7 +60,7 @@ type index struct {
 // newIndex returns an empty index with room for about n names (the first load's): grown one
 // doubling at a time, a map of a million names rehashes every name it held twenty times over.
 func newIndex(n int) *index {
-	return &index{providers: make(map[objKey]*[]string, n), dups: map[objKey]struct{}{}, touched: make(map[objKey]struct{}, n),
+	return &index{providers: make(map[objKey]*[]string, n), dups: map[objKey]struct{}{}, touched: map[objKey]struct{}{},
 		alone: map[string]*[]string{}}
 }
 
@@ -113,7 +116,9 @@ func (ix *index) aloneList(file string) *[]string {
 }
 
 func (ix *index) set(k objKey, ps []string) {
-	ix.touched[k] = struct{}{}
+	if !ix.whole {
+		ix.touched[k] = struct{}{}
+	}
 	switch len(ps) {
 	case 0:
 		delete(ix.providers, k)
@@ -142,7 +147,18 @@ func (ix *index) winner(k objKey, files map[string]*fileState) (store.Encoded, b
 // than name by name (winner): at a million names, looking each one up in its file was 2 s
 // of cache misses before the first write.
 func (ix *index) state(files map[string]*fileState) map[string][]store.Encoded {
-	out := map[string][]store.Encoded{}
+	// Each collection's list sized first: appended one by one, a million were copied twenty
+	// times over.
+	sizes := map[string]int{}
+	for _, f := range files {
+		for _, o := range f.objects {
+			sizes[o.kind.Collection]++
+		}
+	}
+	out := make(map[string][]store.Encoded, len(sizes))
+	for coll, n := range sizes {
+		out[coll] = make([]store.Encoded, 0, n)
+	}
 	for _, p := range sortedKeys(files) {
 		for _, o := range files[p].objects {
 			k := o.key()

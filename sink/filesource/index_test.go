@@ -17,7 +17,8 @@ import (
 // several files, files removed); after each change, the updates the index gives, applied to
 // what the store was given, make exactly what merging every file from scratch makes — each
 // name from the first file (by path) that defines it — and the duplicate faults are one per
-// definition after the first.
+// definition after the first. The first write, and each after one the store refused, is the
+// whole state (state), for which the index keeps no touched names.
 func TestIndexAgainstMerge(t *testing.T) {
 	kind, _ := kinds.ByCollection(seColl)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -26,7 +27,9 @@ func TestIndexAgainstMerge(t *testing.T) {
 		ix := newIndex(0)
 		files := map[string]*fileState{}
 		held := map[string]string{} // what the store was given: name → version
+		whole := true                // the next write is the whole state: the first, and one after a refusal
 		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			ix.whole = whole
 			p := rapid.SampledFrom(paths).Draw(rt, "file")
 			var before []stored
 			if st := files[p]; st != nil {
@@ -51,15 +54,29 @@ func TestIndexAgainstMerge(t *testing.T) {
 				files[p] = st
 				ix.replaced(p, before, st.objects)
 			}
-			for _, u := range ix.updates(files) {
-				for _, n := range u.Removed {
-					delete(held, n)
+			if rapid.IntRange(0, 5).Draw(rt, "refused") == 0 {
+				whole = true // the store kept what it held; the loader writes all of it next
+				continue
+			}
+			if whole {
+				clear(held)
+				for _, es := range ix.state(files) {
+					for _, e := range es {
+						held[e.Name()] = e.Version()
+					}
 				}
-				for _, e := range u.Encoded {
-					held[e.Name()] = e.Version()
+			} else {
+				for _, u := range ix.updates(files) {
+					for _, n := range u.Removed {
+						delete(held, n)
+					}
+					for _, e := range u.Encoded {
+						held[e.Name()] = e.Version()
+					}
 				}
 			}
 			ix.wrote()
+			whole = false
 
 			want := map[string]string{}
 			dups := 0

@@ -372,6 +372,8 @@ func (l *loader) load() loadResult {
 		}
 		l.index = newIndex(n)
 	}
+	// Until the store holds the files' state, each write is of all of it (write).
+	l.index.whole = !l.applied
 	changed := false
 	for i, p := range order {
 		st, r := states[i], results[i]

@@ -45,6 +45,9 @@ func (ut *unitTable) get(key unitKey) *unitState {
 	return nil
 }
 
+// noHosts tells whether no host has a unit.
+func (ut *unitTable) noHosts() bool { return len(ut.hosts) == 0 }
+
 // set records u as the unit's last build; u is not nil.
 func (ut *unitTable) set(key unitKey, u *unitState) {
 	if !isHostUnit(key.kind) {

@@ -79,7 +79,7 @@ func (s *stream) info() ClientInfo {
 	for _, sub := range s.m.ordered() {
 		si := SubscriptionInfo{
 			Type: sub.key, Collection: sub.Collection, Mode: sub.Mode.String(), Wildcard: sub.want.wildcard, View: sub.want.view,
-			Names: sortedNames(sub.want.names), Pending: sub.ex.pending, LastACK: sub.ex.lastAck, LastNACK: sub.ex.lastNack,
+			Names: sub.want.names.sorted(), Pending: sub.ex.pending, LastACK: sub.ex.lastAck, LastNACK: sub.ex.lastNack,
 		}
 		if sub.ttl() > 0 {
 			si.TTL, si.Unrenewed = sub.ttl().String(), slices.Clone(sub.beat.dead)

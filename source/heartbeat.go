@@ -374,7 +374,7 @@ func (s *subscription) heartbeat(v *store.View, protocol string, l *liveness, me
 			protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, from: sentRev, to: v.Collection(s.Collection).Revision,
 			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard, heartbeat: true, dead: l.key, beatVersion: s.ex.version,
 		})
-		if len(s.want.names) > 0 {
+		if s.want.count() > 0 {
 			p.share.names = s.want.fingerprint()
 		}
 		c = memo.get(p.share, read)

@@ -278,7 +278,7 @@ func (m *machine) namesAllowance(v *store.View) int {
 	}
 	n := 0
 	for _, s := range m.subs {
-		if k := len(s.want.names); k > 0 {
+		if k := s.want.count(); k > 0 {
 			n += min(k, v.Collection(store.BaseCollection(s.Collection)).Count)
 		}
 	}
@@ -440,7 +440,7 @@ func (m *machine) resubscribeStateOfTheWorld(sub *subscription, names []string) 
 			delete(sub.owed.fresh, n) // asked anew, then dropped before it went
 		}
 	}
-	if len(next) != len(sub.want.names) || len(sub.owed.fresh) > 0 {
+	if len(next) != sub.want.count() || len(sub.owed.fresh) > 0 {
 		// Names dropped need no response: the next one (on a change) simply omits them.
 		sub.want.replace(next)
 	}

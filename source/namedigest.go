@@ -40,29 +40,24 @@ func nameHash(name string) (lo, hi uint64) {
 	return siphash.Hash128(namesDigestKey[0], namesDigestKey[1], unsafe.Slice(unsafe.StringData(name), len(name)))
 }
 
-func (d *namesDigest) add(name string) {
-	lo, hi := nameHash(name)
+func (d *namesDigest) add(name string) { d.addHash(nameHash(name)) }
+
+// addHash adds a name by its hash (nameHash).
+func (d *namesDigest) addHash(lo, hi uint64) {
 	var carry uint64
 	d.lo, carry = bits.Add64(d.lo, lo, 0)
 	d.hi, _ = bits.Add64(d.hi, hi, carry)
 	d.count++
 }
 
-func (d *namesDigest) remove(name string) {
-	lo, hi := nameHash(name)
+func (d *namesDigest) remove(name string) { d.removeHash(nameHash(name)) }
+
+// removeHash removes a name by its hash (nameHash).
+func (d *namesDigest) removeHash(lo, hi uint64) {
 	var borrow uint64
 	d.lo, borrow = bits.Sub64(d.lo, lo, 0)
 	d.hi, _ = bits.Sub64(d.hi, hi, borrow)
 	d.count--
-}
-
-// namesDigestOf is the digest of a whole set.
-func namesDigestOf(names map[string]struct{}) namesDigest {
-	var d namesDigest
-	for n := range names {
-		d.add(n)
-	}
-	return d
 }
 
 // fingerprint is the digest as a key of shared responses, in the shape of frameKey.names:

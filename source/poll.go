@@ -137,7 +137,7 @@ func snapshotKey(sub *subscription) string {
 	if sub.want.wildcard {
 		key += "\x00*"
 	}
-	if len(sub.want.names) > 0 {
+	if sub.want.count() > 0 {
 		fp := sub.want.fingerprint()
 		key += "\x00" + hex.EncodeToString(fp[:])
 	}

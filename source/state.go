@@ -46,7 +46,7 @@ type want struct {
 	wildcard, legacy bool
 	view             string
 	include          func(name string) bool
-	names            map[string]struct{}
+	names            nameSet
 	// digest identifies names, so that streams with the same names share responses; kept
 	// with each name added or removed.
 	digest namesDigest
@@ -59,21 +59,18 @@ type want struct {
 // reserve makes room for n names when none are held: a first request that names a million
 // (an Envoy's endpoints) fills the set without growing it step by step.
 func (w *want) reserve(n int) {
-	if w.names == nil && n > 8 {
-		w.names = make(map[string]struct{}, n)
+	if n > 8 {
+		w.names.reserve(n)
 	}
 }
 
 // add adds an explicit name and reports whether it was new.
 func (w *want) add(n string) bool {
-	if w.names == nil {
-		w.names = map[string]struct{}{}
-	}
-	if _, had := w.names[n]; had {
+	lo, hi := nameHash(n) // once, for the set's key and the digest
+	if !w.names.add(n, lo) {
 		return false
 	}
-	w.names[n] = struct{}{}
-	w.digest.add(n)
+	w.digest.addHash(lo, hi)
 	if w.sorted != nil {
 		// Merged in with the next read rather than sorted again: Envoy subscribes to
 		// endpoints in batches as clusters arrive, and re-sorting 100,000 names per batch
@@ -85,32 +82,37 @@ func (w *want) add(n string) bool {
 
 // remove removes an explicit name and reports whether it was there.
 func (w *want) remove(n string) bool {
-	if _, ok := w.names[n]; !ok {
+	lo, hi := nameHash(n)
+	if !w.names.remove(n, lo) {
 		return false
 	}
-	delete(w.names, n)
-	w.digest.remove(n)
+	w.digest.removeHash(lo, hi)
 	w.sorted, w.added = nil, nil
 	return true
 }
 
 // replace makes next the explicit names.
 func (w *want) replace(next map[string]struct{}) {
-	w.names = next
-	w.digest = namesDigestOf(next)
+	w.names, w.digest = nameSet{}, namesDigest{}
+	w.names.reserve(len(next))
+	for n := range next {
+		lo, hi := nameHash(n)
+		w.names.add(n, lo)
+		w.digest.addHash(lo, hi)
+	}
 	w.sorted, w.added = nil, nil
 }
 
-func (w *want) has(n string) bool {
-	_, ok := w.names[n]
-	return ok
-}
+func (w *want) has(n string) bool { return w.names.len() > 0 && w.names.has(n, nameKey(n)) }
+
+// count is the number of explicit names.
+func (w *want) count() int { return w.names.len() }
 
 // sortedNames is the explicit names in order.
 func (w *want) sortedNames() []string {
 	switch {
 	case w.sorted == nil:
-		w.sorted = sortedNames(w.names)
+		w.sorted = w.names.sorted()
 	case len(w.added) > 0:
 		slices.Sort(w.added)
 		merged := make([]string, 0, len(w.sorted)+len(w.added))

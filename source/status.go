@@ -209,7 +209,7 @@ func (m *machine) statusState() []subState {
 		out[i] = subState{
 			key: sub.key, collection: sub.Collection, phase: sub.ex.phase, nacked: sub.ex.nacked,
 			wildcard: sub.want.wildcard, include: sub.want.include, vis: sub.vis,
-			names: sortedNames(sub.want.names), freshAll: sub.owed.all, freshSent: sub.ex.carried, freshAllSent: sub.ex.carriedAll,
+			names: sub.want.names.sorted(), freshAll: sub.owed.all, freshSent: sub.ex.carried, freshAllSent: sub.ex.carriedAll,
 			sentRev: sub.ex.rev, ackedRev: sub.ex.ackedRev, sentVer: sub.ex.version,
 			lastAck: sub.ex.lastAck, lastNack: sub.ex.lastNack, rejected: sub.ex.rejected,
 		}

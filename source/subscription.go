@@ -171,10 +171,10 @@ func (s *subscription) wants(name string) bool {
 // wanted returns the entries the client asked for, in order; es is sorted by name (a
 // snapshot, or what changed since a revision).
 func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
-	if s.want.wildcard && s.want.include == nil && s.vis == nil && len(s.want.names) == 0 {
+	if s.want.wildcard && s.want.include == nil && s.vis == nil && s.want.count() == 0 {
 		return es
 	}
-	if !s.want.wildcard && len(es) >= len(s.want.names)/16 {
+	if !s.want.wildcard && len(es) >= s.want.count()/16 {
 		return s.wantedByMerge(es)
 	}
 	out := make([]*store.Entry, 0, len(es))
@@ -451,7 +451,7 @@ func (s *subscription) full(v *store.View, rev uint64, protocol string) *pending
 	p := &pending{rev: rev, whole: true, msg: wire.Message{Key: s.key, Version: strconv.FormatUint(rev, 10)}}
 	p.share = &frameKey{protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, full: true, to: rev,
 		view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
-	if len(s.want.names) > 0 {
+	if s.want.count() > 0 {
 		p.share.names = s.want.fingerprint()
 	}
 	// Reading a whole collection is O(its size): deferred, so that of many streams sharing the
@@ -721,7 +721,7 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 	if !s.owed.anew() && len(s.owed.held) == 0 && len(p.held) == 0 {
 		p.share = &frameKey{protocol: protocol, key: s.key, collection: shareCollection(v, s.Collection), form: s.Form, mode: s.Mode, from: s.ex.rev, to: rev,
 			view: s.want.view, access: s.accessID(), wildcard: s.want.wildcard}
-		if len(s.want.names) > 0 {
+		if s.want.count() > 0 {
 			p.share.names = s.want.fingerprint()
 		}
 	}
@@ -868,7 +868,7 @@ func (s *subscription) weight() int {
 	if s == nil {
 		return 0
 	}
-	return 1 + len(s.want.names)
+	return 1 + s.want.count()
 }
 
 // owesAll makes the subscription send everything the client asked for, with bodies: a
@@ -879,7 +879,7 @@ func (s *subscription) owesAll() {
 	// in delta, names owed fresh are names the client asked for anew, which a later part
 	// sends whatever their owner (nextPart).
 	if s.Mode == StateOfTheWorld && s.PartialStateOfTheWorld && !s.want.wildcard {
-		for n := range s.want.names {
+		for n := range s.want.names.all() {
 			s.owed.addFresh(n)
 		}
 	}

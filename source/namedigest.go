@@ -40,8 +40,6 @@ func nameHash(name string) (lo, hi uint64) {
 	return siphash.Hash128(namesDigestKey[0], namesDigestKey[1], unsafe.Slice(unsafe.StringData(name), len(name)))
 }
 
-func (d *namesDigest) add(name string) { d.addHash(nameHash(name)) }
-
 // addHash adds a name by its hash (nameHash).
 func (d *namesDigest) addHash(lo, hi uint64) {
 	var carry uint64
@@ -49,8 +47,6 @@ func (d *namesDigest) addHash(lo, hi uint64) {
 	d.hi, _ = bits.Add64(d.hi, hi, carry)
 	d.count++
 }
-
-func (d *namesDigest) remove(name string) { d.removeHash(nameHash(name)) }
 
 // removeHash removes a name by its hash (nameHash).
 func (d *namesDigest) removeHash(lo, hi uint64) {

@@ -27,7 +27,7 @@ func TestIndexAgainstMerge(t *testing.T) {
 		ix := newIndex(0)
 		files := map[string]*fileState{}
 		held := map[string]string{} // what the store was given: name → version
-		whole := true                // the next write is the whole state: the first, and one after a refusal
+		whole := true               // the next write is the whole state: the first, and one after a refusal
 		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
 			ix.whole = whole
 			p := rapid.SampledFrom(paths).Draw(rt, "file")

@@ -66,11 +66,10 @@ func (w *want) reserve(n int) {
 
 // add adds an explicit name and reports whether it was new.
 func (w *want) add(n string) bool {
-	lo, hi := nameHash(n) // once, for the set's key and the digest
-	if !w.names.add(n, lo) {
+	if !w.names.add(n, nameKey(n)) {
 		return false
 	}
-	w.digest.addHash(lo, hi)
+	w.digest.addHash(nameHash(n))
 	if w.sorted != nil {
 		// Merged in with the next read rather than sorted again: Envoy subscribes to
 		// endpoints in batches as clusters arrive, and re-sorting 100,000 names per batch
@@ -82,11 +81,10 @@ func (w *want) add(n string) bool {
 
 // remove removes an explicit name and reports whether it was there.
 func (w *want) remove(n string) bool {
-	lo, hi := nameHash(n)
-	if !w.names.remove(n, lo) {
+	if !w.names.remove(n, nameKey(n)) {
 		return false
 	}
-	w.digest.removeHash(lo, hi)
+	w.digest.removeHash(nameHash(n))
 	w.sorted, w.added = nil, nil
 	return true
 }
@@ -96,9 +94,8 @@ func (w *want) replace(next map[string]struct{}) {
 	w.names, w.digest = nameSet{}, namesDigest{}
 	w.names.reserve(len(next))
 	for n := range next {
-		lo, hi := nameHash(n)
-		w.names.add(n, lo)
-		w.digest.addHash(lo, hi)
+		w.names.add(n, nameKey(n))
+		w.digest.addHash(nameHash(n))
 	}
 	w.sorted, w.added = nil, nil
 }

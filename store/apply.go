@@ -188,8 +188,10 @@ func (s *Store) prepare(updates []Update) ([]preparedUpdate, error) {
 }
 
 // prepareFor is prepare; forWrite says the entries go straight to write, which puts them in
-// name order: then a large update's are sorted here, each update on a CPU of its own, and
-// its names told apart in that order (see checkSortedNames) rather than in a set of them.
+// name order: then a large update's are sorted here, the updates at once and each one's sort
+// on every CPU too (a write of one large collection, the common case, would use one
+// otherwise; with several, the goroutines outnumber the CPUs, which the scheduler absorbs),
+// and its names told apart in that order (see checkSortedNames) rather than in a set of them.
 func (s *Store) prepareFor(updates []Update, forWrite bool) ([]preparedUpdate, error) {
 	seenColl := make(map[string]bool, len(updates))
 	collErrs := make([]error, len(updates))
@@ -319,6 +321,9 @@ func checkNames(u Update, n int, name func(i int) string) (map[string]bool, erro
 func checkSortedNames(es []*Entry) bool {
 	var bad atomic.Bool
 	parallel.ForRange(len(es), entriesChunk, func(lo, hi int) {
+		if bad.Load() {
+			return // refused already: the names are checked again one by one (checkNames)
+		}
 		for _, e := range es[lo:hi] {
 			if e.Name == "" || checkKey("name", e.Name) != nil {
 				bad.Store(true)

@@ -23,8 +23,8 @@ echo "machine: $(nproc) CPUs, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' 
 for run in "$@"; do
 	n=${run%%:*} rest=${run#*:} files=${run#*:} files=${files%%:*} cpus=${rest#*:} bin=mcpbridge
 	case "$cpus" in *:*) bin=${cpus#*:} cpus=${cpus%%:*};; esac
-	log="$out/scale-$n-$(echo "$cpus" | tr ',' '_')-$bin.log"
-	[ ! -e "$log" ] || log="${log%.log}-again.log"
+	i=$((${i:-0} + 1))
+	log="$out/$i-scale-$n-$(echo "$cpus" | tr ',' '_')-$bin.log"
 	pin=""
 	[ "$cpus" = all ] || pin="taskset -c $cpus"
 	echo "== $n ServiceEntries in $files files, CPUs $cpus, $bin ($(date -u +%T))" | tee -a "$out/summary.txt"

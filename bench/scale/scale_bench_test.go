@@ -125,20 +125,20 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 // cpuTimeline samples the CPU time of the bridge and of this process (the clients) at each
 // tick, to show which stretches of a load run on fewer cores than the machine has.
 type cpuTimeline struct {
-	start   time.Time
 	every   time.Duration
 	stop    chan struct{}
 	done    chan struct{}
 	samples []cpuSample
 }
 
-type cpuSample struct{ bridge, clients time.Duration }
+// cpuSample is the CPU time each side had used when the bridge had run for at.
+type cpuSample struct{ at, bridge, clients time.Duration }
 
 func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
 	if every <= 0 {
 		return nil
 	}
-	t := &cpuTimeline{start: p.started, every: every, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &cpuTimeline{every: every, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
 		tick := time.NewTicker(every)
@@ -146,7 +146,7 @@ func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
 		for {
 			bridge, _ := CPU(p.cmd.Process.Pid)
 			clients, _ := CPU(os.Getpid())
-			t.samples = append(t.samples, cpuSample{bridge, clients})
+			t.samples = append(t.samples, cpuSample{time.Since(p.started), bridge, clients})
 			select {
 			case <-t.stop:
 				return
@@ -157,8 +157,8 @@ func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
 	return t
 }
 
-// report stops the sampling and logs, per interval, the cores each side used, with the
-// moments the run measures marked.
+// report stops the sampling and logs, per interval between samples, the cores each side used,
+// with the moments the run measures (from the bridge's start) marked in their interval.
 func (t *cpuTimeline) report(marks ...time.Duration) {
 	if t == nil {
 		return
@@ -167,14 +167,13 @@ func (t *cpuTimeline) report(marks ...time.Duration) {
 	<-t.done
 	names := []string{"ready", "mcp held", "envoy held"}
 	var out strings.Builder
-	fmt.Fprintf(&out, "CPU timeline (cores used per %v; from the bridge's start):\n", t.every)
+	fmt.Fprintf(&out, "CPU timeline (cores used in each interval of about %v, ending at the time shown, from the bridge's start):\n", t.every)
 	for i := 1; i < len(t.samples); i++ {
-		at := time.Duration(i) * t.every
-		bridge := float64(t.samples[i].bridge-t.samples[i-1].bridge) / float64(t.every)
-		clients := float64(t.samples[i].clients-t.samples[i-1].clients) / float64(t.every)
-		fmt.Fprintf(&out, "%7.1fs bridge %4.2f clients %4.2f", at.Seconds(), bridge, clients)
+		prev, cur := t.samples[i-1], t.samples[i]
+		span := float64(cur.at - prev.at)
+		fmt.Fprintf(&out, "%7.2fs bridge %4.2f clients %4.2f", cur.at.Seconds(), float64(cur.bridge-prev.bridge)/span, float64(cur.clients-prev.clients)/span)
 		for j, m := range marks {
-			if m > at-t.every && m <= at {
+			if m > prev.at && m <= cur.at {
 				fmt.Fprintf(&out, "  <- %s", names[j])
 			}
 		}

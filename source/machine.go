@@ -425,22 +425,24 @@ func (m *machine) resubscribeStateOfTheWorld(sub *subscription, names []string) 
 		sub.want.wildcard = false
 		m.scope(sub)
 	}
-	next := make(map[string]struct{}, len(names))
+	// The request's names, as the set the subscription will hold if they differ: built once.
+	var next nameSet
+	next.reserve(len(names))
 	for _, n := range names {
 		if n == Wildcard && sub.WildcardCapable {
 			continue
 		}
-		next[n] = struct{}{}
+		next.add(n, nameKey(n))
 		if !sub.want.has(n) {
 			sub.owed.addFresh(n)
 		}
 	}
 	for n := range sub.owed.fresh {
-		if _, still := next[n]; !still {
+		if !next.has(n, nameKey(n)) {
 			delete(sub.owed.fresh, n) // asked anew, then dropped before it went
 		}
 	}
-	if len(next) != sub.want.count() || len(sub.owed.fresh) > 0 {
+	if next.len() != sub.want.count() || len(sub.owed.fresh) > 0 {
 		// Names dropped need no response: the next one (on a change) simply omits them.
 		sub.want.replace(next)
 	}

@@ -30,9 +30,9 @@ func TestSameNamesHaveOneFingerprintWhateverTheRequests(t *testing.T) {
 	shuffled.add("not-asked-in-the-end")
 	shuffled.remove("not-asked-in-the-end")
 	var whole want
-	set := map[string]struct{}{}
+	var set nameSet
 	for _, n := range names {
-		set[n] = struct{}{}
+		set.add(n, nameKey(n))
 	}
 	whole.replace(set)
 	fp := inOrder.fingerprint()

@@ -89,12 +89,10 @@ func (w *want) remove(n string) bool {
 	return true
 }
 
-// replace makes next the explicit names.
-func (w *want) replace(next map[string]struct{}) {
-	w.names, w.digest = nameSet{}, namesDigest{}
-	w.names.reserve(len(next))
-	for n := range next {
-		w.names.add(n, nameKey(n))
+// replace makes next the explicit names (the set itself: the caller keeps no use of it).
+func (w *want) replace(next nameSet) {
+	w.names, w.digest = next, namesDigest{}
+	for n := range next.all() {
 		w.digest.addHash(nameHash(n))
 	}
 	w.sorted, w.added = nil, nil

@@ -3,6 +3,7 @@ package parallel
 import (
 	"runtime"
 	"slices"
+	"sort"
 )
 
 // SortFunc sorts s in the order of cmp, as slices.SortFunc does (not stably), on up to
@@ -22,15 +23,19 @@ func SortFunc[S ~[]E, E any](s S, cmp func(a, b E) int) {
 	}
 	For(parts, 1, func(i int) { slices.SortFunc(s[bounds[i]:bounds[i+1]], cmp) })
 	src, dst := s, make(S, len(s))
+	procs := runtime.GOMAXPROCS(0)
 	for width := 1; width < parts; width *= 2 {
 		// Runs [bounds[i], bounds[i+width]) and [bounds[i+width], bounds[i+2*width]) merge
-		// into dst; a run without a partner is copied.
+		// into dst; a run without a partner is copied. Each merge is cut into pieces, so
+		// that the last rounds' few merges still run on every CPU.
 		merges := (parts + 2*width - 1) / (2 * width)
-		For(merges, 1, func(m int) {
+		pieces := max(1, procs/merges)
+		For(merges*pieces, 1, func(t int) {
+			m := t / pieces
 			lo := bounds[m*2*width]
 			mid := bounds[min(m*2*width+width, parts)]
 			hi := bounds[min(m*2*width+2*width, parts)]
-			merge(dst[lo:hi], src[lo:mid], src[mid:hi], cmp)
+			mergePiece(dst[lo:hi], src[lo:mid], src[mid:hi], t%pieces, pieces, cmp)
 		})
 		src, dst = dst, src
 	}
@@ -55,6 +60,27 @@ func sortParts(n int) int {
 		parts *= 2
 	}
 	return parts
+}
+
+// mergePiece writes piece p of pieces of the merge of a and b into dst (the whole merge's
+// destination): the elements the merge would write at [p*n/pieces, (p+1)*n/pieces), n being
+// len(a)+len(b), found by coRank at both ends.
+func mergePiece[E any](dst, a, b []E, p, pieces int, cmp func(a, b E) int) {
+	n := len(a) + len(b)
+	k0, k1 := p*n/pieces, (p+1)*n/pieces
+	i0, i1 := coRank(k0, a, b, cmp), coRank(k1, a, b, cmp)
+	merge(dst[k0:k1], a[i0:i1], b[k0-i0:k1-i1], cmp)
+}
+
+// coRank is how many of a's elements merge (below) writes among its first k: the least i
+// with b[k-i-1] before a[i] (or one of them missing), which grows with i.
+func coRank[E any](k int, a, b []E, cmp func(a, b E) int) int {
+	lo, hi := max(0, k-len(b)), min(k, len(a))
+	return lo + sort.Search(hi-lo, func(x int) bool {
+		i := lo + x
+		j := k - i
+		return j == 0 || i == len(a) || cmp(b[j-1], a[i]) < 0
+	})
 }
 
 // merge writes the sorted a and b into dst, in order; of equal elements, a's first.

@@ -36,6 +36,38 @@ func TestSortFuncSortsAsSlicesSortFunc(t *testing.T) {
 	}
 }
 
+// TestMergeInPiecesIsTheMerge: a merge cut into any number of pieces writes what the whole
+// merge writes, element for element: equal keys in the same order (a's first), whichever
+// piece boundary falls among them.
+func TestMergeInPiecesIsTheMerge(t *testing.T) {
+	type tagged struct{ key, from int }
+	byKey := func(x, y tagged) int { return cmp.Compare(x.key, y.key) }
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		a := make([]tagged, rng.IntN(40))
+		b := make([]tagged, rng.IntN(40))
+		keys := 1 + rng.IntN(6)
+		for i := range a {
+			a[i] = tagged{rng.IntN(keys), i}
+		}
+		for i := range b {
+			b[i] = tagged{rng.IntN(keys), 1000 + i}
+		}
+		slices.SortStableFunc(a, byKey)
+		slices.SortStableFunc(b, byKey)
+		want := make([]tagged, len(a)+len(b))
+		merge(want, a, b, byKey)
+		pieces := 1 + rng.IntN(9)
+		got := make([]tagged, len(want))
+		for p := range pieces {
+			mergePiece(got, a, b, p, pieces, byKey)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d pieces of the merge of %v and %v: %v, want %v", pieces, a, b, got, want)
+		}
+	}
+}
+
 // TestSortFuncCutsIntoPowersOfTwo: a large slice is cut into as many parts as there are CPUs,
 // rounded down to a power of two, and a small one is not cut.
 func TestSortFuncCutsIntoPowersOfTwo(t *testing.T) {

@@ -432,8 +432,9 @@ func (m *machine) resubscribeStateOfTheWorld(sub *subscription, names []string) 
 		if n == Wildcard && sub.WildcardCapable {
 			continue
 		}
-		next.add(n, nameKey(n))
-		if !sub.want.has(n) {
+		k := nameKey(n) // once, for both sets: a state-of-the-world ACK repeats every name
+		next.add(n, k)
+		if !sub.want.names.has(n, k) {
 			sub.owed.addFresh(n)
 		}
 	}

@@ -242,7 +242,7 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 	dr, _ := t.destinationRuleFor(host)
 	ports := servicePorts(se, &faults{})
 	subsets := dr.subsets()
-	b.u.outputs = make([]output, 0, len(ports)*(1+len(subsets)))
+	b.u.reserveOutputs(len(ports) * (1 + len(subsets)))
 	pooled := getWorkloads()
 	ws := t.appendWorkloads(*pooled, se)
 	for _, p := range ports {

@@ -184,7 +184,7 @@ func (b *hostBuild) buildPorts() {
 	// A cluster a port: most hosts have nothing more (a route configuration and a listener
 	// a port only for the proxyless, a cluster a subset only with a DestinationRule's), and
 	// room for three was 80 bytes a host left empty, 80 MB at a million hosts.
-	b.u.outputs = make([]output, 0, len(ports))
+	b.u.reserveOutputs(len(ports))
 	res := b.se.resolution
 	switch {
 	case res == networking.ServiceEntry_DYNAMIC_DNS:

@@ -142,8 +142,16 @@ type serviceEntry struct {
 	resolution networking.ServiceEntry_Resolution
 	inline     int32 // how many endpoints it lists
 	// rare holds the fields few ServiceEntries set, so that the many (a million at scale) are
-	// 160 bytes, not 256; nil when it sets none of them.
+	// 224 bytes, not 320; nil when it sets none of them.
 	rare *serviceEntryRare
+	// firstHost and firstPort hold the first host and port, and alone a list of just this
+	// ServiceEntry: hosts, ports and a host's seList point into them when there is one of each,
+	// as for most ServiceEntries, so that the record is one object for the collector to reach
+	// and not four (a million each at scale, where marking costs per object reached). The
+	// bytes are the same: 224 in one size class, as 160, 16, 48 and 8 were in four.
+	firstHost [1]string
+	firstPort [1]servicePort
+	alone     [1]*serviceEntry
 }
 
 // serviceEntryRare is what few ServiceEntries set.
@@ -276,8 +284,12 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 	if err := checkBody(kindServiceEntry, in); err != nil {
 		return nil, err
 	}
-	sc := scanServiceEntry(in.Value)
-	se := &serviceEntry{meta: metaOf(in), hosts: sc.hosts, ports: sc.ports, resolution: sc.resolution, inline: int32(sc.endpoints)}
+	se := &serviceEntry{meta: metaOf(in)}
+	se.alone[0] = se
+	// The first host and port are appended into the record itself (see firstHost).
+	sc := scanned{hosts: se.firstHost[:0], ports: se.firstPort[:0]}
+	scanServiceEntryInto(in.Value, &sc)
+	se.hosts, se.ports, se.resolution, se.inline = sc.hosts, sc.ports, sc.resolution, int32(sc.endpoints)
 	if len(sc.addresses) > 0 || len(sc.selector) > 0 || len(sc.sans) > 0 || len(sc.exportTo) > 0 {
 		se.rare = &serviceEntryRare{addresses: sc.addresses, vip: serviceVIP(sc.addresses), selector: sc.selector,
 			sans: sc.sans, exportTo: sc.exportTo}

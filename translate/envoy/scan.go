@@ -68,6 +68,13 @@ type scanned struct {
 // merged (a workload selector's labels given twice are one map, later keys winning).
 func scanServiceEntry(b []byte) scanned {
 	var s scanned
+	scanServiceEntryInto(b, &s)
+	return s
+}
+
+// scanServiceEntryInto is scanServiceEntry appending to the lists s already has (room for
+// the first host and port in the record that keeps them, see serviceEntry.firstHost).
+func scanServiceEntryInto(b []byte, s *scanned) {
 	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) {
 		switch {
 		case num == seHosts && typ == protowire.BytesType:
@@ -105,7 +112,6 @@ func scanServiceEntry(b []byte) scanned {
 			})
 		}
 	})
-	return s
 }
 
 func scanPort(b []byte) servicePort {
@@ -117,12 +123,45 @@ func scanPort(b []byte) servicePort {
 		case num == spTarget && typ == protowire.VarintType:
 			p.target = uint32(x)
 		case num == spName && typ == protowire.BytesType:
-			p.name = string(v)
+			p.name = portWord(v)
 		case num == spProtocol && typ == protowire.BytesType:
-			p.protocol = string(v)
+			p.protocol = portWord(v)
 		}
 	})
 	return p
+}
+
+// portWord is a port's name or protocol as a string: Istio's protocol names, in upper or
+// lower case, are the strings of this table and not a copy each (two small objects a
+// ServiceEntry, a million at scale, all "http" and "HTTP"); others are copied.
+func portWord(v []byte) string {
+	switch string(v) { // compared in place: no string is made
+	case "HTTP":
+		return "HTTP"
+	case "http":
+		return "http"
+	case "HTTPS":
+		return "HTTPS"
+	case "https":
+		return "https"
+	case "HTTP2":
+		return "HTTP2"
+	case "http2":
+		return "http2"
+	case "GRPC":
+		return "GRPC"
+	case "grpc":
+		return "grpc"
+	case "TCP":
+		return "TCP"
+	case "tcp":
+		return "tcp"
+	case "TLS":
+		return "TLS"
+	case "tls":
+		return "tls"
+	}
+	return string(v)
 }
 
 // eachField calls f with each field of a valid encoding: for a length-delimited field its

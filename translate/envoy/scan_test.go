@@ -132,3 +132,23 @@ func TestMapKeyGivenTwiceKeepsItsLastValue(t *testing.T) {
 		t.Errorf("ports %v, want %v", ports, want)
 	}
 }
+
+// TestPortWordIsTheBytesAsAString: a port's name or protocol reads as written, whether it is
+// one of the table's words (taken without a copy) or not (copied, so that the record never
+// aliases the encoding it was scanned from).
+func TestPortWordIsTheBytesAsAString(t *testing.T) {
+	for _, w := range []string{"HTTP", "http", "HTTPS", "https", "HTTP2", "http2", "GRPC", "grpc", "TCP", "tcp", "TLS", "tls",
+		"Http", "http-web", "", "GRPC-WEB", "mongo", "h\xffx"} {
+		b := []byte(w)
+		got := portWord(b)
+		for i := range b {
+			b[i] = 'X' // the scanned bytes may be reused: the string must not change with them
+		}
+		if got != w {
+			t.Errorf("portWord(%q) = %q", w, got)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = portWord([]byte("http")) }); n != 0 {
+		t.Errorf("portWord of a protocol name allocates %v times, want none", n)
+	}
+}

@@ -607,3 +607,43 @@ func TestPerHostRecordsKeepTheirSize(t *testing.T) {
 		}
 	}
 }
+
+// TestPortHTTPChainFollowsItsSharedHosts: a port's 0.0.0.0_PORT listener has an HTTP chain
+// while some host on the port is reached through it (portState.shares); a host with a
+// listener of its own (a sniffed port on its own address) is on the port but not counted.
+// Rebuilding a counted host, then removing it, leaves exactly what a fresh build of the rest
+// gives: a rebuild must not count the host twice.
+func TestPortHTTPChainFollowsItsSharedHosts(t *testing.T) {
+	coll := collectionOf(kindServiceEntry)
+	shared := func(version, portName string) *mcpapi.Resource {
+		r := resource(kindServiceEntry, "ns/a", &networking.ServiceEntry{
+			Hosts: []string{"a.example"}, Resolution: networking.ServiceEntry_STATIC,
+			Ports:     []*networking.ServicePort{{Number: 8080, Name: portName, Protocol: "HTTP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}},
+		})
+		r.Metadata.Version = version
+		return r
+	}
+	own := resource(kindServiceEntry, "ns/b", &networking.ServiceEntry{
+		Hosts: []string{"b.example"}, Addresses: []string{"240.0.0.2"}, Resolution: networking.ServiceEntry_STATIC,
+		Ports:     []*networking.ServicePort{{Number: 8080, Name: "web"}}, // no protocol: sniffed
+		Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.2"}},
+	})
+	own.Metadata.Version = "1"
+	m := newMesh(map[string][]*mcpapi.Resource{coll: {shared("1", "http"), own}})
+	tr := NewTranslator(TranslatorOptions{})
+	feed(tr, coll, m.inputs()[coll], nil)
+	tr.Translate()
+	assertSameAsFromScratch(t, "both hosts", tr, m)
+
+	changed := shared("2", "http-a") // rebuilds a.example's unit, still on the port
+	m.put(coll, changed)
+	feed(tr, coll, []*mcpapi.Resource{changed}, nil)
+	tr.Translate()
+	assertSameAsFromScratch(t, "a.example rebuilt", tr, m)
+
+	delete(m[coll], "ns/a")
+	feed(tr, coll, nil, []string{"ns/a"})
+	tr.Translate()
+	assertSameAsFromScratch(t, "a.example removed", tr, m)
+}

@@ -143,6 +143,16 @@ func checkDefaultRoute(name string, domains []string, cluster, operation string)
 	return nil
 }
 
+// defaultRouteSurelyValid tells, without making them, that checkDefaultRoute passes the
+// default route of host on a port whose virtual host is name: its gRPC domains are the
+// sidecar's domains each also with ":PORT" ("[ADDRESS]:PORT", and "ADDRESS.:PORT" for an
+// address), its cluster "outbound|PORT||HOST" and its operation "HOST:PORT/*", all valid
+// exactly when the sidecar's domains and the host are. False means only: check in full.
+// TestDefaultRouteSurelyValidOnlyWhenTheCheckPasses holds the two together.
+func defaultRouteSurelyValid(name string, sidecarDomains []string, host string) bool {
+	return defaultRouteParts.err == nil && host != "" && utf8.ValidString(host) && checkVirtualHostHead(name, sidecarDomains) == nil
+}
+
 // defaultRouteStrings are the default route's varying strings, written in place.
 type defaultRouteStrings interface {
 	clusterLen() int

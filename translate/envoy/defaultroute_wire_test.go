@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"pgregory.net/rapid"
 )
 
 // TestDefaultRouteRestIsTheMarshalledMessage: the default route's virtual host rest written
@@ -143,4 +144,33 @@ func TestVirtualHostHeadIsTheMarshalledMessage(t *testing.T) {
 			t.Errorf("%q %q: written\n%x\nmarshalled\n%x", c.name, c.domains, got, want)
 		}
 	}
+}
+
+// TestDefaultRouteSurelyValidOnlyWhenTheCheckPasses: the shortcut that checks a sidecar's
+// default route on the sidecar's domains and the host, making no gRPC domains, cluster or
+// operation, says valid only where the full check (checkDefaultRoute on those) passes, and
+// for a non-empty host exactly where it does: hosts and addresses with NUL, CR, LF, bytes
+// that are not UTF-8, IPv4 and IPv6 addresses, the names a proxy calls a host by.
+func TestDefaultRouteSurelyValidOnlyWhenTheCheckPasses(t *testing.T) {
+	text := rapid.OneOf(
+		rapid.StringMatching(`[a-z0-9.*-]{0,20}`),
+		rapid.SampledFrom([]string{"", "10.1.2.3", "fd00::1", "a.ns.svc.cluster.local", "x\x00y", "x\ry", "x\ny", "\xff.example", "é.example"}),
+	)
+	rapid.Check(t, func(rt *rapid.T) {
+		host := text.Draw(rt, "host")
+		vip := rapid.SampledFrom([]string{"", "0.0.0.0", "240.0.0.1", "fd00::2", "bad\nvip", "\xfe"}).Draw(rt, "vip")
+		port := uint32(rapid.IntRange(1, 65535).Draw(rt, "port"))
+		proxyDomain := sharedProxyDomain("cluster.local")
+		name := domainName(host, port)
+		sidecar := virtualHostDomains(host, port, vip, proxyDomain, false, nil)
+		grpc := virtualHostDomains(host, port, vip, proxyDomain, true, nil)
+		full := checkDefaultRoute(name, grpc, ClusterName(port, "", host), defaultRouteOperation(host, port)) == nil
+		sure := defaultRouteSurelyValid(name, sidecar, host)
+		if sure && !full {
+			rt.Fatalf("host %q vip %q port %d: the shortcut says valid, the full check refuses", host, vip, port)
+		}
+		if host != "" && sure != full {
+			rt.Fatalf("host %q vip %q port %d: the shortcut says %v, the full check %v", host, vip, port, sure, full)
+		}
+	})
 }

@@ -244,8 +244,17 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	vip := b.vipFor(p.number)
 	known := func(alt string) bool { return b.otherHostOnPort(alt, p.number) }
 	name := domainName(b.host, p.number)
-	grpcDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known)
 	sidecarDomains := virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), false, known)
+	// The gRPC client's domains (the sidecar's, each also with the port) are made when a
+	// build reads them: a sidecar's default route, most hosts', is checked without them
+	// (routeRests), and a list of strings a host was a tenth of what its build allocated.
+	var grpcList []string
+	grpcDomains := func() []string {
+		if grpcList == nil {
+			grpcList = virtualHostDomains(b.host, p.number, vip, b.proxyDomain(), true, known)
+		}
+		return grpcList
+	}
 	grpc := b.t.proxylessFor(b.host) // the proxyless outputs are built (grpccluster.go)
 	grpcRest, own, dflt, ok := b.routeRests(p, vs, name, grpcDomains, sidecarDomains, grpc)
 	if !ok {
@@ -262,7 +271,7 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 	pv := portVhost{port: p.number, sidecar: sidecar, own: own, defaultRoute: dflt}
 	var grpcHead, localGRPCHead []byte
 	if grpc {
-		if grpcHead, err = virtualHostHead(name, grpcDomains); err != nil {
+		if grpcHead, err = virtualHostHead(name, grpcDomains()); err != nil {
 			b.invalid("VirtualHost", name, err)
 			return
 		}
@@ -336,17 +345,22 @@ func (b *hostBuild) putAPIListener(port uint32) {
 // (1) and domains (2) come first, so head and rest together are the message's encoding).
 // dflt tells the host's default route without a hash policy (defaultTail): its rest is
 // checked, and encoded only when encode (it is the same for both clients).
-func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains, sidecarDomains []string, encode bool) (grpcRest, sidecarRest []byte, dflt, ok bool) {
+func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDomains func() []string, sidecarDomains []string, encode bool) (grpcRest, sidecarRest []byte, dflt, ok bool) {
 	hash := defaultRouteHash(b.dr, p.number)
 	if vs == nil && hash == nil {
 		// The common case, from parts (defaultroute_wire.go). The sidecar's domains are the
-		// gRPC client's without ports: checked with them.
+		// gRPC client's without ports: checked with them. Unless encoded, what the check
+		// reads is made only when the sidecar's domains and the host do not already tell that
+		// it passes (defaultRouteSurelyValid): the error, if any, is the full check's.
+		if !encode && defaultRouteSurelyValid(name, sidecarDomains, b.host) {
+			return nil, nil, true, true
+		}
 		cluster, op := ClusterName(p.number, "", b.host), defaultRouteOperation(b.host, p.number)
 		var err error
 		if encode {
-			grpcRest, err = defaultRouteRest(name, grpcDomains, cluster, op)
+			grpcRest, err = defaultRouteRest(name, grpcDomains(), cluster, op)
 		} else {
-			err = checkDefaultRoute(name, grpcDomains, cluster, op)
+			err = checkDefaultRoute(name, grpcDomains(), cluster, op)
 		}
 		if err != nil {
 			b.invalid("VirtualHost", name, err)
@@ -376,7 +390,7 @@ func (b *hostBuild) routeRests(p port, vs *virtualService, name string, grpcDoma
 		}
 		return out, true
 	}
-	if grpcRest, ok = rest(grpcDomains, grpc); !ok {
+	if grpcRest, ok = rest(grpcDomains(), grpc); !ok {
 		return nil, nil, false, false
 	}
 	if vs == nil {

@@ -240,7 +240,9 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 	}
 	b := newBuild(t, kindServiceEntry, se.Key)
 	dr, _ := t.destinationRuleFor(host)
-	ports := servicePorts(se, &faults{})
+	var room [2]port   // most ServiceEntries have one or two ports
+	var ignored faults // the host's build reports them
+	ports := appendServicePorts(room[:0], se, &ignored)
 	subsets := dr.subsets()
 	b.u.reserveOutputs(len(ports) * (1 + len(subsets)))
 	pooled := getWorkloads()

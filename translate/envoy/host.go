@@ -180,7 +180,8 @@ func (t *Translator) buildHost(host string) *unitState {
 }
 
 func (b *hostBuild) buildPorts() {
-	ports := servicePorts(b.se, b.fs)
+	var room [2]port // most ServiceEntries have one or two ports
+	ports := appendServicePorts(room[:0], b.se, b.fs)
 	// A cluster a port: most hosts have nothing more (a route configuration and a listener
 	// a port only for the proxyless, a cluster a subset only with a DestinationRule's), and
 	// room for three was 80 bytes a host left empty, 80 MB at a million hosts.

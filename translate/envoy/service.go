@@ -94,7 +94,13 @@ var subsetPattern = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])
 // servicePorts validates a ServiceEntry's ports: a number in 1..65535, each number and name
 // once. A faulty port is left out.
 func servicePorts(se *serviceEntry, fs *faults) []port {
-	out := make([]port, 0, len(se.ports))
+	return appendServicePorts(make([]port, 0, len(se.ports)), se, fs)
+}
+
+// appendServicePorts is servicePorts appending to out: a build of a host passes room on its
+// stack (two lists a host, a million hosts).
+func appendServicePorts(out []port, se *serviceEntry, fs *faults) []port {
+	out = slices.Grow(out, len(se.ports))
 	seen := portsSeen(out)
 	for i, p := range se.ports {
 		switch {

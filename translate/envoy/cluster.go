@@ -281,15 +281,27 @@ func getWorkloads() *[]workload {
 }
 
 // putWorkloads returns a build's workloads to the pool in p, cleared: their strings are
-// views into ServiceEntries' encodings, which a pooled slice would otherwise keep alive. A
-// slice grown for a host of many endpoints is left to the collector.
+// views into ServiceEntries' encodings, which a pooled slice would otherwise keep alive. Each
+// keeps its label list, emptied and cleared, as room for the labels of the workload the next
+// build writes there (appendEndpoints). A slice grown for a host of many endpoints is left to
+// the collector.
 func putWorkloads(p *[]workload, ws []workload) {
 	if cap(ws) > maxPooledWorkloads {
 		return
 	}
-	clear(ws)
-	*p = ws[:0]
+	*p = emptied(ws)
 	workloadsPool.Put(p)
+}
+
+// emptied is ws cleared to length zero, each workload's label list kept, emptied and
+// cleared, as room for the next build's (see putWorkloads).
+func emptied(ws []workload) []workload {
+	for i := range ws {
+		room := ws[i].labels
+		clear(room[:cap(room)])
+		ws[i] = workload{labels: room[:0]}
+	}
+	return ws[:0]
 }
 
 const maxPooledWorkloads = 64

@@ -205,11 +205,19 @@ var (
 // workloads, read as proto.Unmarshal would read them (a repeated map key's last value wins,
 // the last of a scalar), without building their messages. Strings are views into b, which
 // the store never modifies: a build holds its workloads only while it encodes them.
+//
+// A pooled out keeps, in the room past its length, the label lists of the workloads it held
+// before, emptied (putWorkloads): a workload written there appends its labels to that room
+// rather than to a list of its own (an allocation per endpoint, three a host at scale).
 func appendEndpoints(out []workload, b []byte, kind, key string) []workload {
 	start := len(out)
 	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) {
 		if num == seEndpoints && typ == protowire.BytesType {
-			w := scanWorkload(v)
+			var room labels
+			if len(out) < cap(out) {
+				room = out[:len(out)+1][len(out)].labels[:0]
+			}
+			w := scanWorkload(v, room)
 			w.kind, w.key, w.index = kind, key, len(out)-start
 			out = append(out, w)
 		}
@@ -217,8 +225,9 @@ func appendEndpoints(out []workload, b []byte, kind, key string) []workload {
 	return out
 }
 
-func scanWorkload(b []byte) workload {
-	var w workload
+// scanWorkload reads a WorkloadEntry encoding, appending its labels to room.
+func scanWorkload(b []byte, room labels) workload {
+	w := workload{labels: room}
 	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) {
 		switch {
 		case num == weAddress && typ == protowire.BytesType:

@@ -80,11 +80,30 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 
 // TestScanEndpointsReadsWhatUnmarshalReads: a ServiceEntry's inline endpoints read from its
 // encoding are the workloads its decoded endpoints make, merged encodings included (a map key
-// given twice keeps its last value).
+// given twice keeps its last value); read into a slice an earlier build gave back (emptied,
+// as the builds' pool keeps them, with room for labels), nothing of the earlier ones stays.
 func TestScanEndpointsReadsWhatUnmarshalReads(t *testing.T) {
 	text := rapid.StringMatching(`[a-z0-9./-]{0,6}`)
 	rapid.Check(t, func(rt *rapid.T) {
-		var b []byte
+		var earlier, b []byte
+		for range rapid.IntRange(0, 2).Draw(rt, "earlier encodings") {
+			se := &networking.ServiceEntry{Hosts: []string{"b.example"}}
+			for range rapid.IntRange(0, 4).Draw(rt, "earlier endpoints") {
+				se.Endpoints = append(se.Endpoints, &networking.WorkloadEntry{
+					Address: text.Draw(rt, "earlier address"), Labels: rapid.MapOfN(text, text, 0, 4).Draw(rt, "earlier labels")})
+			}
+			enc, err := proto.Marshal(se)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			earlier = append(earlier, enc...)
+		}
+		pooled := emptied(appendEndpoints(nil, earlier, kindServiceEntry, "ns/earlier"))
+		for _, w := range pooled[:cap(pooled)] {
+			if w.address != "" || slices.ContainsFunc(w.labels[:cap(w.labels)], func(l label) bool { return l != label{} }) {
+				rt.Fatalf("an emptied workload keeps %+v", w)
+			}
+		}
 		for range rapid.IntRange(1, 2).Draw(rt, "encodings") {
 			se := &networking.ServiceEntry{Hosts: []string{"a.example"}}
 			for range rapid.IntRange(0, 4).Draw(rt, "endpoints") {
@@ -105,7 +124,7 @@ func TestScanEndpointsReadsWhatUnmarshalReads(t *testing.T) {
 		if err := proto.Unmarshal(b, &want); err != nil {
 			rt.Fatal(err)
 		}
-		got := appendEndpoints(nil, b, kindServiceEntry, "ns/se")
+		got := appendEndpoints(pooled, b, kindServiceEntry, "ns/se")
 		if len(got) != len(want.GetEndpoints()) {
 			rt.Fatalf("%d endpoints, want %d", len(got), len(want.GetEndpoints()))
 		}

@@ -247,8 +247,9 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 	b.u.reserveOutputs(len(ports) * (1 + len(subsets)))
 	pooled := getWorkloads()
 	ws := t.appendWorkloads(*pooled, se)
+	var epRoom [4]endpoint // a port's endpoints, read only while its load assignments are encoded
 	for _, p := range ports {
-		eps := portEndpoints(ws, p, true, b.fs)
+		eps := appendPortEndpoints(epRoom[:0], ws, p, true, b.fs)
 		b.putLoadAssignment(ClusterName(p.number, "", host), eps)
 		for i, ss := range subsets {
 			if ss == nil {

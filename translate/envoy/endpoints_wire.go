@@ -46,14 +46,28 @@ func encodeLoadAssignment(name string, eps []endpoint) (store.Encoded, bool) {
 	if name == "" || !utf8.ValidString(name) {
 		return store.Encoded{}, false
 	}
-	lbs := make([]wireEndpoint, len(eps))
-	for i, ep := range eps {
+	// The endpoints and their groups are read only while encoding: room for most hosts' on
+	// the stack (two lists a host, garbage at once, a million hosts).
+	var lbRoom [4]wireEndpoint
+	lbs := lbRoom[:0]
+	if len(eps) > len(lbRoom) {
+		lbs = make([]wireEndpoint, 0, len(eps))
+	}
+	for _, ep := range eps {
 		if !encodable(ep) {
 			return store.Encoded{}, false
 		}
-		lbs[i] = newWireEndpoint(ep)
+		lbs = append(lbs, newWireEndpoint(ep))
 	}
-	groups := localityGroups(lbs)
+	var one [1]localityGroup
+	var groups []localityGroup
+	if g, ok := oneLocality(lbs); ok {
+		one[0] = g
+		groups = one[:]
+	} else {
+		// lbs may be on the stack, and the groups keep their endpoints: a copy (rare).
+		groups = localityGroups(slices.Clone(lbs))
+	}
 	size := stringField(claClusterName, name)
 	for i := range groups {
 		size += messageField(claEndpoints, groups[i].size)
@@ -94,15 +108,10 @@ type localityGroup struct {
 }
 
 func localityGroups(eps []wireEndpoint) []localityGroup {
-	var groups []localityGroup
-	if len(eps) > 0 && !slices.ContainsFunc(eps[1:], func(ep wireEndpoint) bool { return ep.locality != eps[0].locality }) {
-		// One locality, as most hosts' endpoints are: the group is eps itself, not a copy.
-		groups = []localityGroup{{locality: eps[0].locality, eps: eps}}
-		for _, ep := range eps {
-			groups[0].weight += max(ep.weight, 1)
-		}
-		eps = nil
+	if g, ok := oneLocality(eps); ok {
+		return []localityGroup{g}
 	}
+	var groups []localityGroup
 	for _, ep := range eps {
 		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == ep.locality })
 		if i < 0 {
@@ -114,13 +123,31 @@ func localityGroups(eps []wireEndpoint) []localityGroup {
 	}
 	slices.SortFunc(groups, func(a, b localityGroup) int { return strings.Compare(a.locality, b.locality) })
 	for i := range groups {
-		g := &groups[i]
-		g.size = messageField(lleLocality, localitySize(g.locality)) + messageField(lleWeight, uint32Size(g.weight))
-		for _, ep := range g.eps {
-			g.size += messageField(lleLbEndpoints, ep.size)
-		}
+		groups[i].sized()
 	}
 	return groups
+}
+
+// oneLocality is the group of eps when they all have one locality, as most hosts' endpoints
+// do: eps itself, not a copy. False for none, or more than one locality.
+func oneLocality(eps []wireEndpoint) (localityGroup, bool) {
+	if len(eps) == 0 || slices.ContainsFunc(eps[1:], func(ep wireEndpoint) bool { return ep.locality != eps[0].locality }) {
+		return localityGroup{}, false
+	}
+	g := localityGroup{locality: eps[0].locality, eps: eps}
+	for _, ep := range eps {
+		g.weight += max(ep.weight, 1)
+	}
+	g.sized()
+	return g, true
+}
+
+// sized sets the size of the group's encoding.
+func (g *localityGroup) sized() {
+	g.size = messageField(lleLocality, localitySize(g.locality)) + messageField(lleWeight, uint32Size(g.weight))
+	for _, ep := range g.eps {
+		g.size += messageField(lleLbEndpoints, ep.size)
+	}
 }
 
 func (g *localityGroup) append(b []byte) []byte {

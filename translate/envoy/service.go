@@ -222,7 +222,13 @@ type endpoint struct {
 // address:port that appears twice is kept once, and weights may not add up past 2^32-1:
 // grpc-go rejects a load assignment with a duplicate address or an overflowing weight sum.
 func portEndpoints(ws []workload, p port, ips bool, fs *faults) []endpoint {
-	out := make([]endpoint, 0, len(ws))
+	return appendPortEndpoints(make([]endpoint, 0, len(ws)), ws, p, ips, fs)
+}
+
+// appendPortEndpoints is portEndpoints into out, empty with room: a build of load
+// assignments passes room on its stack (a list a host, read only while it is encoded).
+func appendPortEndpoints(out []endpoint, ws []workload, p port, ips bool, fs *faults) []endpoint {
+	out = slices.Grow(out, len(ws))
 	var seen map[hostPort]bool // for many endpoints; a few are searched among out
 	if len(ws) > 16 {
 		seen = make(map[hostPort]bool, len(ws))

@@ -202,8 +202,11 @@ func ByGroupVersionKind(apiVersion, kind string) (*Kind, bool) {
 	if strings.Contains(kind, "/") {
 		return nil, false // else "g" + "v/Kind" would pass for "g/v" + "Kind"
 	}
-	// An xDS type URL is exactly group/version/Kind.
-	k, ok := byName.xds[apiVersion+"/"+kind]
+	// An xDS type URL is exactly group/version/Kind. The key is made on the stack: a map
+	// index by string(bytes) copies nothing, and every document of every file is looked up.
+	var room [96]byte
+	key := append(append(append(room[:0], apiVersion...), '/'), kind...)
+	k, ok := byName.xds[string(key)]
 	return k, ok
 }
 

@@ -92,14 +92,20 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Kind.Validate): each fault istiod would refuse it for is a *DecodeError of its own, naming the
 // field. The decoded message is validated and dropped: what is kept is its encoding.
 func Decode(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, true)
+	return decode(data, file, true, false)
+}
+
+// decodeOwned is Decode of data the caller owns and never modifies: the objects' strings,
+// and the faults', may be views into it (a file's content, read to be decoded).
+func decodeOwned(data []byte, file string) ([]Object, []error) {
+	return decode(data, file, true, true)
 }
 
 // DecodeUnchecked is Decode without istiod's validation: every document that decodes is an
 // object, whatever istiod would say of it. It is for the tests of what must withstand
 // resources istiod refuses (the translation reports its own faults on them), not for serving.
 func DecodeUnchecked(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, false)
+	return decode(data, file, false, false)
 }
 
 // DecodeJSON decodes one object of Kubernetes-style Istio config from its JSON, as an API
@@ -125,16 +131,18 @@ func DecodeJSON(js []byte, origin string) (*Object, []error) {
 	return nil, errs
 }
 
-func decode(data []byte, file string, validate bool) ([]Object, []error) {
+func decode(data []byte, file string, validate, views bool) ([]Object, []error) {
+	docs := splitDocuments(data)
 	var (
 		objs []Object
 		errs []error
-		// first document of each (collection, name), to report a name defined twice
-		seen = map[[2]string]int{}
+		// first document of each (collection, name), to report a name defined twice: sized
+		// for the documents, not grown one doubling at a time (a file of a thousand)
+		seen = make(map[[2]string]int, len(docs))
 		doc  = 0
-		fast = &fastYAML{} // reused by every document
+		fast = &fastYAML{views: views} // reused by every document
 	)
-	for _, d := range splitDocuments(data) {
+	for _, d := range docs {
 		if isBlank(d.text) {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // fastYAML reads the plain block YAML that Istio config files are made of — mappings and
@@ -34,6 +35,10 @@ type fastYAML struct {
 	// are reported word for word as before (the decoder orders keys and escapes strings its own
 	// way, which shows in protojson's messages).
 	extended bool
+	// views: the text parsed is the caller's own, never modified while the tree or anything
+	// decoded from it is in use (a file the source read), and the tree's strings are views
+	// into it; else they slice one copy of each document.
+	views bool
 }
 
 // nodeKind is what a node of the tree is.
@@ -74,7 +79,15 @@ func (p *fastYAML) parse(data []byte) bool {
 	if len(data) > maxFastText {
 		return false
 	}
-	text := string(data) // one copy, which every string of the tree slices
+	// One copy, which every string of the tree slices; none when the text is the caller's
+	// (views): a file read only to be decoded was copied whole again, 400 bytes a
+	// ServiceEntry of garbage.
+	var text string
+	if p.views {
+		text = unsafe.String(unsafe.SliceData(data), len(data))
+	} else {
+		text = string(data)
+	}
 	for len(text) > 0 {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {

@@ -497,7 +497,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.sum, f.read = sum, true
-	decodedObjs, errs := Decode(data, f.nameOr(path))
+	decodedObjs, errs := decodeOwned(data, f.nameOr(path)) // data is this read's alone
 	f.faults = errs
 	if len(errs) > 0 {
 		return false, false

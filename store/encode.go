@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
@@ -82,6 +85,9 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 	if body != nil {
 		anyLen = stringSize(1, body.TypeUrl) + bytesSize(2, len(body.Value))
 	}
+	if directMetadata(r.Metadata) {
+		return encodeDirect(r.Metadata, body, anyLen), nil
+	}
 	var metaBytes []byte
 	var err error
 	if r.Metadata.Version != "" {
@@ -115,6 +121,139 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		b = appendBytes(b, 2, body.Value)
 	}
 	return newEncoded(b), nil
+}
+
+// directMetadata tells whether encodeDirect writes m as deterministic marshalling does: its
+// strings UTF-8 (else marshalling fails, with the error the generic path gives) and no
+// unknown fields in it or its timestamp.
+func directMetadata(m *mcpapi.Metadata) bool {
+	if len(m.ProtoReflect().GetUnknown()) > 0 || m.CreateTime != nil && len(m.CreateTime.ProtoReflect().GetUnknown()) > 0 {
+		return false
+	}
+	if !utf8.ValidString(m.Name) || !utf8.ValidString(m.Version) {
+		return false
+	}
+	for _, labels := range []map[string]string{m.Labels, m.Annotations} {
+		for k, v := range labels {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// encodeDirect is Encode of a resource whose metadata directMetadata vouches for, written
+// field by field into one allocation: deterministic marshalling sorts a map's keys through
+// reflection (several allocations a resource, every document of every file), and the
+// content-hash version was an unversioned encoding, a hex string and a copy with the version.
+// The hash is fed the same bytes as before (the unversioned metadata, then the body), from
+// the pieces around the version's place, which is then filled in as EncodeBody fills it.
+func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) Encoded {
+	var keyRoom [2][8]string // most resources have a few labels and annotations
+	labels := sortedKeys(keyRoom[0][:0], m.Labels)
+	annotations := sortedKeys(keyRoom[1][:0], m.Annotations)
+	version := m.Version
+	hashed := version == ""
+	if hashed {
+		version = "0000000000000000" // in place of the hash, filled in below
+	}
+	head := stringSize(1, m.Name) // name and create_time: before the version
+	if ts := m.CreateTime; ts != nil {
+		head += fieldLen(2, timestampSize(ts.Seconds, ts.Nanos))
+	}
+	tail := mapSize(4, labels, m.Labels) + mapSize(5, annotations, m.Annotations)
+	metaLen := head + stringSize(3, version) + tail
+	size := fieldLen(1, metaLen)
+	if body != nil {
+		size += fieldLen(2, anyLen)
+	}
+	b := make([]byte, 0, size)
+	b = appendField(b, 1, metaLen)
+	headAt := len(b)
+	b = appendString(b, 1, m.Name)
+	if ts := m.CreateTime; ts != nil {
+		b = appendField(b, 2, timestampSize(ts.Seconds, ts.Nanos))
+		b = appendTimestamp(b, ts.Seconds, ts.Nanos)
+	}
+	versionAt := len(b)
+	b = appendString(b, 3, version)
+	tailAt := len(b)
+	b = appendMap(b, 4, labels, m.Labels)
+	b = appendMap(b, 5, annotations, m.Annotations)
+	if body != nil {
+		b = appendField(b, 2, anyLen)
+		b = appendString(b, 1, body.TypeUrl)
+		b = appendBytes(b, 2, body.Value)
+	}
+	if hashed {
+		var h xxhash.Digest
+		h.Reset()
+		var scratch [2 * binary.MaxVarintLen64]byte
+		h.Write(appendField(scratch[:0], 1, head+tail))
+		h.Write(b[headAt:versionAt])
+		h.Write(b[tailAt : tailAt+tail])
+		if body != nil {
+			hashAny(&h, anyLen, body.TypeUrl, body.Value)
+		}
+		sum := sumOf(&h)
+		hex.Encode(b[versionAt+fieldLen(3, versionLen)-versionLen:], sum[:])
+	}
+	return newEncoded(b)
+}
+
+// sortedKeys appends m's keys to room, sorted, as deterministic marshalling orders a map.
+func sortedKeys(room []string, m map[string]string) []string {
+	for k := range m {
+		room = append(room, k)
+	}
+	slices.Sort(room)
+	return room
+}
+
+// mapSize is the size of a map<string, string> field num of m, its keys given sorted: each
+// entry a message of its key (1) and value (2), both written even when empty.
+func mapSize(num protowire.Number, keys []string, m map[string]string) int {
+	n := 0
+	for _, k := range keys {
+		n += fieldLen(num, entrySize(k, m[k]))
+	}
+	return n
+}
+
+func entrySize(k, v string) int { return fieldLen(1, len(k)) + fieldLen(2, len(v)) }
+
+func appendMap(b []byte, num protowire.Number, keys []string, m map[string]string) []byte {
+	for _, k := range keys {
+		v := m[k]
+		b = appendField(b, num, entrySize(k, v))
+		b = append(appendField(b, 1, len(k)), k...)
+		b = append(appendField(b, 2, len(v)), v...)
+	}
+	return b
+}
+
+// timestampSize is the size of a google.protobuf.Timestamp's fields: seconds (1) and nanos
+// (2), varints left out when zero, nanos sign-extended as an int32 is.
+func timestampSize(seconds int64, nanos int32) int {
+	n := 0
+	if seconds != 0 {
+		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(seconds))
+	}
+	if nanos != 0 {
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(int64(nanos)))
+	}
+	return n
+}
+
+func appendTimestamp(b []byte, seconds int64, nanos int32) []byte {
+	if seconds != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), uint64(seconds))
+	}
+	if nanos != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), uint64(int64(nanos)))
+	}
+	return b
 }
 
 // versionLen is the length of a content-hash version: 64 bits in hex.

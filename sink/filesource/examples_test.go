@@ -4,7 +4,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpbridge/mcpbridge/kinds"
 )
@@ -52,6 +55,44 @@ func TestExamples(t *testing.T) {
 	} {
 		if !names[n] {
 			t.Errorf("examples lack %s", n)
+		}
+	}
+}
+
+// TestOwnedDecodeIsDecode: the file source's decode, whose strings are views into the read
+// and whose documents' encodings share chunks, gives the objects and faults Decode gives,
+// for the examples, a thousand ServiceEntries (several chunks' worth of encodings) and
+// documents with faults; and what it decoded stays the same when the decode goes on past it.
+func TestOwnedDecodeIsDecode(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	inputs := map[string][]byte{"thousand.yaml": thousandServiceEntries()}
+	inputs["thousand-twice.yaml"] = append(thousandServiceEntries(), append([]byte("\n---\n"), thousandServiceEntries()...)...)
+	inputs["faults.yaml"] = []byte("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: b, labels: {x: y}}\nspec: {hosts: [a.example], ports: [{number: 99999, name: http}]}\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: c}\nspec: {hosts: [c.example], resolution: DNS}\n")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[filepath.Base(f)] = data
+	}
+	for name, data := range inputs {
+		want, wantErrs := Decode(data, name)
+		got, gotErrs := decodeOwned(slices.Clone(data), name)
+		if len(got) != len(want) || len(gotErrs) != len(wantErrs) {
+			t.Fatalf("%s: %d objects, %d faults; Decode: %d, %d", name, len(got), len(gotErrs), len(want), len(wantErrs))
+		}
+		for i := range want {
+			if !proto.Equal(got[i].Resource, want[i].Resource) || got[i].Kind != want[i].Kind || got[i].Doc != want[i].Doc {
+				t.Fatalf("%s: object %d is %v, Decode's %v", name, i, got[i].Resource, want[i].Resource)
+			}
+		}
+		for i := range wantErrs {
+			if gotErrs[i].Error() != wantErrs[i].Error() {
+				t.Fatalf("%s: fault %d is %q, Decode's %q", name, i, gotErrs[i], wantErrs[i])
+			}
 		}
 	}
 }

@@ -83,7 +83,9 @@ func (n *yamlNode) nonEmptyString() (string, bool) {
 }
 
 // metadata decodes metadata as the general path's metadata does. The strings it keeps are
-// copies: the tree's strings share the whole document's text, which the store should not keep.
+// copies (own): the tree's strings share the whole document's text, which an object kept by
+// Decode's caller should not keep; the file source's own decode (views) encodes the object
+// and drops it, and takes them as they are.
 func (p *fastYAML) metadata(i int32) (*mcpapi.Metadata, bool) {
 	if p.nodes[i].kind != mappingNode {
 		return nil, false
@@ -103,7 +105,7 @@ func (p *fastYAML) metadata(i int32) (*mcpapi.Metadata, bool) {
 		case "annotations":
 			meta.Annotations, ok = p.stringMap(c)
 		case "resourceVersion":
-			meta.Version, ok = strings.Clone(f.value), f.kind == stringNode
+			meta.Version, ok = p.own(f.value), f.kind == stringNode
 		case "creationTimestamp":
 			meta.CreateTime, ok = f.timestamp()
 		default:
@@ -134,7 +136,7 @@ func (p *fastYAML) stringMap(i int32) (map[string]string, bool) {
 		if p.nodes[c].kind != stringNode {
 			return nil, false
 		}
-		out[strings.Clone(p.nodes[c].key)] = strings.Clone(p.nodes[c].value)
+		out[p.own(p.nodes[c].key)] = p.own(p.nodes[c].value)
 	}
 	return out, true
 }
@@ -160,11 +162,27 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 // validate and the message is not built: it returns the sentinel surelyValid instead.
 func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
 	desc := k.Descriptor()
-	value, ok := p.appendMessage(nil, i, desc, 0)
+	// With views, the file source's decode, the documents' encodings are appended to chunks
+	// of the file's (values), not each grown from nothing, three allocations a document: the
+	// values live until the file's objects are encoded. A chunk with little room left is
+	// replaced, not grown (a value keeps the array it was written in; growing would copy the
+	// others).
+	var room []byte
+	if p.views {
+		if cap(p.values)-len(p.values) < valueRoomMin {
+			p.values = make([]byte, 0, valueChunk)
+		}
+		room = p.values
+	}
+	all, ok := p.appendMessage(room, i, desc, 0)
 	if !ok {
 		return nil, nil, false
 	}
-	body := &anypb.Any{TypeUrl: anyPrefix + string(desc.FullName()), Value: value}
+	value := all[len(room):len(all):len(all)]
+	if p.views {
+		p.values = all
+	}
+	body := &anypb.Any{TypeUrl: k.AMCSTypeURL, Value: value}
 	if k.SurelyValid(md, value) {
 		return body, surelyValid, true
 	}
@@ -174,6 +192,14 @@ func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any
 	}
 	return body, msg, true
 }
+
+// valueChunk is the size of a chunk of document encodings (see spec), and valueRoomMin the
+// room a chunk must have left for the next document's: most are a few hundred bytes, and a
+// larger one grows a chunk of its own.
+const (
+	valueChunk   = 256 << 10
+	valueRoomMin = 16 << 10
+)
 
 // surelyValid stands for the message of a body Kind.SurelyValid vouched for: validate
 // passes it without asking the kind. Nothing reads it: it is compared by identity.

@@ -39,6 +39,16 @@ type fastYAML struct {
 	// decoded from it is in use (a file the source read), and the tree's strings are views
 	// into it; else they slice one copy of each document.
 	views bool
+	// values holds, with views, the encodings of the file's documents (see spec).
+	values []byte
+}
+
+// own is a string of the tree to keep past the parse: a copy, unless views.
+func (p *fastYAML) own(s string) string {
+	if p.views {
+		return s
+	}
+	return strings.Clone(s)
 }
 
 // nodeKind is what a node of the tree is.

@@ -86,7 +86,9 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		anyLen = stringSize(1, body.TypeUrl) + bytesSize(2, len(body.Value))
 	}
 	if directMetadata(r.Metadata) {
-		return encodeDirect(r.Metadata, body, anyLen), nil
+		if enc, ok := encodeDirect(r.Metadata, body, anyLen); ok {
+			return enc, nil
+		}
 	}
 	var metaBytes []byte
 	var err error
@@ -149,7 +151,11 @@ func directMetadata(m *mcpapi.Metadata) bool {
 // content-hash version was an unversioned encoding, a hex string and a copy with the version.
 // The hash is fed the same bytes as before (the unversioned metadata, then the body), from
 // the pieces around the version's place, which is then filled in as EncodeBody fills it.
-func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) Encoded {
+//
+// It writes the fields TestMetadataHasTheFieldsEncodeWrites holds Metadata to; ok false (the
+// sizes and the bytes written disagree: a map changed meanwhile, which is the caller's race)
+// sends the resource the generic way.
+func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded, ok bool) {
 	var keyRoom [2][8]string // most resources have a few labels and annotations
 	labels := sortedKeys(keyRoom[0][:0], m.Labels)
 	annotations := sortedKeys(keyRoom[1][:0], m.Annotations)
@@ -199,7 +205,7 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) Encoded {
 		sum := sumOf(&h)
 		hex.Encode(b[versionAt+fieldLen(3, versionLen)-versionLen:], sum[:])
 	}
-	return newEncoded(b)
+	return newEncoded(b), len(b) == size
 }
 
 // sortedKeys appends m's keys to room, sorted, as deterministic marshalling orders a map.

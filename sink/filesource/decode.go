@@ -142,6 +142,11 @@ func decode(data []byte, file string, validate, views bool) ([]Object, []error) 
 		doc  = 0
 		fast = &fastYAML{views: views} // reused by every document
 	)
+	if views {
+		// The encodings' first block (spec): an encoding is mostly smaller than its YAML,
+		// and a file of one document gets no more than its size.
+		fast.values = make([]byte, 0, min(valueChunk, len(data)))
+	}
 	for _, d := range docs {
 		if isBlank(d.text) {
 			continue

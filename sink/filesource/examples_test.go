@@ -1,10 +1,13 @@
 package filesource
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -70,6 +73,13 @@ func TestOwnedDecodeIsDecode(t *testing.T) {
 	}
 	inputs := map[string][]byte{"thousand.yaml": thousandServiceEntries()}
 	inputs["thousand-twice.yaml"] = append(thousandServiceEntries(), append([]byte("\n---\n"), thousandServiceEntries()...)...)
+	var big strings.Builder // a document whose encoding outgrows any block
+	big.WriteString("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: big, namespace: b}\nspec:\n  hosts: [big.example]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints:\n")
+	for i := range 12000 {
+		fmt.Fprintf(&big, "  - address: 10.%d.%d.%d\n", i/65536, i/256%256, i%256)
+	}
+	inputs["small-then-big.yaml"] = append([]byte("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: small, namespace: b}\nspec: {hosts: [s.example]}\n---\n"),
+		append([]byte(big.String()), append([]byte("\n---\n"), thousandServiceEntries()...)...)...)
 	inputs["faults.yaml"] = []byte("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: b, labels: {x: y}}\nspec: {hosts: [a.example], ports: [{number: 99999, name: http}]}\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: c}\nspec: {hosts: [c.example], resolution: DNS}\n")
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -94,5 +104,30 @@ func TestOwnedDecodeIsDecode(t *testing.T) {
 				t.Fatalf("%s: fault %d is %q, Decode's %q", name, i, gotErrs[i], wantErrs[i])
 			}
 		}
+	}
+}
+
+// TestOwnedDecodeOfASmallFileAllocatesLittle: the blocks the file source's decode writes
+// encodings to are sized for the file, so that a mesh kept as a file a service (a million
+// small files) is not a block of 256 KiB a file: a one-document file takes about what Decode
+// takes.
+func TestOwnedDecodeOfASmallFileAllocatesLittle(t *testing.T) {
+	data := []byte("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: b}\nspec:\n  hosts: [a.example]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.1}]\n")
+	bytesPer := func(decode func([]byte, string) ([]Object, []error)) uint64 {
+		const runs = 50
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range runs {
+			if objs, errs := decode(data, "a.yaml"); len(objs) != 1 || len(errs) != 0 {
+				t.Fatalf("%d objects, faults %v", len(objs), errs)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / runs
+	}
+	copying, owned := bytesPer(Decode), bytesPer(decodeOwned)
+	if owned > 2*copying+4096 {
+		t.Errorf("the file source's decode of one document allocates %d bytes, Decode %d", owned, copying)
 	}
 }

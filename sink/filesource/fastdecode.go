@@ -162,14 +162,15 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 // validate and the message is not built: it returns the sentinel surelyValid instead.
 func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
 	desc := k.Descriptor()
-	// With views, the file source's decode, the documents' encodings are appended to chunks
+	// With views, the file source's decode, the documents' encodings are appended to blocks
 	// of the file's (values), not each grown from nothing, three allocations a document: the
-	// values live until the file's objects are encoded. A chunk with little room left is
-	// replaced, not grown (a value keeps the array it was written in; growing would copy the
-	// others).
+	// values live until the file's objects are encoded. The first block is sized for the
+	// file (decode), a used block with little room left is replaced by a new one, and a
+	// value that outgrows its block goes to the array append grew for it, the block staying
+	// as it was: a value keeps the array it was written in.
 	var room []byte
 	if p.views {
-		if cap(p.values)-len(p.values) < valueRoomMin {
+		if len(p.values) > 0 && cap(p.values)-len(p.values) < valueRoomMin {
 			p.values = make([]byte, 0, valueChunk)
 		}
 		room = p.values
@@ -179,7 +180,7 @@ func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any
 		return nil, nil, false
 	}
 	value := all[len(room):len(all):len(all)]
-	if p.views {
+	if p.views && cap(all) == cap(room) { // written in the block, not in a grown copy of it
 		p.values = all
 	}
 	body := &anypb.Any{TypeUrl: k.AMCSTypeURL, Value: value}
@@ -193,9 +194,9 @@ func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any
 	return body, msg, true
 }
 
-// valueChunk is the size of a chunk of document encodings (see spec), and valueRoomMin the
-// room a chunk must have left for the next document's: most are a few hundred bytes, and a
-// larger one grows a chunk of its own.
+// valueChunk is the most room a block of document encodings is made with (see spec), and
+// valueRoomMin the room a used block must have left for the next document's: most are a few
+// hundred bytes.
 const (
 	valueChunk   = 256 << 10
 	valueRoomMin = 16 << 10
@@ -204,9 +205,6 @@ const (
 // surelyValid stands for the message of a body Kind.SurelyValid vouched for: validate
 // passes it without asking the kind. Nothing reads it: it is compared by identity.
 var surelyValid proto.Message = new(emptypb.Empty)
-
-// anyPrefix is the type URL prefix anypb.MarshalFrom gives an Any.
-const anyPrefix = "type.googleapis.com/"
 
 // maxMessageDepth bounds the nesting of messages the fast path decodes; Istio's messages nest a
 // dozen deep at most, and the general path judges anything deeper against protojson's limit.

@@ -150,7 +150,8 @@ func checkDefaultRoute(name string, domains []string, cluster, operation string)
 // exactly when the sidecar's domains and the host are. False means only: check in full.
 // TestDefaultRouteSurelyValidOnlyWhenTheCheckPasses holds the two together.
 func defaultRouteSurelyValid(name string, sidecarDomains []string, host string) bool {
-	return defaultRouteParts.err == nil && host != "" && utf8.ValidString(host) && checkVirtualHostHead(name, sidecarDomains) == nil
+	// The host's UTF-8 is checked with the name, "HOST:PORT".
+	return defaultRouteParts.err == nil && host != "" && checkVirtualHostHead(name, sidecarDomains) == nil
 }
 
 // defaultRouteStrings are the default route's varying strings, written in place.

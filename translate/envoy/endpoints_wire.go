@@ -65,8 +65,7 @@ func encodeLoadAssignment(name string, eps []endpoint) (store.Encoded, bool) {
 		one[0] = g
 		groups = one[:]
 	} else {
-		// lbs may be on the stack, and the groups keep their endpoints: a copy (rare).
-		groups = localityGroups(slices.Clone(lbs))
+		groups = localityGroups(lbs) // several localities: groups of copies, on the heap
 	}
 	size := stringField(claClusterName, name)
 	for i := range groups {
@@ -107,10 +106,9 @@ type localityGroup struct {
 	size     int
 }
 
+// localityGroups groups endpoints of several localities (oneLocality takes one), each group
+// a copy of its endpoints, groups in order of locality.
 func localityGroups(eps []wireEndpoint) []localityGroup {
-	if g, ok := oneLocality(eps); ok {
-		return []localityGroup{g}
-	}
 	var groups []localityGroup
 	for _, ep := range eps {
 		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == ep.locality })

@@ -22,14 +22,18 @@ func TestHostListsAgainstModel(t *testing.T) {
 			host := rapid.SampledFrom(hosts).Draw(rt, "host")
 			key := fmt.Sprintf("ns/se-%d", rapid.IntRange(0, 4).Draw(rt, "key"))
 			if rapid.Bool().Draw(rt, "add") {
+				// A ServiceEntry of one to three hosts, listed under each, as setServiceEntry
+				// lists it: its own one-element list is then shared by those hosts.
 				se := &serviceEntry{meta: meta{Key: key}}
 				se.alone[0] = se
 				made = append(made, se)
-				addSE(lists, host, se)
-				if model[host] == nil {
-					model[host] = map[string]*serviceEntry{}
+				for _, h := range rapid.SliceOfNDistinct(rapid.SampledFrom(hosts), 1, 3, rapid.ID[string]).Draw(rt, "hosts") {
+					addSE(lists, h, se)
+					if model[h] == nil {
+						model[h] = map[string]*serviceEntry{}
+					}
+					model[h][key] = se
 				}
-				model[host][key] = se
 			} else {
 				delSE(lists, host, key)
 				delete(model[host], key)

@@ -125,6 +125,7 @@ func bySEKey(se *serviceEntry, key string) int { return cmp.Compare(se.Key, key)
 // a list is shared by every host of se, so it is never written: a longer list is a new array
 // (slices.Insert beyond its capacity of one), and one se replaces is replaced whole.
 func addSE(m map[string]seList, host string, se *serviceEntry) {
+	se.alone[0] = se // set where it is made (newServiceEntry); a record made otherwise too
 	l := m[host]
 	i, found := slices.BinarySearchFunc(l, se.Key, bySEKey)
 	switch {
@@ -218,7 +219,8 @@ type unitState struct {
 	// first holds the first output: outputs points into it while a unit has one, as a host's
 	// unit (its cluster) and its load assignments' unit mostly do, so that the unit is one
 	// object for the collector to reach, not two (two million at a million hosts); the same
-	// 128 bytes as 80 and 48 apart (reserveOutputs).
+	// 128 bytes as 80 and 48 apart (reserveOutputs). A unit is never copied (outputs would
+	// point into the original).
 	first  [1]output
 	faults []Fault
 	// Host units only: per HTTP port, the virtual host that the port's route configuration

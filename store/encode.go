@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -125,24 +126,14 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 	return newEncoded(b), nil
 }
 
-// directMetadata tells whether encodeDirect writes m as deterministic marshalling does: its
-// strings UTF-8 (else marshalling fails, with the error the generic path gives) and no
-// unknown fields in it or its timestamp.
+// directMetadata tells whether encodeDirect may write m (no unknown fields in it or its
+// timestamp, and its name and version UTF-8; the maps' strings are checked as encodeDirect
+// reads them): else it is marshalled the generic way, with the error marshalling gives.
 func directMetadata(m *mcpapi.Metadata) bool {
 	if len(m.ProtoReflect().GetUnknown()) > 0 || m.CreateTime != nil && len(m.CreateTime.ProtoReflect().GetUnknown()) > 0 {
 		return false
 	}
-	if !utf8.ValidString(m.Name) || !utf8.ValidString(m.Version) {
-		return false
-	}
-	for _, labels := range []map[string]string{m.Labels, m.Annotations} {
-		for k, v := range labels {
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return false
-			}
-		}
-	}
-	return true
+	return utf8.ValidString(m.Name) && utf8.ValidString(m.Version)
 }
 
 // encodeDirect is Encode of a resource whose metadata directMetadata vouches for, written
@@ -152,23 +143,26 @@ func directMetadata(m *mcpapi.Metadata) bool {
 // The hash is fed the same bytes as before (the unversioned metadata, then the body), from
 // the pieces around the version's place, which is then filled in as EncodeBody fills it.
 //
-// It writes the fields TestMetadataHasTheFieldsEncodeWrites holds Metadata to; ok false (the
-// sizes and the bytes written disagree: a map changed meanwhile, which is the caller's race)
-// sends the resource the generic way.
+// It writes the fields TestMetadataHasTheFieldsEncodeWrites holds Metadata to; ok false (a
+// label or annotation that is not UTF-8, or sizes and bytes written that disagree: a map
+// changed meanwhile, which is the caller's race) sends the resource the generic way.
 func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded, ok bool) {
-	var keyRoom [2][8]string // most resources have a few labels and annotations
-	labels := sortedKeys(keyRoom[0][:0], m.Labels)
-	annotations := sortedKeys(keyRoom[1][:0], m.Annotations)
+	var room [2][8]mapEntry // most resources have a few labels and annotations
+	labels, ok1 := sortedEntries(room[0][:0], m.Labels)
+	annotations, ok2 := sortedEntries(room[1][:0], m.Annotations)
+	if !ok1 || !ok2 {
+		return Encoded{}, false
+	}
 	version := m.Version
 	hashed := version == ""
 	if hashed {
-		version = "0000000000000000" // in place of the hash, filled in below
+		version = versionPlaceholder // filled in with the hash below
 	}
 	head := stringSize(1, m.Name) // name and create_time: before the version
 	if ts := m.CreateTime; ts != nil {
 		head += fieldLen(2, timestampSize(ts.Seconds, ts.Nanos))
 	}
-	tail := mapSize(4, labels, m.Labels) + mapSize(5, annotations, m.Annotations)
+	tail := mapSize(4, labels) + mapSize(5, annotations)
 	metaLen := head + stringSize(3, version) + tail
 	size := fieldLen(1, metaLen)
 	if body != nil {
@@ -185,8 +179,8 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded,
 	versionAt := len(b)
 	b = appendString(b, 3, version)
 	tailAt := len(b)
-	b = appendMap(b, 4, labels, m.Labels)
-	b = appendMap(b, 5, annotations, m.Annotations)
+	b = appendMap(b, 4, labels)
+	b = appendMap(b, 5, annotations)
 	if body != nil {
 		b = appendField(b, 2, anyLen)
 		b = appendString(b, 1, body.TypeUrl)
@@ -202,39 +196,44 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded,
 		if body != nil {
 			hashAny(&h, anyLen, body.TypeUrl, body.Value)
 		}
-		sum := sumOf(&h)
-		hex.Encode(b[versionAt+fieldLen(3, versionLen)-versionLen:], sum[:])
+		putHash(b[versionAt+fieldLen(3, versionLen)-versionLen:], &h)
 	}
 	return newEncoded(b), len(b) == size
 }
 
-// sortedKeys appends m's keys to room, sorted, as deterministic marshalling orders a map.
-func sortedKeys(room []string, m map[string]string) []string {
-	for k := range m {
-		room = append(room, k)
+// mapEntry is one entry of a map<string, string>.
+type mapEntry struct{ k, v string }
+
+// sortedEntries appends m's entries to room in the order deterministic marshalling writes
+// them (by key); ok false for a key or value that is not UTF-8, which marshalling refuses.
+func sortedEntries(room []mapEntry, m map[string]string) ([]mapEntry, bool) {
+	for k, v := range m {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, false
+		}
+		room = append(room, mapEntry{k, v})
 	}
-	slices.Sort(room)
-	return room
+	slices.SortFunc(room, func(a, b mapEntry) int { return strings.Compare(a.k, b.k) })
+	return room, true
 }
 
-// mapSize is the size of a map<string, string> field num of m, its keys given sorted: each
-// entry a message of its key (1) and value (2), both written even when empty.
-func mapSize(num protowire.Number, keys []string, m map[string]string) int {
+// mapSize is the size of a map<string, string> field num of these entries: each a message
+// of its key (1) and value (2), both written even when empty.
+func mapSize(num protowire.Number, entries []mapEntry) int {
 	n := 0
-	for _, k := range keys {
-		n += fieldLen(num, entrySize(k, m[k]))
+	for _, e := range entries {
+		n += fieldLen(num, entrySize(e))
 	}
 	return n
 }
 
-func entrySize(k, v string) int { return fieldLen(1, len(k)) + fieldLen(2, len(v)) }
+func entrySize(e mapEntry) int { return fieldLen(1, len(e.k)) + fieldLen(2, len(e.v)) }
 
-func appendMap(b []byte, num protowire.Number, keys []string, m map[string]string) []byte {
-	for _, k := range keys {
-		v := m[k]
-		b = appendField(b, num, entrySize(k, v))
-		b = append(appendField(b, 1, len(k)), k...)
-		b = append(appendField(b, 2, len(v)), v...)
+func appendMap(b []byte, num protowire.Number, entries []mapEntry) []byte {
+	for _, e := range entries {
+		b = appendField(b, num, entrySize(e))
+		b = append(appendField(b, 1, len(e.k)), e.k...)
+		b = append(appendField(b, 2, len(e.v)), e.v...)
 	}
 	return b
 }
@@ -265,6 +264,16 @@ func appendTimestamp(b []byte, seconds int64, nanos int32) []byte {
 // versionLen is the length of a content-hash version: 64 bits in hex.
 const versionLen = 16
 
+// versionPlaceholder holds a content-hash version's place while the bytes it hashes are
+// written; putHash fills it in.
+const versionPlaceholder = "0000000000000000"
+
+// putHash writes the hash's sum, a content-hash version, over the placeholder at dst.
+func putHash(dst []byte, h *xxhash.Digest) {
+	sum := sumOf(h)
+	hex.Encode(dst[:versionLen], sum[:])
+}
+
 // EncodeMessage encodes msg as the body of a resource named name with the given Any type URL,
 // versioned by a content hash: the same bytes and version as Encode gives for
 // Resource{metadata: {name}, body: Any(msg)} with msg marshalled deterministically, made
@@ -287,7 +296,7 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 	b = appendString(b, 1, name)
 	b = appendField(b, 3, versionLen)
 	versionAt := len(b)
-	b = append(b, "0000000000000000"...)
+	b = append(b, versionPlaceholder...)
 	b = appendField(b, 2, anyLen)
 	b = appendString(b, 1, typeURL)
 	if valueLen > 0 {
@@ -311,8 +320,7 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 		h.WriteString(name)
 	}
 	hashAny(&h, anyLen, typeURL, b[valueAt:])
-	sum := sumOf(&h)
-	hex.Encode(b[versionAt:versionAt+versionLen], sum[:])
+	putHash(b[versionAt:], &h)
 	return newEncoded(b), nil
 }
 

@@ -286,7 +286,6 @@ func newServiceEntry(in Input) (*serviceEntry, error) {
 		return nil, err
 	}
 	se := &serviceEntry{meta: metaOf(in)}
-	se.alone[0] = se
 	// The first host and port are appended into the record itself (see firstHost).
 	sc := scanned{hosts: se.firstHost[:0], ports: se.firstPort[:0]}
 	scanServiceEntryInto(in.Value, &sc)

@@ -15,7 +15,7 @@ import (
 // host is built, whole. Reading it whole the first time too and keeping the message until
 // the build took it held every ServiceEntry of a full load decoded at once (170 MB at
 // 100,000, most of it endpoint label maps); decoding it whole twice cost CPU. So the first
-// read scans the encoding for those fields only (scanServiceEntry), after checking that the
+// read scans the encoding for those fields only (scanServiceEntryInto), after checking that the
 // body is a valid ServiceEntry; TestScanServiceEntryReadsWhatUnmarshalReads holds the scan to
 // what proto.Unmarshal reads.
 
@@ -51,7 +51,7 @@ type servicePort struct {
 	name, protocol string
 }
 
-// scanned is what scanServiceEntry reads.
+// scanned is what scanServiceEntryInto reads.
 type scanned struct {
 	hosts      []string
 	addresses  []string
@@ -63,17 +63,11 @@ type scanned struct {
 	exportTo   []string
 }
 
-// scanServiceEntry reads the indexed fields of a valid ServiceEntry encoding, as
+// scanServiceEntryInto reads the indexed fields of a valid ServiceEntry encoding into s, as
 // proto.Unmarshal would: repeated fields in order, the last value of a scalar, message fields
-// merged (a workload selector's labels given twice are one map, later keys winning).
-func scanServiceEntry(b []byte) scanned {
-	var s scanned
-	scanServiceEntryInto(b, &s)
-	return s
-}
-
-// scanServiceEntryInto is scanServiceEntry appending to the lists s already has (room for
-// the first host and port in the record that keeps them, see serviceEntry.firstHost).
+// merged (a workload selector's labels given twice are one map, later keys winning). Lists are
+// appended to what s has (room for the first host and port in the record that keeps them,
+// see serviceEntry.firstHost).
 func scanServiceEntryInto(b []byte, s *scanned) {
 	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) {
 		switch {

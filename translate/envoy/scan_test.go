@@ -54,7 +54,8 @@ func TestScanServiceEntryReadsWhatUnmarshalReads(t *testing.T) {
 		if err := proto.Unmarshal(b, &want); err != nil {
 			rt.Fatal(err)
 		}
-		got := scanServiceEntry(b)
+		var got scanned
+		scanServiceEntryInto(b, &got)
 		var ports []servicePort
 		for _, p := range want.GetPorts() {
 			ports = append(ports, servicePort{number: p.GetNumber(), target: p.GetTargetPort(), name: p.GetName(), protocol: p.GetProtocol()})

@@ -125,7 +125,7 @@ func bySEKey(se *serviceEntry, key string) int { return cmp.Compare(se.Key, key)
 // a list is shared by every host of se, so it is never written: a longer list is a new array
 // (slices.Insert beyond its capacity of one), and one se replaces is replaced whole.
 func addSE(m map[string]seList, host string, se *serviceEntry) {
-	se.alone[0] = se // set where it is made (newServiceEntry); a record made otherwise too
+	se.alone[0] = se // its own list, whatever made the record
 	l := m[host]
 	i, found := slices.BinarySearchFunc(l, se.Key, bySEKey)
 	switch {
@@ -238,13 +238,12 @@ type unitRare struct {
 	tcp []tcpContribution
 }
 
-// reserveOutputs makes room for n outputs: in the unit itself (first) for one.
+// reserveOutputs makes room for n outputs: for one, the unit's own (first), which set takes
+// anyway.
 func (u *unitState) reserveOutputs(n int) {
-	if n <= len(u.first) {
-		u.outputs = u.first[:0]
-		return
+	if n > len(u.first) {
+		u.outputs = make([]output, 0, n)
 	}
-	u.outputs = make([]output, 0, n)
 }
 
 // deps are what the unit read of other inputs; nil for none, and for a nil unit.

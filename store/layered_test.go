@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,8 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 			state map[string]string
 		}
 		var history []seen
-		name := rapid.SampledFrom([]string{"80", "443", "9080", "15000"})
+		allNames := []string{"80", "80/a", "80/b", "8080/a", "443", "9080", "15000"}
+		name := rapid.SampledFrom(allNames)
 		content := rapid.SampledFrom([]string{"a", "b", "c"})
 		steps := rapid.IntRange(1, 30).Draw(t, "steps")
 		for range steps {
@@ -99,7 +101,7 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 			case 5: // a full state of the base
 				u = Update{Collection: layerBase, Full: true}
 				clear(base)
-				for _, n := range []string{"15000", "443", "80", "9080"} {
+				for _, n := range allNames {
 					if rapid.Bool().Draw(t, "holds") {
 						c := content.Draw(t, "content")
 						u.Encoded = append(u.Encoded, encodedOf(t, n, c))
@@ -126,7 +128,11 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 			if rev != v.Collection(layered).Revision {
 				t.Fatalf("snapshot at %d, collection at %d", rev, v.Collection(layered).Revision)
 			}
-			for _, n := range []string{"80", "443", "9080", "15000"} {
+			for _, prefix := range []string{"80/", "8080/", "80", ""} {
+				checkWithPrefix(t, v, layered, prefix, want)
+				checkWithPrefix(t, v, layerBase, prefix, base)
+			}
+			for _, n := range allNames {
 				e := v.Get(layered, n)
 				if c, ok := want[n]; ok != (e != nil) || ok && contentOf(t, e) != c {
 					t.Fatalf("Get(%s) = %v, want %q (present %v)", n, e, c, ok)
@@ -160,6 +166,26 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 			history = append(history, seen{rev: rev, state: want})
 		}
 	})
+}
+
+// checkWithPrefix holds WithPrefix to the model: the names with the prefix, in order.
+func checkWithPrefix(t *rapid.T, v *View, collection, prefix string, model map[string]string) {
+	var want []string
+	for n, c := range model {
+		if c != "" && strings.HasPrefix(n, prefix) {
+			want = append(want, n)
+		}
+	}
+	slices.Sort(want)
+	got := v.WithPrefix(collection, prefix)
+	if !slices.Equal(names(got), want) {
+		t.Fatalf("WithPrefix(%s, %q) = %v, want %v", DisplayName(collection), prefix, names(got), want)
+	}
+	for _, e := range got {
+		if c := contentOf(t, e); c != model[e.Name] {
+			t.Fatalf("WithPrefix(%s, %q): %s holds %q, want %q", DisplayName(collection), prefix, e.Name, c, model[e.Name])
+		}
+	}
 }
 
 func cmpString(a, b string) int {

@@ -182,3 +182,51 @@ func (v *View) AbsentOwners() []string {
 
 // OwnerCollections lists the collections in which an owner holds copies, sorted.
 func (v *View) OwnerCollections(owner string) []string { return v.st.ownerCollections(owner) }
+
+// WithPrefix returns the live entries whose names begin with prefix, sorted by name: a range
+// of the name index, its cost the size of the range, not the collection's (the virtual hosts
+// of one route configuration, VHDS's ROUTE/HOST names, out of every port's).
+func (v *View) WithPrefix(collection, prefix string) []*Entry {
+	if base, overlay, ok := splitLayered(collection); ok {
+		return v.layeredWithPrefix(base, overlay, prefix)
+	}
+	var out []*Entry
+	eachWithPrefix(v.st.colls[collection], prefix, func(e *Entry) {
+		if !e.Deleted {
+			out = append(out, e)
+		}
+	})
+	return out
+}
+
+// eachWithPrefix calls f with each entry of c (tombstones too) whose name begins with prefix,
+// in name order.
+func eachWithPrefix(c *collection, prefix string, f func(*Entry)) {
+	if c == nil {
+		return
+	}
+	c.served.AscendGreaterOrEqual(nameItem{name: prefix}, func(it nameItem) bool {
+		if !strings.HasPrefix(it.name, prefix) {
+			return false
+		}
+		f(it.e)
+		return true
+	})
+}
+
+// layeredWithPrefix is WithPrefix through the layers: every name either part holds in the
+// range, read as layeredGet reads it.
+func (v *View) layeredWithPrefix(base, overlay, prefix string) []*Entry {
+	var names []string
+	for _, part := range [...]string{base, overlay} {
+		eachWithPrefix(v.st.colls[part], prefix, func(e *Entry) { names = append(names, e.Name) })
+	}
+	slices.Sort(names)
+	var out []*Entry
+	for _, n := range slices.Compact(names) {
+		if e := v.layeredGet(base, overlay, n); e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -76,6 +76,10 @@ type Node struct {
 	// "grpc" for a proxyless gRPC client as Istio's bootstrap writes it), which decides the
 	// form of what it is served (Adapter.Type); kept for the stream, unlike Metadata.
 	Generator string
+	// VirtualHostsOnDemand: the client takes its route configurations' virtual hosts from
+	// VHDS (xDS: metadata MCPBRIDGE_VHDS "true"), which decides the form of the route
+	// configurations it is served (Adapter.Type); kept for the stream.
+	VirtualHostsOnDemand bool
 }
 
 // Type is how one type is served on one stream. The adapter resolves it (Adapter.Type) when
@@ -131,6 +135,13 @@ type Type struct {
 	// Wrap writes a state-of-the-world response's resources in the Resource wrapper, which
 	// carries the TTL ("SotW TTL": clients announcing they unwrap it).
 	Wrap bool
+	// Namespaced: each name asked for is also a namespace, which asks for every resource
+	// named NAME/REST, REST without a '/', besides the resource named NAME (Envoy's VHDS: a
+	// route configuration's virtual hosts, ROUTE/HOST, asked for by ROUTE; Envoy matches
+	// resources to such names from the right, as its namespace matching does). A name that
+	// has neither is missing, and a missing name is told with itself as its alias (VHDS: an
+	// on-demand request ROUTE/HOST for a host nobody serves is answered by alias).
+	Namespaced bool
 }
 
 // Adapter is one wire protocol on one stream.

@@ -334,7 +334,7 @@ func (s *stream) send(o outgoing) error {
 	sub, p := o.sub, o.p
 	f := s.engine.frames.get(sub.withTTL(p.share), func() frame {
 		p.materialize()
-		p.msg.TTL, p.msg.Wrap = sub.ttl(), sub.wrap()
+		p.msg.TTL, p.msg.Wrap, p.msg.AliasMissing = sub.ttl(), sub.wrap(), sub.Namespaced
 		return frame{body: layout.Encode(&p.msg, sub.Form), resources: len(p.msg.Resources)}
 	})
 	out := &wire.Frame{Body: f.body, Tail: layout.Tail(o.nonce)}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
@@ -165,7 +166,22 @@ func (s *subscription) wants(name string) bool {
 	if s.want.has(name) {
 		return true
 	}
+	if s.Namespaced && s.want.count() > 0 {
+		if ns, ok := namespaceOf(name); ok && s.want.has(ns) {
+			return true
+		}
+	}
 	return s.want.wildcard && (s.want.include == nil || s.want.include(name))
+}
+
+// namespaceOf is the namespace of a resource name of a Namespaced type: what comes before
+// its last '/' (a route configuration's name may hold '/', a host may not).
+func namespaceOf(name string) (string, bool) {
+	i := strings.LastIndexByte(name, '/')
+	if i < 0 {
+		return "", false
+	}
+	return name[:i], true
 }
 
 // wanted returns the entries the client asked for, in order; es is sorted by name (a
@@ -174,7 +190,7 @@ func (s *subscription) wanted(es []*store.Entry) []*store.Entry {
 	if s.want.wildcard && s.want.include == nil && s.vis == nil && s.want.count() == 0 {
 		return es
 	}
-	if !s.want.wildcard && len(es) >= s.want.count()/16 {
+	if !s.want.wildcard && !s.Namespaced && len(es) >= s.want.count()/16 {
 		return s.wantedByMerge(es)
 	}
 	out := make([]*store.Entry, 0, len(es))
@@ -496,6 +512,9 @@ func (s *subscription) accessID() string {
 // lookup returns the subscribed names' entries and the names that do not exist, both sorted.
 // Many names are found with one ordered scan of the collection; few, one by one.
 func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []string) {
+	if s.Namespaced {
+		return s.lookupNamespaced(v)
+	}
 	names := s.want.sortedNames()
 	if len(names)*4 < v.Collection(s.Collection).Count {
 		for _, name := range names {
@@ -524,6 +543,39 @@ func (s *subscription) lookup(v *store.View) (found []*store.Entry, missing []st
 		}
 	}
 	return found, append(missing, names[i:]...)
+}
+
+// lookupNamespaced is lookup for a Namespaced type: what each name asks for (asked), once
+// each, sorted; the names that ask for nothing are missing.
+func (s *subscription) lookupNamespaced(v *store.View) (found []*store.Entry, missing []string) {
+	for _, name := range s.want.sortedNames() {
+		asked := s.asked(v, name)
+		if len(asked) == 0 {
+			missing = append(missing, name)
+		}
+		found = append(found, asked...)
+	}
+	sortEntries(found)
+	return slices.CompactFunc(found, func(a, b *store.Entry) bool { return a.Name == b.Name }), missing
+}
+
+// asked returns what a name asks for, as the client may see it: its entry, and for a
+// Namespaced type every entry of its namespace (NAME/REST, REST without a '/'), read as a
+// range of the collection's names.
+func (s *subscription) asked(v *store.View, name string) []*store.Entry {
+	var out []*store.Entry
+	if e := s.get(v, name); e != nil {
+		out = append(out, e)
+	}
+	if !s.Namespaced {
+		return out
+	}
+	for _, e := range v.WithPrefix(s.Collection, name+"/") {
+		if !strings.Contains(e.Name[len(name)+1:], "/") && s.vis.sees(e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // resume answers a reconnecting incremental client with only what differs from the versions
@@ -698,10 +750,14 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		p.msg.Resources = make([]*store.Entry, 0, len(s.owed.fresh)+len(changed))
 		told := make(map[string]bool, len(s.owed.fresh))
 		for _, name := range sortedNames(s.owed.fresh) {
-			told[name] = true
-			if e := s.get(v, name); e != nil {
-				p.msg.Resources = append(p.msg.Resources, e)
-			} else if !heldBack[name] {
+			asked := s.asked(v, name)
+			for _, e := range asked {
+				if !told[e.Name] { // a namespace's entry may be asked by its own name too: once
+					told[e.Name] = true
+					p.msg.Resources = append(p.msg.Resources, e)
+				}
+			}
+			if len(asked) == 0 && !heldBack[name] {
 				p.msg.Missing = append(p.msg.Missing, name)
 			}
 		}

@@ -42,8 +42,13 @@ type Message struct {
 	Key       string
 	Resources []*store.Entry
 	// Missing are subscribed names that do not exist; delta xDS answers each with a Resource
-	// holding only the name. Other layouts ignore them.
-	Missing     []string
+	// holding only the name (and, with AliasMissing, the name as its alias). Other layouts
+	// ignore them.
+	Missing []string
+	// AliasMissing gives each missing name's Resource the name as its one alias: VHDS
+	// answers an on-demand request for a host it does not know so (Envoy matches the
+	// answer to the request by alias, and resumes the request that waits for it).
+	AliasMissing bool
 	Removed     []string
 	Incremental bool
 	// Errors are per-resource errors (xDS resource_errors); layouts without the field leave
@@ -79,6 +84,7 @@ type Layout struct {
 	// delta wraps each resource in envoy.service.discovery.v3.Resource{name, version, resource}
 	delta                                  bool
 	deltaName, deltaVersion, deltaResource protowire.Number
+	deltaAliases                           protowire.Number // 0 where the wrapper has none
 	// wrapper is envoy.service.discovery.v3.Resource's numbers when the layout can wrap
 	// resources (delta always, state of the world on request): ttl is its TTL field.
 	wrapper bool
@@ -122,6 +128,9 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 		l.delta = roles.DeltaResource != nil
 		l.wrapper = true
 		l.deltaName, l.deltaVersion, l.deltaResource = number(rd, "name"), number(rd, "version"), number(rd, "resource")
+		if f := rd.Fields().ByName("aliases"); f != nil {
+			l.deltaAliases = f.Number()
+		}
 		// The v2 Resource has no TTL: TTLs are not carried there (Message.TTL is ignored).
 		if f := rd.Fields().ByName("ttl"); f != nil {
 			l.ttl = f.Number()
@@ -171,8 +180,11 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 	if l.delta {
 		for _, name := range m.Missing {
 			b = protowire.AppendTag(b, l.resources, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(stringSize(l.deltaName, name)))
+			b = protowire.AppendVarint(b, uint64(l.missingSize(m, name)))
 			b = appendString(b, l.deltaName, name)
+			if l.aliasing(m) {
+				b = appendString(b, l.deltaAliases, name)
+			}
 		}
 	}
 	if l.removed != 0 {
@@ -191,6 +203,18 @@ func (l *Layout) Encode(m *Message, form Form) []byte {
 		}
 	}
 	return b
+}
+
+// aliasing tells whether the message's missing names carry themselves as aliases.
+func (l *Layout) aliasing(m *Message) bool { return m.AliasMissing && l.deltaAliases != 0 }
+
+// missingSize is the size of a missing name's Resource: its name, and its alias.
+func (l *Layout) missingSize(m *Message, name string) int {
+	size := stringSize(l.deltaName, name)
+	if l.aliasing(m) {
+		size += stringSize(l.deltaAliases, name)
+	}
+	return size
 }
 
 // appendResourceError writes envoy.service.discovery.v3.ResourceError{resource_name (1):
@@ -257,7 +281,7 @@ func (l *Layout) sizeHint(m *Message, form Form) int {
 		}
 	}
 	for _, s := range m.Missing {
-		n += len(s) + 8
+		n += 2*len(s) + 12 // with its alias, where it has one
 	}
 	for _, s := range m.Removed {
 		n += len(s) + 4

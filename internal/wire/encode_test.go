@@ -89,6 +89,18 @@ func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
 			Resources:        []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: decoded(t, cl).Body}, {Name: "nope"}},
 			RemovedResources: []string{"old"}, Nonce: "n3"})
 	})
+	t.Run("xDS delta, missing names aliased (VHDS)", func(t *testing.T) {
+		l := NewLayout(&discovery.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
+			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &discovery.Resource{}})
+		var got discovery.DeltaDiscoveryResponse
+		const vh = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
+		decode(t, l, &Message{Version: "4", Key: vh, Resources: []*store.Entry{cl},
+			Missing: []string{"8080/nope.example", "9080"}, AliasMissing: true}, FormAnyBody, "n4", &got)
+		diff(t, &got, &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "4", TypeUrl: vh,
+			Resources: []*discovery.Resource{{Name: cl.Name, Version: cl.Version, Resource: decoded(t, cl).Body},
+				{Name: "8080/nope.example", Aliases: []string{"8080/nope.example"}}, {Name: "9080", Aliases: []string{"9080"}}},
+			Nonce: "n4"})
+	})
 	t.Run("xDS resource errors, SotW and delta", func(t *testing.T) {
 		errs := []ResourceError{{Name: "*", Code: 7, Message: "identity x may not consume this type"}, {Name: "b", Code: 7}}
 		want := []*discovery.ResourceError{

@@ -1,0 +1,155 @@
+package source
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/mcpbridge/mcpbridge/internal/wire"
+	"github.com/mcpbridge/mcpbridge/store"
+)
+
+// The virtual hosts of VHDS, in a collection of their own: ROUTE/HOST names.
+const namespacedColl = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
+
+func namespacedType() Type {
+	return Type{Collection: namespacedColl, Known: true, Mode: Incremental, Form: wire.FormAnyBody, Namespaced: true}
+}
+
+// namespaceModel is what a client of a Namespaced type asks for, computed from the names
+// alone: a resource is asked for when its name is asked, or the part of its name before its
+// last '/' is.
+func namespaceModel(stored map[string]int, asked map[string]bool) map[string]int {
+	out := map[string]int{}
+	for name, gen := range stored {
+		ns := ""
+		if i := lastSlash(name); i >= 0 {
+			ns = name[:i]
+		}
+		if asked[name] || ns != "" && asked[ns] {
+			out[name] = gen
+		}
+	}
+	return out
+}
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk: whatever the order of writes,
+// deletions, subscriptions and unsubscriptions (namespaces, exact names, names of nothing),
+// an incremental client of a Namespaced type that applies each response and acknowledges it
+// ends holding exactly what its names ask for (namespaceModel); a name that asks for nothing
+// is told as missing when it is asked, and nothing else is.
+func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
+	stored := []string{"8080/a", "8080/b", "8080/a/c", "8080", "9080/a", "gw/x/a", "gw/x"}
+	askable := []string{"8080", "9080", "gw/x", "gw", "8080/a", "8080/zz", "7070"}
+	rapid.Check(t, func(rt *rapid.T) {
+		h := newMachineHarness(t)
+		store := map[string]int{}
+		asked := map[string]bool{}
+		held := map[string]string{}
+		gen := 0
+		subscribed := false
+		drain := func() {
+			for range 20 {
+				out := h.flush()
+				if len(out) == 0 {
+					return
+				}
+				for _, r := range out {
+					for _, n := range r.p.msg.Missing {
+						if !asked[n] {
+							rt.Fatalf("missing %q was not asked for (asked %v)", n, asked)
+						}
+						delete(held, n)
+					}
+					for _, e := range r.p.msg.Resources {
+						held[e.Name] = e.Version
+					}
+					for _, n := range r.p.msg.Removed {
+						delete(held, n)
+					}
+					h.sendTyped(namespacedType(), func(req *Request) { req.Nonce = r.nonce })
+				}
+			}
+			rt.Fatalf("responses never settle")
+		}
+		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+			case 0:
+				name := rapid.SampledFrom(stored).Draw(rt, "write")
+				gen++
+				store[name] = gen
+				h.apply(namespacedColl, []string{name}, nil, gen)
+			case 1:
+				name := rapid.SampledFrom(stored).Draw(rt, "delete")
+				if _, ok := store[name]; !ok {
+					continue
+				}
+				delete(store, name)
+				h.apply(namespacedColl, nil, []string{name}, 0)
+			case 2:
+				name := rapid.SampledFrom(askable).Draw(rt, "subscribe")
+				asked[name] = true
+				h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe = []string{name} })
+				subscribed = true
+			case 3:
+				name := rapid.SampledFrom(askable).Draw(rt, "unsubscribe")
+				if !subscribed {
+					continue
+				}
+				delete(asked, name)
+				h.sendTyped(namespacedType(), func(r *Request) { r.Unsubscribe = []string{name} })
+				// The client drops what it no longer asks for, as Envoy drops a namespace's
+				// resources when it leaves the namespace.
+				want := namespaceModel(store, asked)
+				maps.DeleteFunc(held, func(n, _ string) bool { _, ok := want[n]; return !ok })
+			}
+			drain()
+			if !subscribed {
+				continue
+			}
+			want := namespaceModel(store, asked)
+			v := h.st.View()
+			if !slices.Equal(slices.Sorted(maps.Keys(held)), slices.Sorted(maps.Keys(want))) {
+				rt.Fatalf("client holds %v, asks for %v (store %v, asked %v)", slices.Sorted(maps.Keys(held)), slices.Sorted(maps.Keys(want)), store, asked)
+			}
+			for name, version := range held {
+				if e := v.Get(namespacedColl, name); e == nil || e.Version != version {
+					rt.Fatalf("client holds %s at %s, the store %v", name, version, e)
+				}
+			}
+		}
+	})
+}
+
+// apply writes (upserts, each with content gen) and removes names of a collection, and hands
+// the change to the machine.
+func (h *machineHarness) apply(coll string, upserts, removed []string, gen int) {
+	h.t.Helper()
+	u := store.Update{Collection: coll, Removed: removed}
+	for _, n := range upserts {
+		u.Resources = append(u.Resources, worldResource(n, gen, nil))
+	}
+	res, err := h.st.Apply("test", u)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.keep(h.d.handle(event{changed: res.Collections, view: h.st.View(), now: h.now}))
+}
+
+// sendTyped sends a request of a type the test world does not have.
+func (h *machineHarness) sendTyped(typ Type, build func(*Request)) {
+	tr := &typedRequest{Request: Request{Key: typ.Collection}, Type: typ}
+	build(&tr.Request)
+	h.keep(h.d.send(tr, h.st.View(), h.now))
+}

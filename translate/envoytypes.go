@@ -7,6 +7,9 @@ const (
 	EnvoyEndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	EnvoyListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	EnvoyRouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	// EnvoyVirtualHostType is VHDS's: the virtual hosts of a port's route configuration, one
+	// resource each (ROUTE/VHOST), for the clients that take them on demand.
+	EnvoyVirtualHostType = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
 )
 
 // EnvoyGRPCClusterCollection is the store collection of the clusters of proxyless gRPC
@@ -31,19 +34,30 @@ type Dependencies struct {
 // considerations"), declared with the translation because it knows what refers to what:
 // routes name clusters, listeners name route configurations, load assignments belong to
 // clusters. So clusters go first, endpoints after their clusters, listeners after both, routes
-// after listeners; a cluster is removed only once listeners and routes no longer name it. The
+// after listeners, and VHDS's virtual hosts after the route configurations they belong to;
+// a cluster is removed only once listeners, routes and virtual hosts no longer name it. The
 // translation controller (translate/envoy) writes all four types in one store write, so one
 // revision covers a whole move.
 func EnvoyOrder(typeURL string) Dependencies {
 	switch typeURL {
 	case EnvoyClusterType:
-		return Dependencies{RemoveAfter: []string{EnvoyListenerType, EnvoyRouteType}}
+		return Dependencies{RemoveAfter: []string{EnvoyListenerType, EnvoyRouteType, EnvoyVirtualHostType}}
 	case EnvoyEndpointType:
 		return Dependencies{After: []string{EnvoyClusterType}, SameNames: true}
 	case EnvoyListenerType:
 		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType}}
 	case EnvoyRouteType:
 		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType}}
+	case EnvoyVirtualHostType:
+		return Dependencies{After: []string{EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType, EnvoyRouteType}}
 	}
 	return Dependencies{}
 }
+
+// VHDSRouteSuffix ends the store's name of a route configuration in the form VHDS clients
+// are served (translate/envoy vhds.go): ROUTE@vhds, served to them under the name ROUTE
+// (source/xds vhds.go). No route configuration's name holds it ('@' is in no host name).
+const VHDSRouteSuffix = "@vhds"
+
+// VHDSRouteName is the store's name of a route configuration's VHDS form.
+func VHDSRouteName(route string) string { return route + VHDSRouteSuffix }

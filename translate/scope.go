@@ -40,7 +40,7 @@ const scopePrefix = "mcpbridge.io/scope/"
 // overlays: the four Envoy types and the proxyless gRPC clients' clusters.
 func Scoped(collection string) bool {
 	switch collection {
-	case EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType, EnvoyRouteType, EnvoyGRPCClusterCollection:
+	case EnvoyClusterType, EnvoyEndpointType, EnvoyListenerType, EnvoyRouteType, EnvoyVirtualHostType, EnvoyGRPCClusterCollection:
 		return true
 	}
 	return false

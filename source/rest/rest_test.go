@@ -244,6 +244,9 @@ func (c *classes) AcquireProxylessHost(string) (func(), <-chan struct{}) {
 func (c *classes) AcquirePortRoute(uint32) (func(), <-chan struct{}) { return func() {}, nil }
 func (c *classes) TranslationProgress() (bool, uint64)               { return false, 0 }
 func (c *classes) AcquirePortRoutes() (func(), <-chan struct{})      { return func() {}, nil }
+func (c *classes) AcquirePortVirtualHosts(uint32) (func(), <-chan struct{}) {
+	return func() {}, nil
+}
 func (c *classes) scopeCounts(ns string) (int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

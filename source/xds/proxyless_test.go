@@ -163,6 +163,7 @@ type countingViews struct {
 	releasedScopes, released int
 	ports                    []uint32
 	allPorts, releasedPorts  int
+	vhdsPorts                []uint32
 }
 
 func (v *countingViews) AcquireGatewayClass(translate.GatewayClass) func() { return func() {} }
@@ -189,6 +190,12 @@ func (v *countingViews) AcquirePortRoute(port uint32) (func(), <-chan struct{}) 
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.ports = append(v.ports, port)
+	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
+}
+func (v *countingViews) AcquirePortVirtualHosts(port uint32) (func(), <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.vhdsPorts = append(v.vhdsPorts, port)
 	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
 }
 func (v *countingViews) TranslationProgress() (bool, uint64) { return false, 0 }

@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"weak"
 
@@ -154,7 +156,7 @@ func envoyOrder(v3 string) translate.Dependencies { return envoyOrders[v3] }
 
 var envoyOrders = func() map[string]translate.Dependencies {
 	out := map[string]translate.Dependencies{}
-	for v3 := range v2Of {
+	for _, v3 := range append(slices.Collect(maps.Keys(v2Of)), VirtualHostType) { // VHDS has no v2 type
 		d := translate.EnvoyOrder(v3)
 		out[v3] = translate.Dependencies{After: bothVersions(d.After), RemoveAfter: bothVersions(d.RemoveAfter), SameNames: d.SameNames}
 	}
@@ -164,7 +166,10 @@ var envoyOrders = func() map[string]translate.Dependencies {
 func bothVersions(types []string) []string {
 	out := make([]string, 0, 2*len(types))
 	for _, t := range types {
-		out = append(out, t, v2Of[t])
+		out = append(out, t)
+		if v2, ok := v2Of[t]; ok {
+			out = append(out, v2)
+		}
 	}
 	return out
 }

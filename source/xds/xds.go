@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
@@ -31,6 +32,8 @@ const (
 	EndpointType = translate.EnvoyEndpointType
 	ListenerType = translate.EnvoyListenerType
 	RouteType    = translate.EnvoyRouteType
+	// VirtualHostType is VHDS's (vhds.go).
+	VirtualHostType = translate.EnvoyVirtualHostType
 )
 
 // Protocol names, as logs, metrics and the debug endpoint show them.
@@ -66,6 +69,9 @@ type typeInfo struct {
 	// scope narrows a wildcard subscription by the client's node (listeners: a sidecar's are
 	// not a gateway's)
 	scope func(node source.Node) (string, func(string) bool)
+	// namespaced: VHDS's virtual hosts, asked for by their route configuration's name
+	// (source.Type Namespaced), in the incremental variants, the only ones VHDS has
+	namespaced bool
 }
 
 // Response order on one ADS stream when several types are due at once. What must wait for
@@ -75,6 +81,7 @@ const (
 	priorityEndpoint
 	priorityListener
 	priorityRoute
+	priorityVirtualHost
 	priorityOther
 )
 
@@ -91,6 +98,9 @@ func resolve(typeURL string) typeInfo {
 			scope: ListenerView, order: envoyOrder(typeURL)}
 	case RouteType:
 		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityRoute, order: envoyOrder(typeURL)}
+	case VirtualHostType:
+		return typeInfo{collection: typeURL, known: true, form: wire.FormAnyBody, priority: priorityVirtualHost, order: envoyOrder(typeURL),
+			namespaced: true}
 	case kinds.MeshConfigTypeURL:
 		return typeInfo{collection: MeshConfigCollection, known: true, form: wire.FormAnyBody, wildcard: true, priority: priorityOther}
 	}
@@ -116,6 +126,7 @@ func (ti typeInfo) typ(mode source.Mode) source.Type {
 		PartialStateOfTheWorld: !ti.wildcard,
 		// Delta may answer in several responses.
 		Splittable: mode == source.Incremental,
+		Namespaced: ti.namespaced && mode == source.Incremental,
 	}
 }
 
@@ -157,6 +168,10 @@ type Views interface {
 	// SetPortRoute); built is closed once it is. AcquirePortRoutes holds every port's.
 	AcquirePortRoute(port uint32) (release func(), built <-chan struct{})
 	AcquirePortRoutes() (release func(), built <-chan struct{})
+	// AcquirePortVirtualHosts holds a port's VHDS outputs (vhds.go: its route configuration
+	// for VHDS clients and its virtual hosts, translate/envoy SetPortVirtualHosts), built only
+	// while held; built is closed once they are.
+	AcquirePortVirtualHosts(port uint32) (release func(), built <-chan struct{})
 	// TranslationProgress tells whether a translation runs now and how many have started: a
 	// request whose views are not built yet waits for them longer while translations go on
 	// (waitBuilt).
@@ -183,8 +198,10 @@ type viewHold struct {
 	// (the stream asked for more than maxProxylessHosts ports).
 	ports    map[uint32]bool
 	allPorts bool
-	done     bool
-	releases []func()
+	// vhdsPorts are the ports whose VHDS outputs are held (vhds.go).
+	vhdsPorts map[uint32]bool
+	done      bool
+	releases  []func()
 	// ended is closed by end: a request still waiting for what it holds to be built stops
 	// waiting when its stream ends.
 	ended chan struct{}
@@ -215,6 +232,7 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 	var hosts []string
 	all := false
 	ports, allPorts := h.newPorts(req)
+	vports := h.newVHDSPorts(req)
 	if !h.all {
 		for _, host := range ProxylessHostsOf(req, h.proxylessNode) {
 			if !h.hosts[host] {
@@ -239,7 +257,7 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 		h.mu.Unlock()
 		return nil, false, ended
 	}
-	if !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts {
+	if !first && len(hosts) == 0 && !all && len(ports) == 0 && !allPorts && len(vports) == 0 {
 		defer h.mu.Unlock()
 		return h.unbuilt(req), false, ended // nothing new: what it names may still be building
 	}
@@ -267,6 +285,10 @@ func (h *viewHold) see(req *source.Request) (waits []<-chan struct{}, node bool,
 	if allPorts {
 		release, built := h.views.AcquirePortRoutes()
 		held(allPortsView, release, built)
+	}
+	for _, p := range vports {
+		release, built := h.views.AcquirePortVirtualHosts(p)
+		held(vhdsKey(p), release, built)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -326,6 +348,9 @@ func (h *viewHold) unbuilt(req *source.Request) []<-chan struct{} {
 		for _, p := range ports {
 			keys = append(keys, portKey(p))
 		}
+	}
+	for _, p := range VHDSPortsOf(req) {
+		keys = append(keys, vhdsKey(p))
 	}
 	var out []<-chan struct{}
 	for _, k := range keys {
@@ -457,6 +482,9 @@ type adapter[Req, Resp any] struct {
 	defaultType string
 	view        viewHold // the receive goroutine's; ended by the handler after Serve returns
 	ttls        *TTLs
+	// vhds: the client takes virtual hosts on demand (VirtualHostsOnDemand, over v3 delta);
+	// set by the request that first names the node, read by Send.
+	vhds, nodeSeen atomic.Bool
 
 	// Requests that wait for what they hold (see Recv), the engine's receive goroutine's.
 	// reading carries the requests read by the goroutine that reads the stream once one
@@ -527,6 +555,12 @@ func (a *adapter[Req, Resp]) read() inbound {
 		return inbound{err: err}
 	}
 	req := a.decode(m, a.defaultType)
+	if req.Node != nil && !a.nodeSeen.Swap(true) {
+		a.vhds.Store(req.Node.VirtualHostsOnDemand && a.layout == deltaLayout)
+	}
+	if a.vhds.Load() {
+		renameVHDSRoutes(req)
+	}
 	waits, node, ended := a.view.see(req)
 	in := inbound{req: req, node: node}
 	if len(waits) > 0 {
@@ -599,8 +633,13 @@ func (a *adapter[Req, Resp]) answerable() int {
 	return -1
 }
 
-func (a *adapter[Req, Resp]) Send(f *wire.Frame) error { return a.stream.SendMsg(f) }
-func (a *adapter[Req, Resp]) Layout() *wire.Layout     { return a.layout }
+func (a *adapter[Req, Resp]) Send(f *wire.Frame) error {
+	if a.vhds.Load() {
+		f = restoreVHDSRouteNames(f)
+	}
+	return a.stream.SendMsg(f)
+}
+func (a *adapter[Req, Resp]) Layout() *wire.Layout { return a.layout }
 
 // Type resolves the type URL, with the TTL the client takes (ttl.go), for the client's node
 // (NodeType).
@@ -728,6 +767,7 @@ func nodeFields[N nodeMessage](node N) *source.Node {
 	return &source.Node{
 		ID: node.GetId(), Namespaces: nodeNamespaces(node), Labels: nodeLabels(node),
 		Metadata: node.GetMetadata(), Features: node.GetClientFeatures(),
-		Generator: node.GetMetadata().GetFields()["GENERATOR"].GetStringValue(),
+		Generator:            node.GetMetadata().GetFields()["GENERATOR"].GetStringValue(),
+		VirtualHostsOnDemand: virtualHostsOnDemand(node.GetMetadata()),
 	}
 }

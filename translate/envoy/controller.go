@@ -86,6 +86,9 @@ type Controller struct {
 	// clients ask for (SetPortRoute, portroutes.go).
 	portRoutes    *holdRegistry[string]
 	portRoutesFor *holdRegistry[uint32]
+	// vhdsFor holds the ports whose VHDS outputs connected clients ask for
+	// (SetPortVirtualHosts, vhds.go).
+	vhdsFor *holdRegistry[uint32]
 
 	// Run's own state.
 	revs      map[string]uint64 // per input collection, the revision read
@@ -98,6 +101,8 @@ type Controller struct {
 	// portsUnbuilt, unbuiltPorts: the same of the ports' route configurations.
 	portsUnbuilt bool
 	unbuiltPorts []string
+	// unbuiltVHDS: the ports whose VHDS outputs were set since the last successful write.
+	unbuiltVHDS []string
 
 	mu        sync.Mutex
 	synced    bool
@@ -145,6 +150,7 @@ func New(opts Options) *Controller {
 		proxylessHosts: newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
 		portRoutes:     newHoldRegistry[string](opts.GatewayClassGrace, classes.wake, 0),
 		portRoutesFor:  newHoldRegistry[uint32](opts.GatewayClassGrace, classes.wake, 0),
+		vhdsFor:        newHoldRegistry[uint32](opts.GatewayClassGrace, classes.wake, 0),
 	}
 }
 
@@ -212,6 +218,17 @@ func (c *Controller) AcquirePortRoutes() (release func(), built <-chan struct{})
 	return release, built
 }
 
+// AcquirePortVirtualHosts says that a connected VHDS client asks for a port's virtual hosts
+// (vhds.go): the port's route configuration for VHDS clients and its virtual hosts, one
+// resource each, are built from the next translation, mesh-wide and as each held scope sees
+// them, and kept until the last such client has been gone for the grace period. built is
+// closed once they are written. Safe for concurrent use; the xDS server calls it for each
+// port a VHDS client asks the route configuration or the virtual hosts of.
+func (c *Controller) AcquirePortVirtualHosts(port uint32) (release func(), built <-chan struct{}) {
+	release, built, _ = c.vhdsFor.acquire(portKey(port), port)
+	return release, built
+}
+
 // TranslationProgress tells whether a translation runs now (reading the store's changes,
 // translating them or writing the result) and how many have started: what a client newly
 // holds is built by the one running or, acquired during it, by the next, which starts as it
@@ -241,6 +258,8 @@ type HeldViews struct {
 	ProxylessAll   bool
 	PortRoutes     int
 	PortRoutesAll  bool
+	// PortVirtualHosts counts the ports whose VHDS outputs are built.
+	PortVirtualHosts int
 }
 
 // Held reports the views held now.
@@ -248,6 +267,7 @@ func (c *Controller) Held() HeldViews {
 	return HeldViews{
 		ProxylessHosts: c.proxylessHosts.held(), ProxylessAll: c.proxyless.held() > 0,
 		PortRoutes: c.portRoutesFor.held(), PortRoutesAll: c.portRoutes.held() > 0,
+		PortVirtualHosts: c.vhdsFor.held(),
 	}
 }
 
@@ -279,6 +299,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.proxylessHosts.stop()
 	defer c.portRoutes.stop()
 	defer c.portRoutesFor.stop()
+	defer c.vhdsFor.stop()
 	retry := time.NewTimer(retryDelay)
 	retry.Stop()
 	defer retry.Stop()
@@ -320,6 +341,8 @@ func (c *Controller) sync() error {
 	c.portsUnbuilt = c.portsUnbuilt || len(portsSet) > 0
 	c.unbuiltPorts = append(c.unbuiltPorts, c.portRoutesFor.apply(
 		func(p uint32) { c.t.SetPortRoute(p, true) }, func(p string) { c.t.SetPortRoute(parsePort(p), false) })...)
+	c.unbuiltVHDS = append(c.unbuiltVHDS, c.vhdsFor.apply(
+		func(p uint32) { c.t.SetPortVirtualHosts(p, true) }, func(p string) { c.t.SetPortVirtualHosts(parsePort(p), false) })...)
 	start := time.Now()
 	delta, stats := c.t.Translate()
 	res, err := c.write(delta)
@@ -340,6 +363,8 @@ func (c *Controller) sync() error {
 	}
 	c.portRoutesFor.markBuilt(c.unbuiltPorts)
 	c.unbuiltPorts = c.unbuiltPorts[:0]
+	c.vhdsFor.markBuilt(c.unbuiltVHDS)
+	c.unbuiltVHDS = c.unbuiltVHDS[:0]
 	level := slog.LevelDebug
 	if c.Stats().Syncs == 0 {
 		level = slog.LevelInfo // the first full build, once

@@ -274,6 +274,7 @@ func TestControllerWritesEachChangeInOneApply(t *testing.T) {
 	defer release()
 	<-built
 	h.holdPortRoutes()
+	h.hold("port 8080's virtual hosts", func() (func(), <-chan struct{}) { return h.ctrl.AcquirePortVirtualHosts(8080) })
 	before := h.st.View().Revision()
 	h.apply(upserts(decodeYAML(t, serviceEntryYAML("one", "one.test.svc.cluster.local", 8080, "10.0.0.1")))...)
 	v := h.st.View()
@@ -294,9 +295,10 @@ func TestControllerWritesEachChangeInOneApply(t *testing.T) {
 		t.Errorf("the derived resources were written at revisions %v; want one write", revs)
 	}
 	// A cluster and its gRPC form, its load assignment, the API and outbound listeners, the
-	// host's and the port's route configurations.
-	if got := h.ctrl.Stats().LastWritten; got != 7 {
-		t.Errorf("the write changed %d entries; want 7", got)
+	// host's and the port's route configurations, the port's for VHDS clients and its virtual
+	// host.
+	if got := h.ctrl.Stats().LastWritten; got != 9 {
+		t.Errorf("the write changed %d entries; want 9", got)
 	}
 }
 

@@ -31,7 +31,7 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	if ps := t.ports[p]; ps != nil {
 		shares = ps.shares
 		switch {
-		case !t.portRouteBuilt(p):
+		case !t.portRouteBuilt(p) && !t.vhdsBuilt(p):
 			ps.reset() // what the route configuration gathered is not kept while it is not built
 		case shares > 0:
 			vhosts = t.gathered(p).vhosts
@@ -39,6 +39,13 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	}
 	if tcp := t.gatheredTCP(OutboundListenerName(p)); len(tcp) > 0 || shares > 0 {
 		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
+	}
+	if shares > 0 && t.vhdsBuilt(p) && sidecarRouteSettings.err == nil {
+		b.putVHDSRoute(p)
+		b.u.outputs = slices.Grow(b.u.outputs, len(vhosts))
+		for _, vh := range vhosts {
+			b.putVirtualHost(OutboundRouteName(p), vh)
+		}
 	}
 	return b.u
 }

@@ -126,6 +126,8 @@ func typeName(typeURL string) string {
 		return "Listener"
 	case GRPCClusterType:
 		return "Cluster"
+	case VirtualHostType:
+		return "VirtualHost"
 	}
 	return "RouteConfiguration"
 }

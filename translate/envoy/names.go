@@ -15,14 +15,18 @@ const (
 	EndpointType = translate.EnvoyEndpointType
 	ListenerType = translate.EnvoyListenerType
 	RouteType    = translate.EnvoyRouteType
+	// VirtualHostType is VHDS's (vhds.go).
+	VirtualHostType = translate.EnvoyVirtualHostType
 )
 
 // outputTypes are the derived collections, in the order the controller writes them: the four
-// Envoy types, and the proxyless gRPC clients' clusters (GRPCClusterType).
-var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType, GRPCClusterType}
+// Envoy types, the proxyless gRPC clients' clusters (GRPCClusterType) and VHDS's virtual
+// hosts (VirtualHostType).
+var outputTypes = [...]string{ClusterType, EndpointType, ListenerType, RouteType, GRPCClusterType, VirtualHostType}
 
 // OutputTypes returns the derived collections: those named by their Envoy type URLs
-// (clusters, load assignments, listeners, route configurations), then GRPCClusterType.
+// (clusters, load assignments, listeners, route configurations), then GRPCClusterType, then
+// VirtualHostType.
 func OutputTypes() []string { return slices.Clone(outputTypes[:]) }
 
 // The order in which an aggregated stream delivers these types is translate.EnvoyOrder.

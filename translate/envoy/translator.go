@@ -88,6 +88,8 @@ type Translator struct {
 	// (SetPortRoute, portroutes.go).
 	portRoutes    bool
 	portRoutesFor map[uint32]struct{}
+	// vhdsFor are the ports whose VHDS outputs are built (SetPortVirtualHosts, vhds.go).
+	vhdsFor map[uint32]struct{}
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
 	// limitedVSs the VirtualServices' (scope.go).
@@ -477,6 +479,10 @@ type TranslatorOptions struct {
 	// controller builds a port's only while a client asks for it (portroutes.go). Without it
 	// they are built from the start.
 	LazyPortRoutes bool
+	// VirtualHostPorts are the ports whose VHDS outputs are built from the start (vhds.go);
+	// the controller builds a port's only while a VHDS client asks for it
+	// (SetPortVirtualHosts).
+	VirtualHostPorts []uint32
 	// OutboundTrafficPolicy is MeshConfig's outboundTrafficPolicy.mode for every sidecar:
 	// AllowAny (istiod's default) or RegistryOnly (sidecar.go).
 	OutboundTrafficPolicy OutboundTrafficPolicy
@@ -500,7 +506,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		dirty: map[unitKey]struct{}{}, dirtyHosts: map[string]hostUnits{}, inputFaults: map[string]Fault{}, fieldFaults: map[string]Fault{},
 		outboundPolicy: opts.OutboundTrafficPolicy,
 		proxyless:      !opts.LazyProxyless,
-		portRoutes:     !opts.LazyPortRoutes, portRoutesFor: map[uint32]struct{}{},
+		portRoutes:     !opts.LazyPortRoutes, portRoutesFor: map[uint32]struct{}{}, vhdsFor: map[uint32]struct{}{},
 	}
 	t.mark(unitKey{unitSidecarPlumbing, "sidecar"})
 	for _, c := range opts.GatewayClasses {
@@ -508,6 +514,9 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 	}
 	for _, ns := range opts.Scopes {
 		t.SetScope(ns)
+	}
+	for _, p := range opts.VirtualHostPorts {
+		t.SetPortVirtualHosts(p, true)
 	}
 	return t
 }
@@ -948,8 +957,9 @@ func (t *Translator) gathered(p uint32) *portState {
 // build is all there is to compare with. An output whose bytes did not change keeps the last
 // build's encoding, which is the one the store holds: the unit keeps no second copy.
 func (t *Translator) diff(old, u *unitState, delta *Delta) {
+	oldIndex, newIndex := outputIndex(old), outputIndex(u)
 	for i, o := range u.outputs {
-		if prev, ok := old.output(o.key()); ok && bytes.Equal(prev.enc.Bytes(), o.enc.Bytes()) {
+		if prev, ok := oldIndex.output(old, o.key()); ok && bytes.Equal(prev.enc.Bytes(), o.enc.Bytes()) {
 			u.outputs[i] = prev
 			continue
 		}
@@ -959,7 +969,7 @@ func (t *Translator) diff(old, u *unitState, delta *Delta) {
 		return
 	}
 	for _, o := range old.outputs {
-		if _, ok := u.output(o.key()); ok {
+		if _, ok := newIndex.output(u, o.key()); ok {
 			continue
 		}
 		if delta.Removed == nil {
@@ -967,6 +977,38 @@ func (t *Translator) diff(old, u *unitState, delta *Delta) {
 		}
 		delta.Removed[o.typeURL] = append(delta.Removed[o.typeURL], o.enc.Name())
 	}
+}
+
+// outputIndexMin is the number of outputs from which diff looks them up by a map: a port's
+// VHDS outputs are a virtual host each (vhds.go), which one by one would make the diff
+// quadratic.
+const outputIndexMin = 64
+
+// outputs indexes a unit's outputs by key; nil (for units of fewer than outputIndexMin
+// outputs) looks them up one by one.
+type outputs map[outKey]int
+
+func outputIndex(u *unitState) outputs {
+	if u == nil || len(u.outputs) < outputIndexMin {
+		return nil
+	}
+	idx := make(outputs, len(u.outputs))
+	for i, o := range u.outputs {
+		idx[o.key()] = i
+	}
+	return idx
+}
+
+// output is u.output(k), through the index where there is one (of u).
+func (idx outputs) output(u *unitState, k outKey) (output, bool) {
+	if idx == nil {
+		return u.output(k)
+	}
+	i, ok := idx[k]
+	if !ok {
+		return output{}, false
+	}
+	return u.outputs[i], true
 }
 
 func (t *Translator) setDeps(key unitKey, old, u *unitState) {

@@ -88,7 +88,7 @@ func edit[M proto.Message](t testing.TB, r *mcpapi.Resource, spec M, version str
 // exactly what a fresh build of the same inputs gives: outputs, bytes and faults.
 func assertSameAsFromScratch(t *testing.T, step string, tr *Translator, m mesh) {
 	t.Helper()
-	want, wantFaults := Build(m.inputs(), TranslatorOptions{})
+	want, wantFaults := Build(m.inputs(), TranslatorOptions{VirtualHostPorts: slices.Collect(maps.Keys(tr.vhdsFor))})
 	got := tr.Outputs()
 	if d := diffOutputs(want, got); d != "" {
 		t.Fatalf("%s: incremental outputs differ from a fresh build:\n%s", step, d)
@@ -97,6 +97,11 @@ func assertSameAsFromScratch(t *testing.T, step string, tr *Translator, m mesh) 
 		t.Fatalf("%s: incremental faults differ from a fresh build:\nwant %v\ngot  %v", step, wantFaults, gotFaults)
 	}
 }
+
+// testVirtualHostPorts are the HTTP ports of the test data whose VHDS outputs the
+// incremental tests build too (vhds.go): a port's virtual hosts must follow every change as
+// its route configuration does.
+var testVirtualHostPorts = []uint32{80, 8000, 8080, 9080, 9090}
 
 func diffOutputs(want, got []Resource) string {
 	key := func(r Resource) string { return r.TypeURL + " " + r.Name }
@@ -140,7 +145,7 @@ func TestIncrementalTranslationEqualsFromScratch(t *testing.T) {
 	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.coll+a.name, b.coll+b.name) })
 
 	cur := newMesh(full.inputs())
-	tr := NewTranslator(TranslatorOptions{})
+	tr := NewTranslator(TranslatorOptions{VirtualHostPorts: testVirtualHostPorts})
 	for coll, byName := range cur {
 		for _, r := range byName {
 			feed(tr, coll, []*mcpapi.Resource{r}, nil)
@@ -183,7 +188,7 @@ func TestEverySingleChangeEqualsFromScratch(t *testing.T) {
 	t.Parallel()
 	full := allTestdata(t)
 	cur := newMesh(full.inputs())
-	tr := NewTranslator(TranslatorOptions{})
+	tr := NewTranslator(TranslatorOptions{VirtualHostPorts: testVirtualHostPorts})
 	for coll, rs := range cur.inputs() {
 		feed(tr, coll, rs, nil)
 	}

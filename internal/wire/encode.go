@@ -49,8 +49,8 @@ type Message struct {
 	// answers an on-demand request for a host it does not know so (Envoy matches the
 	// answer to the request by alias, and resumes the request that waits for it).
 	AliasMissing bool
-	Removed     []string
-	Incremental bool
+	Removed      []string
+	Incremental  bool
 	// Errors are per-resource errors (xDS resource_errors); layouts without the field leave
 	// them out.
 	Errors []ResourceError

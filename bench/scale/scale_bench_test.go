@@ -63,6 +63,14 @@ const (
 //   - ms-edit-to-served: from rewriting one file (each of its ServiceEntries gets one more
 //     endpoint), the bridge idle, to both clients holding the new ServiceEntries and endpoints.
 //
+// With -scale.largest (make bench-scale sets it), after the edit, it also reports the
+// figures of a client that takes port 8080's virtual hosts on demand (VHDS): s-vhds-route and
+// B-vhds-route (its route configuration, which has none), s-vhds-all-held (every virtual
+// host, from asking), B-largest-virtual-host, B-largest-vhds-response, MiB-RSS-with-vhds
+// (the bridge's resident memory then), and ms-vhds-add-host and B-vhds-add-host-sent (one
+// more ServiceEntry written to a new file: the time until the client holds its virtual host,
+// and the bytes it was sent for it); then the largest resource of each Envoy type.
+//
 // -scale.cpu-profile FILE saves the bridge's CPU profile of its first -scale.cpu-seconds;
 // -scale.delivery-cpu-profile FILE, of -scale.cpu-seconds from ready (what it takes the
 // clients to be sent everything).
@@ -103,9 +111,6 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(system.Seconds(), "CPU-s-kernel")
 		<-profiled
 		<-delivered
-		if *largest {
-			reportLargest(b, p.grpcAddr)
-		}
 
 		// Edit one file, once the bridge is idle (as an operator's edit finds it): every
 		// ServiceEntry in it gets a fourth endpoint.
@@ -116,6 +121,19 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		}
 		editAndWait(b, []*client{mcpc, envoyc}, dir, n, files)
 		<-editProfiled
+		if *largest {
+			// A client that takes port 8080's virtual hosts on demand (VHDS), after the
+			// edit, so that the figures above are those of the two clients alone, and before
+			// anything asks for the port's whole route configuration, so that adding a host
+			// costs what it costs VHDS alone.
+			vc := startVHDS(b, p.grpcAddr, n)
+			if rss, err := RSS(p.cmd.Process.Pid); err == nil {
+				b.ReportMetric(float64(rss)/(1<<20), "MiB-RSS-with-vhds")
+			}
+			vc.addHost(b, dir, n, files)
+			vc.close()
+			reportLargest(b, p.grpcAddr)
+		}
 		p.stop(b)
 		mcpc.close()
 		envoyc.close()

@@ -31,7 +31,7 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	if ps := t.ports[p]; ps != nil {
 		shares = ps.shares
 		switch {
-		case !t.portRouteBuilt(p) && !t.vhdsBuilt(p):
+		case !t.portRouteBuilt(p):
 			ps.reset() // what the route configuration gathered is not kept while it is not built
 		case shares > 0:
 			vhosts = t.gathered(p).vhosts
@@ -41,11 +41,7 @@ func (t *Translator) buildPort(p uint32) *unitState {
 		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
 	if shares > 0 && t.vhdsBuilt(p) && sidecarRouteSettings.err == nil {
-		b.putVHDSRoute(p)
-		b.u.outputs = slices.Grow(b.u.outputs, len(vhosts))
-		for _, vh := range vhosts {
-			b.putVirtualHost(OutboundRouteName(p), vh)
-		}
+		b.putVHDSRoute(p) // its virtual hosts are the hosts' own outputs (vhds.go)
 	}
 	return b.u
 }

@@ -325,6 +325,9 @@ func (b *hostBuild) buildRoutes(p port, vs *virtualService) {
 			[]vhostParts{{head: head, tail: gRest}}, nil)
 	}
 	b.u.vhosts = append(b.u.vhosts, pv)
+	if b.t.vhdsBuilt(p.number) {
+		b.putHostVirtualHosts(b.host, &pv)
+	}
 	if grpc {
 		b.putAPIListener(p.number)
 	}

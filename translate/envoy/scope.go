@@ -359,7 +359,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	if _, ok := t.scopes[ns]; !ok || sidecarRouteSettings.err != nil {
 		return b.u
 	}
-	if !t.portRouteBuilt(p) && !t.vhdsBuilt(p) {
+	if !t.portRouteBuilt(p) {
 		return t.buildScopedPortListener(b, ns, p)
 	}
 	ps := t.gathered(p)
@@ -369,9 +369,6 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	}
 	changed := false
 	var vhosts []vhostParts
-	// The virtual hosts the namespace sees otherwise than the mesh, for VHDS: hidden (false)
-	// or its own (true), by index in the port's.
-	var differ []vhostDiffers
 	shares := 0
 	if ps != nil {
 		vhosts = make([]vhostParts, 0, len(ps.vhosts))
@@ -379,25 +376,20 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 			host := ps.order[i]
 			if mayHide && !t.hostVisibleIn(ns, host) {
 				changed = true
-				differ = append(differ, vhostDiffers{i, false})
 				continue
 			}
 			if ps.shared[i] {
 				shares++
 			}
-			own := false
 			if ps.local[i] != nil && hostNamespace(host, t.suffix) == ns {
-				vh.head, changed, own = ps.local[i], true, true
+				vh.head, changed = ps.local[i], true
 			}
 			if ps.variant[i] {
 				if _, pv, _ := t.units.get(unitKey{unitHost, host}).vhost(host, p); pv != nil {
 					if rest := pv.variantFor(ns); rest != nil {
-						vh.tail, vh.dflt, changed, own = rest, defaultTail{}, true, true
+						vh.tail, vh.dflt, changed = rest, defaultTail{}, true
 					}
 				}
-			}
-			if own {
-				differ = append(differ, vhostDiffers{len(vhosts), true})
 			}
 			vhosts = append(vhosts, vh)
 		}
@@ -418,32 +410,12 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 		b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
 	default:
 		if shares == 0 {
+			vhosts = nil
 			b.u.set(output{b.collection(RouteType), store.Hidden(OutboundRouteName(p))})
 		}
-		seen := vhosts
-		if shares == 0 {
-			seen = nil
-		}
-		t.buildSharedPort(b, p, shares > 0, seen, tcp)
-	}
-	if t.vhdsBuilt(p) {
-		route := OutboundRouteName(p)
-		for _, d := range differ {
-			if d.own {
-				b.putVirtualHost(route, vhosts[d.i])
-			} else {
-				b.hideVirtualHost(route, ps.vhosts[d.i])
-			}
-		}
+		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
 	return b.u
-}
-
-// vhostDiffers is a virtual host a namespace sees otherwise than the mesh: its own (own, at
-// i of the namespace's), or hidden (at i of the port's).
-type vhostDiffers struct {
-	i   int
-	own bool
 }
 
 // buildScopedPortListener builds a port's outbound listener alone as a namespace's proxies see

@@ -957,9 +957,8 @@ func (t *Translator) gathered(p uint32) *portState {
 // build is all there is to compare with. An output whose bytes did not change keeps the last
 // build's encoding, which is the one the store holds: the unit keeps no second copy.
 func (t *Translator) diff(old, u *unitState, delta *Delta) {
-	oldIndex, newIndex := outputIndex(old), outputIndex(u)
 	for i, o := range u.outputs {
-		if prev, ok := oldIndex.output(old, o.key()); ok && bytes.Equal(prev.enc.Bytes(), o.enc.Bytes()) {
+		if prev, ok := old.output(o.key()); ok && bytes.Equal(prev.enc.Bytes(), o.enc.Bytes()) {
 			u.outputs[i] = prev
 			continue
 		}
@@ -969,7 +968,7 @@ func (t *Translator) diff(old, u *unitState, delta *Delta) {
 		return
 	}
 	for _, o := range old.outputs {
-		if _, ok := newIndex.output(u, o.key()); ok {
+		if _, ok := u.output(o.key()); ok {
 			continue
 		}
 		if delta.Removed == nil {
@@ -977,38 +976,6 @@ func (t *Translator) diff(old, u *unitState, delta *Delta) {
 		}
 		delta.Removed[o.typeURL] = append(delta.Removed[o.typeURL], o.enc.Name())
 	}
-}
-
-// outputIndexMin is the number of outputs from which diff looks them up by a map: a port's
-// VHDS outputs are a virtual host each (vhds.go), which one by one would make the diff
-// quadratic.
-const outputIndexMin = 64
-
-// outputs indexes a unit's outputs by key; nil (for units of fewer than outputIndexMin
-// outputs) looks them up one by one.
-type outputs map[outKey]int
-
-func outputIndex(u *unitState) outputs {
-	if u == nil || len(u.outputs) < outputIndexMin {
-		return nil
-	}
-	idx := make(outputs, len(u.outputs))
-	for i, o := range u.outputs {
-		idx[o.key()] = i
-	}
-	return idx
-}
-
-// output is u.output(k), through the index where there is one (of u).
-func (idx outputs) output(u *unitState, k outKey) (output, bool) {
-	if idx == nil {
-		return u.output(k)
-	}
-	i, ok := idx[k]
-	if !ok {
-		return output{}, false
-	}
-	return u.outputs[i], true
 }
 
 func (t *Translator) setDeps(key unitKey, old, u *unitState) {

@@ -19,18 +19,21 @@ import (
 //   - the route configuration PORT without virtual hosts, with vhds over ADS and the same
 //     settings (sidecarRouteSettings); the store keeps it as VHDSRouteName(PORT), "PORT@vhds",
 //     beside the whole one, and source/xds serves it to such a client under its name PORT;
+//     the port's unit builds it;
 //   - each virtual host of the route configuration as a VirtualHost resource of its own,
 //     PORT/VHOST (VirtualHostName; the virtual host is named so too, as Envoy drops a virtual
-//     host by its name when told its resource is removed), in VirtualHostType, mesh-wide and
-//     in each namespace's overlay where the namespace sees it otherwise (hidden, its local
-//     domains, its VirtualService).
+//     host by its name when told its resource is removed), in VirtualHostType: an output of
+//     its host's unit, mesh-wide and in the overlays of the namespaces that see it otherwise
+//     (its own namespace's local domains, a scope's VirtualService; hidden where the host is,
+//     with the host's other outputs: hideFromScopes). A change of one host rebuilds and sends
+//     its own virtual host, as its cluster, never the port's others.
 //
 // Envoy subscribes to the virtual hosts of PORT by the name PORT (the resources of that
-// namespace: source.Type Namespaced), and is sent each of them, then each one that changes:
-// a change of one host sends one virtual host, not the port's. Both are built, like the whole
-// route configuration, only while a connected client asks for them (SetPortVirtualHosts,
-// Controller.AcquirePortVirtualHosts), from the hosts' virtual hosts as built (gathered), by a
-// copy of their bytes.
+// namespace: source.Type Namespaced), and is sent each of them, then each one that changes.
+// Both are built, like the whole route configuration, only while a connected client asks for
+// them (SetPortVirtualHosts, Controller.AcquirePortVirtualHosts): the first client to ask
+// has the port's hosts built again (their other outputs come out the same, and are not
+// written), as the whole route configuration is gathered when first asked for.
 
 // VHDSRouteName is the store's name of a port's route configuration for VHDS clients
 // (translate.VHDSRouteName).
@@ -41,10 +44,16 @@ func VHDSRouteName(port uint32) string { return translate.VHDSRouteName(Outbound
 func VirtualHostName(route, vhost string) string { return route + "/" + vhost }
 
 // SetPortVirtualHosts starts (or stops) building a port's VHDS outputs from the next
-// Translate.
+// Translate: the port's, and each of its hosts'.
 func (t *Translator) SetPortVirtualHosts(port uint32, on bool) {
-	if setMember(t.vhdsFor, port, on) {
-		t.markPort(port)
+	if !setMember(t.vhdsFor, port, on) {
+		return
+	}
+	t.markPort(port)
+	if ps := t.ports[port]; ps != nil {
+		for h := range ps.hosts {
+			t.mark(unitKey{unitHost, h})
+		}
 	}
 }
 
@@ -81,12 +90,42 @@ func (b *build) putVHDSRoute(p uint32) {
 	b.u.set(output{RouteType, enc})
 }
 
-// putVirtualHost adds a virtual host of a route configuration as a VHDS resource, in the
-// build's collection (a namespace's overlay in a scope's build), renamed ROUTE/VHOST: its
-// encoding is the name, then the rest of its bytes as the port's route configuration holds
-// them (each virtual host was validated when its host was built). Appended, not set: a port's
-// virtual hosts are many, and their names are new to the unit.
-func (b *build) putVirtualHost(route string, vh vhostParts) {
+// putHostVirtualHosts adds a host's VHDS virtual host of a port (its sidecar virtual host,
+// as the port's route configuration gathers it): mesh-wide, and for each namespace that sees
+// it otherwise, as buildScopedPort assembles that namespace's route configuration: the local
+// head in the host's own namespace (where its scope is built), a scope's own rest where the
+// VirtualService that routes the host is not exported to it.
+func (b *build) putHostVirtualHosts(host string, pv *portVhost) {
+	route := OutboundRouteName(pv.port)
+	mesh := vhostParts{head: pv.sidecar, tail: pv.own}
+	if pv.defaultRoute {
+		mesh.dflt = defaultTail{host: host, port: pv.port}
+	}
+	b.putVirtualHostIn(VirtualHostType, route, mesh)
+	own := hostNamespace(host, b.t.suffix)
+	if local := pv.local(); local != nil {
+		vh := mesh
+		vh.head = local
+		if rest := pv.variantFor(own); rest != nil {
+			vh.tail, vh.dflt = rest, defaultTail{}
+		}
+		b.putVirtualHostIn(translate.ScopeCollection(own, VirtualHostType), route, vh)
+	}
+	for _, v := range pv.variants() {
+		if v.namespace == own && pv.local() != nil {
+			continue // with its local head, above
+		}
+		vh := mesh
+		vh.tail, vh.dflt = v.sidecar, defaultTail{}
+		b.putVirtualHostIn(translate.ScopeCollection(v.namespace, VirtualHostType), route, vh)
+	}
+}
+
+// putVirtualHostIn adds a virtual host of a route configuration as a VHDS resource, in a
+// collection, renamed ROUTE/VHOST: its encoding is the name, then the rest of its bytes as the
+// port's route configuration holds them (each virtual host was validated when its host was
+// built).
+func (b *build) putVirtualHostIn(collection, route string, vh vhostParts) {
 	vhost, rest, err := splitVirtualHostName(vh.head)
 	if err != nil {
 		b.invalid("VirtualHost", route+"/?", err)
@@ -104,14 +143,7 @@ func (b *build) putVirtualHost(route string, vh vhostParts) {
 		b.invalid("VirtualHost", name, err)
 		return
 	}
-	b.u.outputs = append(b.u.outputs, output{b.collection(VirtualHostType), enc})
-}
-
-// hideVirtualHost hides a virtual host of a route configuration from the build's scope.
-func (b *build) hideVirtualHost(route string, vh vhostParts) {
-	if vhost, _, err := splitVirtualHostName(vh.head); err == nil {
-		b.u.outputs = append(b.u.outputs, output{b.collection(VirtualHostType), store.Hidden(VirtualHostName(route, vhost))})
-	}
+	b.u.set(output{collection, enc})
 }
 
 // splitVirtualHostName reads the name at the head of a virtual host's encoding (a

@@ -32,6 +32,10 @@
 //     and max_direct_response_body_size_bytes 1 MiB (as on gateway route configurations). An
 //     address two hosts share on a port goes to the first by name (the other is reported):
 //     Envoy rejects a domain twice.
+//   - VHDS (vhds.go), for the clients that take virtual hosts on demand: a port's route
+//     configuration without virtual hosts and with vhds over ADS, stored as PORT@vhds and
+//     served to them as PORT, and each virtual host of it as a VirtualHost PORT/VHOST, named
+//     so itself, built by its host's unit.
 //   - Outbound listeners of non-HTTP ports (tcplisteners.go), istiod's: VIP_PORT
 //     ("10.96.0.20_27017") for a host with an address, on VIP:PORT with bind_to_port false;
 //     ENDPOINT_PORT likewise for each endpoint of a NONE host without an address; the hosts

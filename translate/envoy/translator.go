@@ -88,8 +88,10 @@ type Translator struct {
 	// (SetPortRoute, portroutes.go).
 	portRoutes    bool
 	portRoutesFor map[uint32]struct{}
-	// vhdsFor are the ports whose VHDS outputs are built (SetPortVirtualHosts, vhds.go).
-	vhdsFor map[uint32]struct{}
+	// vhdsFor are the ports whose VHDS outputs are built (SetPortVirtualHosts, vhds.go);
+	// vhdsChanged, those started (true) or stopped since the last Translate.
+	vhdsFor     map[uint32]struct{}
+	vhdsChanged map[uint32]bool
 	// sidecars are the Sidecars, by key; limitedExports counts the ServiceEntries whose
 	// exportTo leaves some namespace out, limitedSEs are their keys, limitedVSExports and
 	// limitedVSs the VirtualServices' (scope.go).
@@ -507,6 +509,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		outboundPolicy: opts.OutboundTrafficPolicy,
 		proxyless:      !opts.LazyProxyless,
 		portRoutes:     !opts.LazyPortRoutes, portRoutesFor: map[uint32]struct{}{}, vhdsFor: map[uint32]struct{}{},
+		vhdsChanged: map[uint32]bool{},
 	}
 	t.mark(unitKey{unitSidecarPlumbing, "sidecar"})
 	for _, c := range opts.GatewayClasses {
@@ -622,6 +625,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 	} else {
 		clear(t.dirtyHosts)
 	}
+	t.applyVHDSChanges(&delta)
 	if len(t.dirtyOf(unitGateway)) > 0 {
 		// A Gateway's change, or a change to what is bound to one, may change the merge of
 		// any class: there are few, and each is rebuilt.

@@ -1,7 +1,10 @@
 package envoy
 
 import (
+	"bytes"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
+	mcpapi "istio.io/api/mcp/v1alpha1"
 )
 
 // TestVHDSVirtualHostsAreTheWholeRouteConfigurations: for every namespace's proxies (each
@@ -116,4 +120,136 @@ func checkVHDSPort(t *testing.T, what string, p uint32, want, got map[string]str
 		t.Fatalf("%s: %s is\n%v\nthe whole one's settings are\n%v", what, VHDSRouteName(p), &vrc, &rc)
 	}
 	return len(gotVH)
+}
+
+// TestVHDSStartedAndStoppedEqualsFromScratch edits a mesh at random (every kind of input,
+// five namespaces' scopes) while ports' VHDS outputs are started and stopped, and checks after
+// each step that what the translator's deltas wrote, applied one after another, and what it
+// holds are a fresh build's with the same ports' VHDS outputs: the virtual hosts a port's
+// start gives its hosts from what they hold, a stop takes, and a host's rebuild makes, are
+// the same as a build from scratch.
+func TestVHDSStartedAndStoppedEqualsFromScratch(t *testing.T) {
+	t.Parallel()
+	full := allTestdata(t)
+	for coll, rs := range decodeYAML(t, exportYAML) {
+		for _, r := range rs {
+			if full[coll] == nil {
+				full[coll] = map[string]*mcpapi.Resource{}
+			}
+			full[coll][r.GetMetadata().GetName()] = r
+		}
+	}
+	type item struct{ coll, name string }
+	var items []item
+	for coll, byName := range full {
+		for name := range byName {
+			items = append(items, item{coll, name})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.coll+a.name, b.coll+b.name) })
+	scopes := []string{"foo", "bar", "baz", "bookinfo", "default"}
+	ports := []uint32{80, 8000, 8080, 9080, 9090}
+	held := map[uint32]bool{}
+	opts := func() TranslatorOptions {
+		var on []uint32
+		for p := range held {
+			on = append(on, p)
+		}
+		return TranslatorOptions{Scopes: scopes, LazyPortRoutes: true, VirtualHostPorts: on}
+	}
+	cur := newMesh(full.inputs())
+	tr := NewTranslator(opts())
+	for coll, rs := range cur.inputs() {
+		feed(tr, coll, rs, nil)
+	}
+	written := map[string]map[string][]byte{} // what the deltas wrote, by collection and name
+	apply := func(d Delta) {
+		for coll, encs := range d.Upserts {
+			if written[coll] == nil {
+				written[coll] = map[string][]byte{}
+			}
+			for _, e := range encs {
+				written[coll][e.Name()] = e.Bytes()
+			}
+		}
+		for coll, names := range d.Removed {
+			for _, n := range names {
+				delete(written[coll], n)
+			}
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		want, _ := Build(cur.inputs(), opts())
+		if d := diffOutputs(want, tr.Outputs()); d != "" {
+			t.Fatalf("%s: the translator holds otherwise than a fresh build:\n%s", step, d)
+		}
+		got := map[string]map[string][]byte{}
+		for _, r := range want {
+			if got[r.TypeURL] == nil {
+				got[r.TypeURL] = map[string][]byte{}
+			}
+			got[r.TypeURL][r.Name] = r.Encoded.Bytes()
+		}
+		for coll, byName := range written {
+			if len(byName) == 0 {
+				delete(written, coll)
+			}
+		}
+		if !maps.EqualFunc(written, got, func(a, b map[string][]byte) bool { return maps.EqualFunc(a, b, bytes.Equal) }) {
+			for coll := range got {
+				for n := range got[coll] {
+					if !bytes.Equal(written[coll][n], got[coll][n]) {
+						t.Errorf("%s: %s %s written otherwise than built (written %v)", step, coll, n, written[coll][n] != nil)
+					}
+				}
+			}
+			for coll := range written {
+				for n := range written[coll] {
+					if _, ok := got[coll][n]; !ok {
+						t.Errorf("%s: %s %s written, not built", step, coll, n)
+					}
+				}
+			}
+			t.FailNow()
+		}
+	}
+	d, _ := tr.Translate()
+	apply(d)
+	check("initial build")
+	rng := rand.New(rand.NewPCG(5, 6))
+	for step := range 300 {
+		var what string
+		if rng.IntN(3) == 0 {
+			p := ports[rng.IntN(len(ports))]
+			held[p] = !held[p]
+			if !held[p] {
+				delete(held, p)
+			}
+			tr.SetPortVirtualHosts(p, held[p])
+			what = fmt.Sprintf("port %d's virtual hosts %v", p, held[p])
+		} else {
+			it := items[rng.IntN(len(items))]
+			version := fmt.Sprintf("v%d", step)
+			switch r, present := cur[it.coll][it.name]; {
+			case !present:
+				r := withVersion(full[it.coll][it.name], version)
+				cur.put(it.coll, r)
+				feed(tr, it.coll, []*mcpapi.Resource{r}, nil)
+				what = "restore " + it.name
+			case rng.IntN(3) == 0:
+				delete(cur[it.coll], it.name)
+				feed(tr, it.coll, nil, []string{it.name})
+				what = "remove " + it.name
+			default:
+				r := mutate(t, it.coll, r, version, rng)
+				cur.put(it.coll, r)
+				feed(tr, it.coll, []*mcpapi.Resource{r}, nil)
+				what = "change " + it.name
+			}
+		}
+		d, _ := tr.Translate()
+		apply(d)
+		check(fmt.Sprintf("step %d: %s", step, what))
+	}
 }

@@ -58,8 +58,12 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 		asked := map[string]bool{}
 		held := map[string]string{}
 		gen := 0
-		subscribed := false
+		subscribed, away := false, false
 		drain := func() {
+			if away {
+				h.flush() // to nobody: the stream is gone
+				return
+			}
 			for range 20 {
 				out := h.flush()
 				if len(out) == 0 {
@@ -84,7 +88,7 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 			rt.Fatalf("responses never settle")
 		}
 		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
-			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
 			case 0:
 				name := rapid.SampledFrom(stored).Draw(rt, "write")
 				gen++
@@ -98,13 +102,16 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 				delete(store, name)
 				h.apply(namespacedColl, nil, []string{name}, 0)
 			case 2:
+				if away {
+					continue
+				}
 				name := rapid.SampledFrom(askable).Draw(rt, "subscribe")
 				asked[name] = true
 				h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe = []string{name} })
 				subscribed = true
 			case 3:
 				name := rapid.SampledFrom(askable).Draw(rt, "unsubscribe")
-				if !subscribed {
+				if !subscribed || away {
 					continue
 				}
 				delete(asked, name)
@@ -113,9 +120,25 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 				// resources when it leaves the namespace.
 				want := namespaceModel(store, asked)
 				maps.DeleteFunc(held, func(n, _ string) bool { _, ok := want[n]; return !ok })
+			case 4:
+				// The client goes away (writes go on meanwhile), or comes back: a new stream,
+				// its names asked again with the versions it holds
+				// (initial_resource_versions), as Envoy resumes.
+				if !subscribed {
+					continue
+				}
+				if away = !away; away {
+					continue
+				}
+				st := h.st
+				d := newDirectMachine("test", access{})
+				h = &machineHarness{t: t, st: st, d: d, m: d.m}
+				names := slices.Sorted(maps.Keys(asked))
+				initial := maps.Clone(held)
+				h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe, r.InitialVersions = names, initial })
 			}
 			drain()
-			if !subscribed {
+			if !subscribed || away {
 				continue
 			}
 			want := namespaceModel(store, asked)

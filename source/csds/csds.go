@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	admin "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -38,6 +39,7 @@ import (
 	"github.com/mcpbridge/mcpbridge/internal/metrics"
 	"github.com/mcpbridge/mcpbridge/internal/rpcpeer"
 	"github.com/mcpbridge/mcpbridge/source"
+	"github.com/mcpbridge/mcpbridge/translate"
 )
 
 // Server is the ClientStatusDiscoveryService over one engine.
@@ -175,7 +177,7 @@ func appendType(out []*status.ClientConfig_GenericXdsConfig, t *source.TypeStatu
 	for i := range t.Resources {
 		r := &t.Resources[i]
 		g := &slab[1+i]
-		g.TypeUrl, g.Name, g.VersionInfo = t.Type, r.Name, r.Version
+		g.TypeUrl, g.Name, g.VersionInfo = t.Type, clientName(t.Type, r.Name), r.Version
 		g.ConfigStatus, g.ClientStatus = configStatus(r.State), clientStatus(r.State, r.Missing)
 		switch r.State {
 		case source.StateError:
@@ -193,6 +195,17 @@ func appendType(out []*status.ClientConfig_GenericXdsConfig, t *source.TypeStatu
 		out = append(out, g)
 	}
 	return out
+}
+
+// clientName is a resource's name as its client knows it: a VHDS client's route
+// configuration PORT is kept as PORT@vhds (translate.VHDSRouteName) and sent as PORT.
+func clientName(typeURL, name string) string {
+	if typeURL == translate.EnvoyRouteType {
+		if base, ok := strings.CutSuffix(name, translate.VHDSRouteSuffix); ok {
+			return base
+		}
+	}
+	return name
 }
 
 func ackedVersion(t *source.TypeStatus) string {

@@ -54,6 +54,10 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 	askable := []string{"8080", "9080", "gw/x", "gw", "8080/a", "8080/zz", "7070"}
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newMachineHarness(t)
+		// Responses split into parts of a resource or two, or not at all: a part after the
+		// first reads again what it carries, by name or by namespace.
+		split := rapid.SampledFrom([]int{0, 1, 200}).Draw(rt, "split")
+		h.split = split
 		store := map[string]int{}
 		asked := map[string]bool{}
 		held := map[string]string{}
@@ -132,7 +136,7 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 				}
 				st := h.st
 				d := newDirectMachine("test", access{})
-				h = &machineHarness{t: t, st: st, d: d, m: d.m}
+				h = &machineHarness{t: t, st: st, d: d, m: d.m, split: split}
 				names := slices.Sorted(maps.Keys(asked))
 				initial := maps.Clone(held)
 				h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe, r.InitialVersions = names, initial })
@@ -149,6 +153,37 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 			for name, version := range held {
 				if e := v.Get(namespacedColl, name); e == nil || e.Version != version {
 					rt.Fatalf("client holds %s at %s, the store %v", name, version, e)
+				}
+			}
+			// The status view (CSDS) says the same: every resource the client holds,
+			// synced, and the names that ask for nothing, missing.
+			states := h.m.statusState()
+			if len(states) != 1 {
+				rt.Fatalf("%d subscriptions", len(states))
+			}
+			ts := states[0].evaluate(&snapshots{v: v}, true)
+			synced, missing := map[string]bool{}, map[string]bool{}
+			for _, r := range ts.Resources {
+				switch {
+				case r.Missing:
+					missing[r.Name] = true
+				case r.State == StateSynced:
+					synced[r.Name] = true
+				default:
+					rt.Fatalf("status of %s: %v, the client holds it", r.Name, r.State)
+				}
+			}
+			if !slices.Equal(slices.Sorted(maps.Keys(synced)), slices.Sorted(maps.Keys(want))) {
+				rt.Fatalf("status says synced %v, the client holds %v", slices.Sorted(maps.Keys(synced)), slices.Sorted(maps.Keys(want)))
+			}
+			for name := range asked {
+				_, own := want[name]
+				members := slices.ContainsFunc(slices.Collect(maps.Keys(want)), func(n string) bool {
+					i := lastSlash(n)
+					return i >= 0 && n[:i] == name
+				})
+				if missing[name] != (!own && !members) {
+					rt.Fatalf("status says %s missing: %v (asked %v, held %v)", name, missing[name], asked, want)
 				}
 			}
 		}
@@ -173,6 +208,9 @@ func (h *machineHarness) apply(coll string, upserts, removed []string, gen int) 
 // sendTyped sends a request of a type the test world does not have.
 func (h *machineHarness) sendTyped(typ Type, build func(*Request)) {
 	tr := &typedRequest{Request: Request{Key: typ.Collection}, Type: typ}
+	if h.split > 0 && typ.Mode == Incremental {
+		tr.Splittable, tr.splitAt = true, h.split
+	}
 	build(&tr.Request)
 	h.keep(h.d.send(tr, h.st.View(), h.now))
 }

@@ -3,6 +3,7 @@ package source
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -188,6 +189,7 @@ type subState struct {
 	phase             phase
 	nacked            bool
 	wildcard          bool
+	namespaced        bool // Type.Namespaced: a name also asks for NAME/REST
 	include           func(string) bool
 	vis               *visibility
 	names             []string // sorted
@@ -208,7 +210,7 @@ func (m *machine) statusState() []subState {
 	for i, sub := range subs {
 		out[i] = subState{
 			key: sub.key, collection: sub.Collection, phase: sub.ex.phase, nacked: sub.ex.nacked,
-			wildcard: sub.want.wildcard, include: sub.want.include, vis: sub.vis,
+			wildcard: sub.want.wildcard, namespaced: sub.Namespaced, include: sub.want.include, vis: sub.vis,
 			names: sub.want.names.sorted(), freshAll: sub.owed.all, freshSent: sub.ex.carried, freshAllSent: sub.ex.carriedAll,
 			sentRev: sub.ex.rev, ackedRev: sub.ex.ackedRev, sentVer: sub.ex.version,
 			lastAck: sub.ex.lastAck, lastNack: sub.ex.lastNack, rejected: sub.ex.rejected,
@@ -270,6 +272,8 @@ func (st *subState) evaluate(snaps *snapshots, resources bool) TypeStatus {
 				missing = append(missing, name)
 			}
 		}
+	} else if st.namespaced {
+		st.eachAsked(snaps.v, add, &missing)
 	} else {
 		for _, name := range st.names {
 			if e := snaps.v.Get(st.collection, name); e != nil && st.vis.sees(name) {
@@ -301,6 +305,46 @@ func (st *subState) exchangeState() ConfigState {
 	return StateSynced
 }
 
+// eachAsked adds the state of each resource a Namespaced type's names ask for (a name's own,
+// and its namespace's: subscription.asked), once each, and the names that ask for nothing
+// to missing.
+func (st *subState) eachAsked(v *store.View, add func(ResourceStatus), missing *[]string) {
+	seen := map[string]bool{}
+	for _, name := range st.names {
+		found := false
+		take := func(e *store.Entry) {
+			found = true
+			if !seen[e.Name] {
+				seen[e.Name] = true
+				add(st.resource(e))
+			}
+		}
+		if e := v.Get(st.collection, name); e != nil && st.vis.sees(name) {
+			take(e)
+		}
+		for _, e := range v.WithPrefix(st.collection, name+"/") {
+			if !strings.Contains(e.Name[len(name)+1:], "/") && st.vis.sees(e.Name) {
+				take(e)
+			}
+		}
+		if !found {
+			*missing = append(*missing, name)
+		}
+	}
+}
+
+// askedIn tells whether a resource was asked for by a name in set (sorted): its own, or for
+// a Namespaced type its namespace.
+func (st *subState) askedIn(name string, in func(string) bool) bool {
+	if in(name) {
+		return true
+	}
+	if ns, ok := namespaceOf(name); ok && st.namespaced {
+		return in(ns)
+	}
+	return false
+}
+
 // wants is subscription.wants for a wildcard subscription's copy.
 func (st *subState) wants(name string) bool {
 	if !st.vis.sees(name) {
@@ -319,17 +363,17 @@ func (st *subState) resource(e *store.Entry) ResourceStatus {
 		rs.State = StateNotSent
 		return rs
 	}
-	if _, fresh := slices.BinarySearch(st.fresh, e.Name); fresh {
+	if st.askedIn(e.Name, func(n string) bool { _, ok := slices.BinarySearch(st.fresh, n); return ok }) {
 		rs.State = StateNotSent
 		return rs
 	}
 	for _, r := range st.rejected {
-		if r.covers(e) {
+		if r.covers(e, st.namespaced) {
 			rs.State, rs.Rejected = StateError, r.rec
 			return rs
 		}
 	}
-	if _, fresh := st.freshSent[e.Name]; fresh || st.freshAllSent {
+	if st.freshAllSent || st.askedIn(e.Name, func(n string) bool { _, ok := st.freshSent[n]; return ok }) {
 		// Newly asked: sent whatever its revision, and held only once ACKed.
 		rs.State = StateNotSent
 		if st.phase == phaseAwaiting {
@@ -365,16 +409,23 @@ type rejection struct {
 	all      bool
 }
 
-// covers tells whether the refused response carried the current version of a resource.
-func (r *rejection) covers(e *store.Entry) bool {
+// covers tells whether the refused response carried the current version of a resource
+// (namespaced: of a Namespaced type, whose names asked anew ask for their namespaces).
+func (r *rejection) covers(e *store.Entry, namespaced bool) bool {
 	if e.Revision > r.to {
 		return false
 	}
 	if e.Revision > r.from || r.all {
 		return true
 	}
-	_, ok := r.names[e.Name]
-	return ok
+	if _, ok := r.names[e.Name]; ok {
+		return true
+	}
+	if ns, ok := namespaceOf(e.Name); ok && namespaced {
+		_, ok := r.names[ns]
+		return ok
+	}
+	return false
 }
 
 // maxRejections bounds the ranges a subscription keeps: a client that refuses response

@@ -34,7 +34,7 @@ func TestStatusRejectionsAreBoundedAndErrTowardsError(t *testing.T) {
 
 func covered(rs []rejection, rev uint64) bool {
 	for i := range rs {
-		if rs[i].covers(&store.Entry{Name: "x", Revision: rev}) {
+		if rs[i].covers(&store.Entry{Name: "x", Revision: rev}, false) {
 			return true
 		}
 	}

@@ -174,6 +174,20 @@ func (s *subscription) wants(name string) bool {
 	return s.want.wildcard && (s.want.include == nil || s.want.include(name))
 }
 
+// askedAs tells whether a resource's name is among names (has): the name itself, or for a
+// Namespaced type its namespace, by which the client asked for it.
+func (s *subscription) askedAs(name string, has func(string) bool) bool {
+	if has(name) {
+		return true
+	}
+	if s.Namespaced {
+		if ns, ok := namespaceOf(name); ok {
+			return has(ns)
+		}
+	}
+	return false
+}
+
 // namespaceOf is the namespace of a resource name of a Namespaced type: what comes before
 // its last '/' (a route configuration's name may hold '/', a host may not).
 func namespaceOf(name string) (string, bool) {
@@ -372,12 +386,12 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 				short = true
 				// In the part as owed anew, the client may hold nothing of it: that it holds
 				// the type as of an earlier revision does not cover it (shortAnew).
-				shortAnew = shortAnew || part.all || part.asked(e.Name)
-			case !part.all && cur.Revision <= part.from && !s.want.has(e.Name):
+				shortAnew = shortAnew || part.all || s.askedAs(e.Name, part.asked)
+			case !part.all && cur.Revision <= part.from && !s.askedAs(e.Name, s.want.has):
 				// Unchanged: in the part only because its name was asked anew, which the
 				// client took back since (the wildcard may still cover it: it holds it).
 				own = true
-			case part.revive && g.live != nil && !g.live().live(cur.Owner) && !part.asked(e.Name) && !s.owed.isFresh(e.Name):
+			case part.revive && g.live != nil && !g.live().live(cur.Owner) && !s.askedAs(e.Name, part.asked) && !s.askedAs(e.Name, s.owed.isFresh):
 				// Owed because its producer came back, which has left again: the client holds
 				// it, and sending it with its body would renew it (heartbeat.go). Not a name
 				// asked anew: the client holds nothing of it, and is sent it as when nothing

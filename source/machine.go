@@ -252,7 +252,7 @@ func (m *machine) admitNode(n *Node) *refusal {
 	if err := m.access.checkNode(n); err != nil {
 		return &refusal{code: codes.PermissionDenied, kind: refusedNode, msg: err.Error()}
 	}
-	m.node = &Node{ID: n.ID, Labels: n.Labels, Namespaces: n.Namespaces, Features: n.Features, Generator: n.Generator, VirtualHostsOnDemand: n.VirtualHostsOnDemand}
+	m.node = &Node{ID: n.ID, Labels: n.Labels, Namespaces: n.Namespaces, Features: n.Features, Generator: n.Generator}
 	m.nodeAnnotations = n.Annotations
 	if n.Metadata != nil {
 		if b, _ := proto.Marshal(n.Metadata); len(b) <= maxNodeMetadata { // a Struct always encodes

@@ -77,8 +77,9 @@ type Node struct {
 	// form of what it is served (Adapter.Type); kept for the stream, unlike Metadata.
 	Generator string
 	// VirtualHostsOnDemand: the client takes its route configurations' virtual hosts from
-	// VHDS (xDS: metadata MCPBRIDGE_VHDS "true"), which decides the form of the route
-	// configurations it is served (Adapter.Type); kept for the stream.
+	// VHDS (xDS: metadata MCPBRIDGE_VHDS "true"), which decides the names its requests ask
+	// for and its responses carry (the xDS adapter reads it from the request that first
+	// names the node).
 	VirtualHostsOnDemand bool
 }
 

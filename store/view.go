@@ -214,18 +214,30 @@ func eachWithPrefix(c *collection, prefix string, f func(*Entry)) {
 	})
 }
 
-// layeredWithPrefix is WithPrefix through the layers: every name either part holds in the
-// range, read as layeredGet reads it.
+// layeredWithPrefix is WithPrefix through the layers: the two parts' ranges (each in name
+// order) merged, each name read as layeredGet reads it.
 func (v *View) layeredWithPrefix(base, overlay, prefix string) []*Entry {
-	var names []string
-	for _, part := range [...]string{base, overlay} {
-		eachWithPrefix(v.st.colls[part], prefix, func(e *Entry) { names = append(names, e.Name) })
-	}
-	slices.Sort(names)
+	var bs, os []*Entry
+	eachWithPrefix(v.st.colls[base], prefix, func(e *Entry) { bs = append(bs, e) })
+	eachWithPrefix(v.st.colls[overlay], prefix, func(e *Entry) { os = append(os, e) })
 	var out []*Entry
-	for _, n := range slices.Compact(names) {
-		if e := v.layeredGet(base, overlay, n); e != nil {
-			out = append(out, e)
+	take := func(b, o *Entry) {
+		if e, rev := resolveLayers(b, o); e != nil && !e.Deleted {
+			out = append(out, withRevision(e, rev))
+		}
+	}
+	i, j := 0, 0
+	for i < len(bs) || j < len(os) {
+		switch {
+		case j == len(os) || i < len(bs) && bs[i].Name < os[j].Name:
+			take(bs[i], nil)
+			i++
+		case i == len(bs) || os[j].Name < bs[i].Name:
+			take(nil, os[j])
+			j++
+		default:
+			take(bs[i], os[j])
+			i, j = i+1, j+1
 		}
 	}
 	return out

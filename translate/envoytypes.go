@@ -1,5 +1,7 @@
 package translate
 
+import "strings"
+
 // The Envoy resource types the translation derives (translate/envoy). Their type URLs are also
 // the store collections that hold them, as source/xds serves them.
 const (
@@ -61,3 +63,18 @@ const VHDSRouteSuffix = "@vhds"
 
 // VHDSRouteName is the store's name of a route configuration's VHDS form.
 func VHDSRouteName(route string) string { return route + VHDSRouteSuffix }
+
+// VHDSRouteOf is the route configuration whose VHDS form a store name is (PORT for
+// PORT@vhds); ok is false for any other name. Only ports' route configurations have one.
+func VHDSRouteOf(name string) (route string, ok bool) {
+	route, ok = strings.CutSuffix(name, VHDSRouteSuffix)
+	if !ok || route == "" || route[0] == '0' || len(route) > 5 {
+		return "", false
+	}
+	for _, c := range route {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return route, true
+}

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	admin "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -201,8 +200,8 @@ func appendType(out []*status.ClientConfig_GenericXdsConfig, t *source.TypeStatu
 // configuration PORT is kept as PORT@vhds (translate.VHDSRouteName) and sent as PORT.
 func clientName(typeURL, name string) string {
 	if typeURL == translate.EnvoyRouteType {
-		if base, ok := strings.CutSuffix(name, translate.VHDSRouteSuffix); ok {
-			return base
+		if route, ok := translate.VHDSRouteOf(name); ok {
+			return route
 		}
 	}
 	return name

@@ -164,6 +164,7 @@ type countingViews struct {
 	ports                    []uint32
 	allPorts, releasedPorts  int
 	vhdsPorts                []uint32
+	releasedVHDS             int
 }
 
 func (v *countingViews) AcquireGatewayClass(translate.GatewayClass) func() { return func() {} }
@@ -196,7 +197,7 @@ func (v *countingViews) AcquirePortVirtualHosts(port uint32) (func(), <-chan str
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.vhdsPorts = append(v.vhdsPorts, port)
-	return func() { v.mu.Lock(); v.releasedPorts++; v.mu.Unlock() }, nil
+	return func() { v.mu.Lock(); v.releasedVHDS++; v.mu.Unlock() }, nil
 }
 func (v *countingViews) TranslationProgress() (bool, uint64) { return false, 0 }
 func (v *countingViews) AcquirePortRoutes() (func(), <-chan struct{}) {

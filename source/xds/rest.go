@@ -141,8 +141,8 @@ func PortRoutesOf(req *source.Request) []uint32 {
 	}
 	var ports []uint32
 	for _, n := range names {
-		if p, err := strconv.ParseUint(n, 10, 16); err == nil && p > 0 && n[0] != '0' {
-			ports = append(ports, uint32(p))
+		if p, ok := portOfRouteName(n); ok {
+			ports = append(ports, p)
 		}
 	}
 	return ports

@@ -116,11 +116,17 @@ func (h *viewHold) newVHDSPorts(req *source.Request) []uint32 {
 }
 
 // The fields of a delta response that name resources: DeltaDiscoveryResponse.resources
-// (each a Resource, named by its name), removed_resources; read from the generated types.
+// (each a Resource, named by its name), removed_resources, resource_errors (each a
+// ResourceError, whose resource_name is a ResourceName, named by its name); and its type URL.
+// Read from the generated types.
 var (
 	deltaResourcesField = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "resources")
 	deltaRemovedField   = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "removed_resources")
+	deltaErrorsField    = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "resource_errors")
+	deltaTypeURLField   = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "type_url")
 	resourceNameField   = fieldNumber(&discovery.Resource{}, "name")
+	errorNameField      = fieldNumber(&discovery.ResourceError{}, "resource_name")
+	resourceNameName    = fieldNumber(&discovery.ResourceName{}, "name")
 	vhdsSuffix          = []byte(translate.VHDSRouteSuffix)
 )
 
@@ -129,17 +135,27 @@ var (
 // names none is sent as it is (the shared frame). The bodies already carry PORT: the
 // translation names the route configuration so.
 func restoreVHDSRouteNames(f *wire.Frame) *wire.Frame {
-	if !bytes.Contains(f.Body, vhdsSuffix) {
-		return f
+	if typeURLOf(f.Body) != RouteType || !bytes.Contains(f.Body, vhdsSuffix) {
+		return f // the other types' responses, at a million 410 MB at first, are not read
+	}
+	nameIn := func(field protowire.Number) func(protowire.Number, []byte) ([]byte, bool) {
+		return func(num protowire.Number, v []byte) ([]byte, bool) {
+			if num == field {
+				return restoredName(v)
+			}
+			return nil, false
+		}
 	}
 	body, ok := renameFields(f.Body, func(num protowire.Number, v []byte) ([]byte, bool) {
 		switch num {
 		case deltaRemovedField:
 			return restoredName(v)
 		case deltaResourcesField:
+			return renameFields(v, nameIn(resourceNameField))
+		case deltaErrorsField:
 			return renameFields(v, func(num protowire.Number, v []byte) ([]byte, bool) {
-				if num == resourceNameField {
-					return restoredName(v)
+				if num == errorNameField {
+					return renameFields(v, nameIn(resourceNameName))
 				}
 				return nil, false
 			})
@@ -154,14 +170,32 @@ func restoreVHDSRouteNames(f *wire.Frame) *wire.Frame {
 
 // restoredName is PORT for PORT@vhds.
 func restoredName(v []byte) ([]byte, bool) {
-	base, ok := bytes.CutSuffix(v, vhdsSuffix)
-	if !ok {
+	if !bytes.HasSuffix(v, vhdsSuffix) {
 		return nil, false
 	}
-	if _, port := portOfRouteName(string(base)); !port {
-		return nil, false
+	route, ok := translate.VHDSRouteOf(string(v))
+	return []byte(route), ok
+}
+
+// typeURLOf reads a response body's type URL (the encoding writes it among its first
+// fields; an unparsable body has none).
+func typeURLOf(body []byte) string {
+	for rest := body; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 {
+			return ""
+		}
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if m < 0 {
+			return ""
+		}
+		if num == deltaTypeURLField && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(rest[n:])
+			return string(v)
+		}
+		rest = rest[n+m:]
 	}
-	return base, true
+	return ""
 }
 
 // renameFields copies an encoded message, replacing the value of each length-delimited field

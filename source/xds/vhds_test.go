@@ -57,7 +57,8 @@ func TestVHDSStreamIsAnsweredByTheNamesItAsked(t *testing.T) {
 			{Name: "x@vhds", Version: "h2"},
 			{Name: "outbound|80||a.example", Version: "h3"},
 		},
-		RemovedResources: []string{"443@vhds", "b.example:80"}}
+		RemovedResources: []string{"443@vhds", "b.example:80"},
+		ResourceErrors:   []*discovery.ResourceError{{ResourceName: &discovery.ResourceName{Name: "9080@vhds"}}}}
 	b, err := proto.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -69,11 +70,16 @@ func TestVHDSStreamIsAnsweredByTheNamesItAsked(t *testing.T) {
 	}
 	want := proto.Clone(resp).(*discovery.DeltaDiscoveryResponse)
 	want.Resources[0].Name, want.RemovedResources[0], want.Nonce = "8080", "443", "n"
+	want.ResourceErrors[0].ResourceName.Name = "9080"
 	if !proto.Equal(&got, want) {
 		t.Fatalf("renamed response\n%v\nwant\n%v", &got, want)
 	}
 	plain, _ := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: RouteType, Resources: []*discovery.Resource{{Name: "8080", Resource: body}}})
 	if f := (&wire.Frame{Body: plain}); restoreVHDSRouteNames(f) != f {
 		t.Fatal("a response without a VHDS route configuration was copied")
+	}
+	other, _ := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: ClusterType, Resources: []*discovery.Resource{{Name: "8080@vhds"}}})
+	if f := (&wire.Frame{Body: other}); restoreVHDSRouteNames(f) != f {
+		t.Fatal("a response of another type was read and copied")
 	}
 }

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,7 +52,10 @@ func (t *Translator) SetPortVirtualHosts(port uint32, on bool) {
 	if !setMember(t.vhdsFor, port, on) {
 		return
 	}
-	t.markPort(port)
+	// The port's own unit alone: the route configuration PORT@vhds is the same for every
+	// namespace, and the scopes' units of the port (their whole route configurations, where
+	// built) do not change.
+	t.mark(unitKey{unitPort, portKey(port)})
 	t.vhdsChanged[port] = on
 }
 
@@ -61,32 +65,34 @@ func (t *Translator) SetPortVirtualHosts(port uint32, on bool) {
 // again (at a million hosts that was 13.5 s; this is an encoding of each virtual host). A
 // host built in this Translate already has them as its build made them, or not.
 func (t *Translator) applyVHDSChanges(delta *Delta) {
-	for p, on := range t.vhdsChanged {
-		ps := t.ports[p]
+	for _, p := range slices.Sorted(maps.Keys(t.vhdsChanged)) { // in order, as a build writes its delta
+		on, ps := t.vhdsChanged[p], t.ports[p]
 		if ps == nil {
 			continue
 		}
-		for h := range ps.hosts {
+		prefix := OutboundRouteName(p) + "/"
+		for _, h := range sortedKeys(ps.hosts) {
 			u := t.units.get(unitKey{unitHost, h})
 			if u == nil {
 				continue
 			}
 			if on {
-				t.addHostVirtualHosts(h, u, p, delta)
+				t.addHostVirtualHosts(h, u, p, prefix, delta)
 			} else {
-				dropHostVirtualHosts(u, p, delta)
+				dropHostVirtualHosts(u, prefix, delta)
 			}
 		}
 	}
 	clear(t.vhdsChanged)
 }
 
-// addHostVirtualHosts adds to a host's unit its VHDS outputs of a port, as its build makes
-// them (putHostVirtualHosts, hidden from the scopes that do not see the host), unless it has
-// them.
-func (t *Translator) addHostVirtualHosts(host string, u *unitState, p uint32, delta *Delta) {
+// addHostVirtualHosts adds to a host's unit its VHDS outputs of a port (prefix: its route
+// configuration's name and "/"), as its build makes them (putHostVirtualHosts, hidden from
+// the scopes that do not see the host), unless it has them. A fault (a virtual host that
+// cannot be encoded) is the unit's until its next build, once.
+func (t *Translator) addHostVirtualHosts(host string, u *unitState, p uint32, prefix string, delta *Delta) {
 	_, pv, ok := u.vhost(host, p)
-	if !ok || slices.ContainsFunc(u.outputs, func(o output) bool { return isVirtualHostOf(o, p) }) {
+	if !ok || slices.ContainsFunc(u.outputs, func(o output) bool { return isVirtualHostOf(o, prefix) }) {
 		return
 	}
 	se, _ := t.serviceEntryFor(host)
@@ -100,16 +106,18 @@ func (t *Translator) addHostVirtualHosts(host string, u *unitState, p uint32, de
 	for _, o := range b.u.outputs {
 		delta.Upserts[o.typeURL] = append(delta.Upserts[o.typeURL], o.enc)
 	}
-	if len(b.u.faults) > 0 {
-		u.faults = append(u.faults, b.u.faults...)
-		t.faultsDirty = true
+	for _, f := range b.u.faults {
+		if !slices.Contains(u.faults, f) {
+			u.faults = append(u.faults, f)
+			t.faultsDirty = true
+		}
 	}
 }
 
 // dropHostVirtualHosts takes a port's VHDS outputs from a host's unit.
-func dropHostVirtualHosts(u *unitState, p uint32, delta *Delta) {
+func dropHostVirtualHosts(u *unitState, prefix string, delta *Delta) {
 	u.outputs = slices.DeleteFunc(u.outputs, func(o output) bool {
-		if !isVirtualHostOf(o, p) {
+		if !isVirtualHostOf(o, prefix) {
 			return false
 		}
 		if delta.Removed == nil {
@@ -120,14 +128,16 @@ func dropHostVirtualHosts(u *unitState, p uint32, delta *Delta) {
 	})
 }
 
-// isVirtualHostOf tells a VHDS output of a port's route configuration (its virtual host, or
-// a namespace's, or the marker that hides it there).
-func isVirtualHostOf(o output, p uint32) bool {
-	want := VirtualHostType
-	if ns, ok := translate.ScopeNamespace(o.typeURL); ok {
-		want = translate.ScopeCollection(ns, VirtualHostType)
+// isVirtualHostOf tells a VHDS output of a route configuration (prefix: its name and "/"):
+// its virtual host, or a namespace's, or the marker that hides it there.
+func isVirtualHostOf(o output, prefix string) bool {
+	if !strings.HasPrefix(o.enc.Name(), prefix) {
+		return false
 	}
-	return o.typeURL == want && strings.HasPrefix(o.enc.Name(), OutboundRouteName(p)+"/")
+	if ns, ok := translate.ScopeNamespace(o.typeURL); ok {
+		return o.typeURL == translate.ScopeCollection(ns, VirtualHostType)
+	}
+	return o.typeURL == VirtualHostType
 }
 
 // vhdsBuilt tells whether a port's VHDS outputs are built.

@@ -10,6 +10,7 @@ import (
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/mcpbridge/mcpbridge/internal/parallel"
 	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
@@ -62,46 +63,75 @@ func (t *Translator) SetPortVirtualHosts(port uint32, on bool) {
 // applyVHDSChanges gives the hosts of each port whose VHDS outputs were started since the
 // last Translate their virtual hosts of the port, and takes them from the hosts of each port
 // whose VHDS outputs were stopped, from what each host's unit holds: no host is translated
-// again (at a million hosts that was 13.5 s; this is an encoding of each virtual host). A
-// host built in this Translate already has them as its build made them, or not.
+// again (at a million hosts that took 13.5 s; this is an encoding of each virtual host, on
+// every CPU). A host built in this Translate already has them as its build made them, or
+// not. Ports and hosts go in order, as a build writes its delta.
 func (t *Translator) applyVHDSChanges(delta *Delta) {
-	for _, p := range slices.Sorted(maps.Keys(t.vhdsChanged)) { // in order, as a build writes its delta
+	for _, p := range slices.Sorted(maps.Keys(t.vhdsChanged)) {
 		on, ps := t.vhdsChanged[p], t.ports[p]
 		if ps == nil {
 			continue
 		}
 		prefix := OutboundRouteName(p) + "/"
-		for _, h := range sortedKeys(ps.hosts) {
-			u := t.units.get(unitKey{unitHost, h})
-			if u == nil {
-				continue
+		hosts := slices.Collect(maps.Keys(ps.hosts))
+		parallel.SortFunc(hosts, strings.Compare)
+		if !on {
+			for _, h := range hosts {
+				if u := t.units.get(unitKey{unitHost, h}); u != nil {
+					dropHostVirtualHosts(u, prefix, delta)
+				}
 			}
-			if on {
-				t.addHostVirtualHosts(h, u, p, prefix, delta)
-			} else {
-				dropHostVirtualHosts(u, prefix, delta)
-			}
+			continue
 		}
+		// Each host's outputs are made apart (reading the translator alone), and given to its
+		// unit in order: a host's unit is written only once its own outputs are made.
+		made := make([]*build, len(hosts))
+		parallel.ForThen(len(hosts), vhdsPerWorker, vhdsChunk,
+			func(i int) { made[i] = t.hostVirtualHosts(hosts[i], p, prefix) },
+			func(i int) {
+				if b := made[i]; b != nil {
+					t.addHostVirtualHosts(t.units.get(unitKey{unitHost, hosts[i]}), b, delta)
+				}
+				made[i] = nil
+			})
 	}
 	clear(t.vhdsChanged)
 }
 
-// addHostVirtualHosts adds to a host's unit its VHDS outputs of a port (prefix: its route
-// configuration's name and "/"), as its build makes them (putHostVirtualHosts, hidden from
-// the scopes that do not see the host), unless it has them. A fault (a virtual host that
-// cannot be encoded) is the unit's until its next build, once.
-func (t *Translator) addHostVirtualHosts(host string, u *unitState, p uint32, prefix string, delta *Delta) {
+// The hosts of a port are handed to each CPU by vhdsPerWorker at least, and given to their
+// units in chunks of vhdsChunk.
+const (
+	vhdsPerWorker = 256
+	vhdsChunk     = 1024
+)
+
+// hostVirtualHosts makes a host's VHDS outputs of a port (prefix: its route configuration's
+// name and "/") as its build makes them (putHostVirtualHosts, hidden from the scopes that do
+// not see the host), into a build of their own; nil when the host has no virtual host on the
+// port, or its unit has them already. It reads the translator alone.
+func (t *Translator) hostVirtualHosts(host string, p uint32, prefix string) *build {
+	u := t.units.get(unitKey{unitHost, host})
+	if u == nil {
+		return nil
+	}
 	_, pv, ok := u.vhost(host, p)
 	if !ok || slices.ContainsFunc(u.outputs, func(o output) bool { return isVirtualHostOf(o, prefix) }) {
-		return
+		return nil
 	}
 	se, _ := t.serviceEntryFor(host)
 	if se == nil {
-		return
+		return nil
 	}
 	b := newBuild(t, kindServiceEntry, se.Key)
 	b.putHostVirtualHosts(host, pv)
 	b.hideFromScopes(host, se)
+	return b
+}
+
+// addHostVirtualHosts gives a host's unit the VHDS outputs a build made (hostVirtualHosts),
+// and writes them. A fault (a virtual host that cannot be encoded) is the unit's until its
+// next build, once.
+func (t *Translator) addHostVirtualHosts(u *unitState, b *build, delta *Delta) {
 	u.outputs = append(u.outputs, b.u.outputs...)
 	for _, o := range b.u.outputs {
 		delta.Upserts[o.typeURL] = append(delta.Upserts[o.typeURL], o.enc)

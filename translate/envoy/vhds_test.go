@@ -253,3 +253,69 @@ func TestVHDSStartedAndStoppedEqualsFromScratch(t *testing.T) {
 		check(fmt.Sprintf("step %d: %s", step, what))
 	}
 }
+
+// TestVHDSStartedOnManyHostsEqualsFromScratch: a port of thousands of hosts, whose virtual
+// hosts are made on every CPU when VHDS starts (applyVHDSChanges), some hidden from a
+// namespace, is what a fresh build with the port's VHDS gives; and stopping takes them all.
+func TestVHDSStartedOnManyHostsEqualsFromScratch(t *testing.T) {
+	t.Parallel()
+	const n = 5000 // more than parallel.ForThen hands out whole: the thens overlap the work
+	var sb strings.Builder
+	for i := range n {
+		export := ""
+		if i%7 == 0 {
+			export = "\n  exportTo: [\".\"]"
+		}
+		fmt.Fprintf(&sb, `---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: s%d, namespace: ns%d}
+spec:
+  hosts: [s%d.ns%d.svc.cluster.local]%s
+  ports:
+  - {number: 8080, name: http, protocol: HTTP}
+  resolution: STATIC
+  endpoints:
+  - address: 10.2.%d.%d
+`, i, i%5, i, i%5, export, i/250, i%250+1)
+	}
+	in := decodeYAML(t, sb.String())
+	opts := TranslatorOptions{Scopes: []string{"ns0", "other"}, LazyPortRoutes: true}
+	tr := NewTranslator(opts)
+	for coll, rs := range in {
+		feed(tr, coll, rs, nil)
+	}
+	tr.Translate()
+	tr.SetPortVirtualHosts(8080, true)
+	d, _ := tr.Translate()
+	opts.VirtualHostPorts = []uint32{8080}
+	want, _ := Build(in, opts)
+	if diff := diffOutputs(want, tr.Outputs()); diff != "" {
+		t.Fatalf("started on %d hosts, the translator holds otherwise than a fresh build:\n%s", n, diff)
+	}
+	written := 0
+	for coll, encs := range d.Upserts {
+		if coll == VirtualHostType || strings.HasSuffix(coll, "/"+VirtualHostType) {
+			written += len(encs)
+		}
+	}
+	if written < n {
+		t.Fatalf("the start wrote %d VHDS outputs, want at least one a host (%d)", written, n)
+	}
+	tr.SetPortVirtualHosts(8080, false)
+	d, _ = tr.Translate()
+	opts.VirtualHostPorts = nil
+	want, _ = Build(in, opts)
+	if diff := diffOutputs(want, tr.Outputs()); diff != "" {
+		t.Fatalf("stopped, the translator holds otherwise than a fresh build:\n%s", diff)
+	}
+	removed := 0
+	for coll, names := range d.Removed {
+		if coll == VirtualHostType || strings.HasSuffix(coll, "/"+VirtualHostType) {
+			removed += len(names)
+		}
+	}
+	if removed != written {
+		t.Fatalf("the stop removed %d VHDS outputs, the start wrote %d", removed, written)
+	}
+}

@@ -98,6 +98,15 @@ func releaseAll(releases []func()) func() {
 	}
 }
 
+// askedNames are the names a request asks for: a delta request's subscribed, a state of the
+// world request's all.
+func askedNames(req *source.Request) []string {
+	if len(req.Subscribe) > 0 {
+		return req.Subscribe
+	}
+	return req.Names
+}
+
 // ProxylessHostsOf are the hosts whose proxyless outputs (translate/envoy SetProxylessHost) a
 // request asks for: HOST of an API listener HOST:PORT asked by name (Envoy asks for its
 // listeners by wildcard), of a host's route configuration outbound|PORT||HOST (Envoy's
@@ -106,10 +115,7 @@ func releaseAll(releases []func()) func() {
 // client without Istio's bootstrap has no GENERATOR in its node: its requests say what it
 // reads. The request's names are read in place.
 func ProxylessHostsOf(req *source.Request, proxylessNode bool) []string {
-	names := req.Names
-	if len(req.Subscribe) > 0 {
-		names = req.Subscribe
-	}
+	names := askedNames(req)
 	var hosts []string
 	switch resolve(req.Key).collection {
 	case ListenerType:
@@ -135,10 +141,7 @@ func PortRoutesOf(req *source.Request) []uint32 {
 	if resolve(req.Key).collection != RouteType {
 		return nil
 	}
-	names := req.Names
-	if len(req.Subscribe) > 0 {
-		names = req.Subscribe
-	}
+	names := askedNames(req)
 	var ports []uint32
 	for _, n := range names {
 		if p, ok := portOfRouteName(n); ok {

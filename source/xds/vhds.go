@@ -72,10 +72,7 @@ func renameVHDSRoutes(req *source.Request) {
 // VHDSPortsOf are the ports whose VHDS outputs a request asks for: of a route configuration
 // PORT@vhds (a VHDS stream's, renamed), or of the virtual hosts of PORT.
 func VHDSPortsOf(req *source.Request) []uint32 {
-	names := req.Names
-	if len(req.Subscribe) > 0 {
-		names = req.Subscribe
-	}
+	names := askedNames(req)
 	var ports []uint32
 	switch resolve(req.Key).collection {
 	case RouteType:

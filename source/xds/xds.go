@@ -404,10 +404,7 @@ func proxylessWildcard(req *source.Request) bool {
 	}
 	switch resolve(req.Key).collection {
 	case ListenerType, ClusterType:
-		names := req.Names
-		if len(req.Subscribe) > 0 {
-			names = req.Subscribe
-		}
+		names := askedNames(req)
 		return len(names) == 0 || slices.Contains(names, "*")
 	}
 	return false

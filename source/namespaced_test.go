@@ -73,6 +73,17 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 				if len(out) == 0 {
 					return
 				}
+				// While a response is in flight, the status view says synced only what the
+				// client holds, at the version the store has (a resource asked anew through
+				// its namespace, on its way, is not).
+				v := h.st.View()
+				if states := h.m.statusState(); len(states) == 1 {
+					for _, r := range states[0].evaluate(&snapshots{v: v}, true).Resources {
+						if e := v.Get(namespacedColl, r.Name); r.State == StateSynced && (e == nil || held[r.Name] != e.Version) {
+							rt.Fatalf("status says %s synced while a response is in flight; the client holds %q", r.Name, held[r.Name])
+						}
+					}
+				}
 				for _, r := range out {
 					for _, n := range r.p.msg.Missing {
 						if !asked[n] {

@@ -85,47 +85,54 @@ func (t *Translator) applyVHDSChanges(delta *Delta) {
 		}
 		// Each host's outputs are made apart (reading the translator alone), and given to its
 		// unit in order: a host's unit is written only once its own outputs are made.
-		made := make([]*build, len(hosts))
+		made := make([]hostVHDS, len(hosts))
 		parallel.ForThen(len(hosts), vhdsPerWorker, vhdsChunk,
 			func(i int) { made[i] = t.hostVirtualHosts(hosts[i], p, prefix) },
 			func(i int) {
-				if b := made[i]; b != nil {
-					t.addHostVirtualHosts(t.units.get(unitKey{unitHost, hosts[i]}), b, delta)
+				if m := made[i]; m.b != nil {
+					t.addHostVirtualHosts(m.u, m.b, delta)
 				}
-				made[i] = nil
+				made[i] = hostVHDS{}
 			})
 	}
 	clear(t.vhdsChanged)
 }
 
-// The hosts of a port are handed to each CPU by vhdsPerWorker at least, and given to their
-// units in chunks of vhdsChunk.
+// A port of fewer hosts than parallel.ForThen pipelines is handed to each CPU by
+// vhdsPerWorker hosts at least; a larger one in chunks of vhdsChunk, given to their units as
+// each chunk is made.
 const (
 	vhdsPerWorker = 256
 	vhdsChunk     = 1024
 )
 
+// hostVHDS is a host's unit and the build of its VHDS outputs of a port (hostVirtualHosts).
+type hostVHDS struct {
+	u *unitState
+	b *build
+}
+
 // hostVirtualHosts makes a host's VHDS outputs of a port (prefix: its route configuration's
 // name and "/") as its build makes them (putHostVirtualHosts, hidden from the scopes that do
-// not see the host), into a build of their own; nil when the host has no virtual host on the
+// not see the host), into a build of their own; none when the host has no virtual host on the
 // port, or its unit has them already. It reads the translator alone.
-func (t *Translator) hostVirtualHosts(host string, p uint32, prefix string) *build {
+func (t *Translator) hostVirtualHosts(host string, p uint32, prefix string) hostVHDS {
 	u := t.units.get(unitKey{unitHost, host})
 	if u == nil {
-		return nil
+		return hostVHDS{}
 	}
 	_, pv, ok := u.vhost(host, p)
 	if !ok || slices.ContainsFunc(u.outputs, func(o output) bool { return isVirtualHostOf(o, prefix) }) {
-		return nil
+		return hostVHDS{}
 	}
 	se, _ := t.serviceEntryFor(host)
 	if se == nil {
-		return nil
+		return hostVHDS{}
 	}
 	b := newBuild(t, kindServiceEntry, se.Key)
 	b.putHostVirtualHosts(host, pv)
 	b.hideFromScopes(host, se)
-	return b
+	return hostVHDS{u, b}
 }
 
 // addHostVirtualHosts gives a host's unit the VHDS outputs a build made (hostVirtualHosts),

@@ -293,14 +293,32 @@ spec:
 	if diff := diffOutputs(want, tr.Outputs()); diff != "" {
 		t.Fatalf("started on %d hosts, the translator holds otherwise than a fresh build:\n%s", n, diff)
 	}
-	written := 0
+	// The start wrote each VHDS output of the fresh build, once: no more, no fewer.
+	vhdsKeys := func(outs []Resource) []string {
+		var keys []string
+		for _, r := range outs {
+			if r.TypeURL == VirtualHostType || strings.HasSuffix(r.TypeURL, "/"+VirtualHostType) {
+				keys = append(keys, r.TypeURL+" "+r.Name)
+			}
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	wantKeys := vhdsKeys(want)
+	if len(wantKeys) < n {
+		t.Fatalf("a fresh build has %d VHDS outputs for %d hosts", len(wantKeys), n)
+	}
+	var written []string
 	for coll, encs := range d.Upserts {
 		if coll == VirtualHostType || strings.HasSuffix(coll, "/"+VirtualHostType) {
-			written += len(encs)
+			for _, e := range encs {
+				written = append(written, coll+" "+e.Name())
+			}
 		}
 	}
-	if written < n {
-		t.Fatalf("the start wrote %d VHDS outputs, want at least one a host (%d)", written, n)
+	slices.Sort(written)
+	if !slices.Equal(written, wantKeys) {
+		t.Fatalf("the start wrote %d VHDS outputs, a fresh build has %d", len(written), len(wantKeys))
 	}
 	tr.SetPortVirtualHosts(8080, false)
 	d, _ = tr.Translate()
@@ -309,13 +327,16 @@ spec:
 	if diff := diffOutputs(want, tr.Outputs()); diff != "" {
 		t.Fatalf("stopped, the translator holds otherwise than a fresh build:\n%s", diff)
 	}
-	removed := 0
+	var removed []string
 	for coll, names := range d.Removed {
 		if coll == VirtualHostType || strings.HasSuffix(coll, "/"+VirtualHostType) {
-			removed += len(names)
+			for _, name := range names {
+				removed = append(removed, coll+" "+name)
+			}
 		}
 	}
-	if removed != written {
-		t.Fatalf("the stop removed %d VHDS outputs, the start wrote %d", removed, written)
+	slices.Sort(removed)
+	if !slices.Equal(removed, wantKeys) {
+		t.Fatalf("the stop removed %d VHDS outputs, the start wrote %d", len(removed), len(wantKeys))
 	}
 }

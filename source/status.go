@@ -3,7 +3,6 @@ package source
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -311,38 +310,23 @@ func (st *subState) exchangeState() ConfigState {
 func (st *subState) eachAsked(v *store.View, add func(ResourceStatus), missing *[]string) {
 	seen := map[string]bool{}
 	for _, name := range st.names {
-		found := false
-		take := func(e *store.Entry) {
-			found = true
+		asked := askedEntries(v, st.collection, st.vis, true, name)
+		if len(asked) == 0 {
+			*missing = append(*missing, name)
+		}
+		for _, e := range asked {
 			if !seen[e.Name] {
 				seen[e.Name] = true
 				add(st.resource(e))
 			}
 		}
-		if e := v.Get(st.collection, name); e != nil && st.vis.sees(name) {
-			take(e)
-		}
-		for _, e := range v.WithPrefix(st.collection, name+"/") {
-			if !strings.Contains(e.Name[len(name)+1:], "/") && st.vis.sees(e.Name) {
-				take(e)
-			}
-		}
-		if !found {
-			*missing = append(*missing, name)
-		}
 	}
 }
 
-// askedIn tells whether a resource was asked for by a name in set (sorted): its own, or for
-// a Namespaced type its namespace.
+// askedIn tells whether a resource was asked for by a name in: its own, or for a Namespaced
+// type its namespace (askedBy).
 func (st *subState) askedIn(name string, in func(string) bool) bool {
-	if in(name) {
-		return true
-	}
-	if ns, ok := namespaceOf(name); ok && st.namespaced {
-		return in(ns)
-	}
-	return false
+	return askedBy(name, st.namespaced, in)
 }
 
 // wants is subscription.wants for a wildcard subscription's copy.
@@ -418,14 +402,7 @@ func (r *rejection) covers(e *store.Entry, namespaced bool) bool {
 	if e.Revision > r.from || r.all {
 		return true
 	}
-	if _, ok := r.names[e.Name]; ok {
-		return true
-	}
-	if ns, ok := namespaceOf(e.Name); ok && namespaced {
-		_, ok := r.names[ns]
-		return ok
-	}
-	return false
+	return askedBy(e.Name, namespaced, func(n string) bool { _, ok := r.names[n]; return ok })
 }
 
 // maxRejections bounds the ranges a subscription keeps: a client that refuses response

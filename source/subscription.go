@@ -163,13 +163,8 @@ func (s *subscription) wants(name string) bool {
 	if !s.vis.sees(name) {
 		return false
 	}
-	if s.want.has(name) {
+	if s.want.count() > 0 && s.askedAs(name, s.want.has) {
 		return true
-	}
-	if s.Namespaced && s.want.count() > 0 {
-		if ns, ok := namespaceOf(name); ok && s.want.has(ns) {
-			return true
-		}
 	}
 	return s.want.wildcard && (s.want.include == nil || s.want.include(name))
 }
@@ -177,13 +172,17 @@ func (s *subscription) wants(name string) bool {
 // askedAs tells whether a resource's name is among names (has): the name itself, or for a
 // Namespaced type its namespace, by which the client asked for it.
 func (s *subscription) askedAs(name string, has func(string) bool) bool {
+	return askedBy(name, s.Namespaced, has)
+}
+
+// askedBy tells whether a resource's name is among names (has): the name itself, or, of a
+// namespaced type, its namespace.
+func askedBy(name string, namespaced bool, has func(string) bool) bool {
 	if has(name) {
 		return true
 	}
-	if s.Namespaced {
-		if ns, ok := namespaceOf(name); ok {
-			return has(ns)
-		}
+	if ns, ok := namespaceOf(name); ok && namespaced {
+		return has(ns)
 	}
 	return false
 }
@@ -577,15 +576,23 @@ func (s *subscription) lookupNamespaced(v *store.View) (found []*store.Entry, mi
 // Namespaced type every entry of its namespace (NAME/REST, REST without a '/'), read as a
 // range of the collection's names.
 func (s *subscription) asked(v *store.View, name string) []*store.Entry {
+	return askedEntries(v, s.Collection, s.vis, s.Namespaced, name)
+}
+
+// askedEntries is what a name asks for in a collection, as a client of visibility vis may
+// see it: its entry, and, of a namespaced type, every entry NAME/REST (REST without a '/'),
+// read as a range of the collection's names. The subscription and its status view both read
+// it so.
+func askedEntries(v *store.View, collection string, vis *visibility, namespaced bool, name string) []*store.Entry {
 	var out []*store.Entry
-	if e := s.get(v, name); e != nil {
+	if e := v.Get(collection, name); e != nil && vis.sees(name) {
 		out = append(out, e)
 	}
-	if !s.Namespaced {
+	if !namespaced {
 		return out
 	}
-	for _, e := range v.WithPrefix(s.Collection, name+"/") {
-		if !strings.Contains(e.Name[len(name)+1:], "/") && s.vis.sees(e.Name) {
+	for _, e := range v.WithPrefix(collection, name+"/") {
+		if !strings.Contains(e.Name[len(name)+1:], "/") && vis.sees(e.Name) {
 			out = append(out, e)
 		}
 	}

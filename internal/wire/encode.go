@@ -139,6 +139,13 @@ func NewLayout(msg proto.Message, roles Roles) *Layout {
 	return l
 }
 
+// FieldNumber is the number of a message's field by name, for code that reads or writes
+// encodings itself; it panics on a name the message does not have (read once, at start,
+// from the generated types).
+func FieldNumber(m proto.Message, name string) protowire.Number {
+	return number(m.ProtoReflect().Descriptor(), name)
+}
+
 func number(d protoreflect.MessageDescriptor, name string) protowire.Number {
 	if name == "" {
 		return 0

@@ -3,12 +3,9 @@ package xds
 import (
 	"bytes"
 	"strconv"
-	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
@@ -77,8 +74,8 @@ func VHDSPortsOf(req *source.Request) []uint32 {
 	switch resolve(req.Key).collection {
 	case RouteType:
 		for _, n := range names {
-			if base, ok := strings.CutSuffix(n, translate.VHDSRouteSuffix); ok {
-				if p, ok := portOfRouteName(base); ok {
+			if route, ok := translate.VHDSRouteOf(n); ok {
+				if p, ok := portOfRouteName(route); ok {
 					ports = append(ports, p)
 				}
 			}
@@ -117,13 +114,13 @@ func (h *viewHold) newVHDSPorts(req *source.Request) []uint32 {
 // ResourceError, whose resource_name is a ResourceName, named by its name); and its type URL.
 // Read from the generated types.
 var (
-	deltaResourcesField = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "resources")
-	deltaRemovedField   = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "removed_resources")
-	deltaErrorsField    = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "resource_errors")
-	deltaTypeURLField   = fieldNumber(&discovery.DeltaDiscoveryResponse{}, "type_url")
-	resourceNameField   = fieldNumber(&discovery.Resource{}, "name")
-	errorNameField      = fieldNumber(&discovery.ResourceError{}, "resource_name")
-	resourceNameName    = fieldNumber(&discovery.ResourceName{}, "name")
+	deltaResourcesField = wire.FieldNumber(&discovery.DeltaDiscoveryResponse{}, "resources")
+	deltaRemovedField   = wire.FieldNumber(&discovery.DeltaDiscoveryResponse{}, "removed_resources")
+	deltaErrorsField    = wire.FieldNumber(&discovery.DeltaDiscoveryResponse{}, "resource_errors")
+	deltaTypeURLField   = wire.FieldNumber(&discovery.DeltaDiscoveryResponse{}, "type_url")
+	resourceNameField   = wire.FieldNumber(&discovery.Resource{}, "name")
+	errorNameField      = wire.FieldNumber(&discovery.ResourceError{}, "resource_name")
+	resourceNameName    = wire.FieldNumber(&discovery.ResourceName{}, "name")
 	vhdsSuffix          = []byte(translate.VHDSRouteSuffix)
 )
 
@@ -223,14 +220,4 @@ func renameFields(msg []byte, rename func(num protowire.Number, v []byte) ([]byt
 		out = append(out, field...)
 	}
 	return out, ok
-}
-
-// fieldNumber is the number of a message's field by name; it panics on a name the message
-// lacks (read once, at start, from the generated types).
-func fieldNumber(m proto.Message, name string) protowire.Number {
-	f := m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name))
-	if f == nil {
-		panic("xds: " + string(m.ProtoReflect().Descriptor().FullName()) + " has no field " + name)
-	}
-	return f.Number()
 }

@@ -163,8 +163,15 @@ func (s *subscription) wants(name string) bool {
 	if !s.vis.sees(name) {
 		return false
 	}
-	if s.want.count() > 0 && s.askedAs(name, s.want.has) {
+	// Directly, not through askedAs: this runs for each change on each stream, and has
+	// inlines where a function value would not.
+	if s.want.has(name) {
 		return true
+	}
+	if s.Namespaced && s.want.count() > 0 {
+		if ns, ok := namespaceOf(name); ok && s.want.has(ns) {
+			return true
+		}
 	}
 	return s.want.wildcard && (s.want.include == nil || s.want.include(name))
 }

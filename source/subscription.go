@@ -848,9 +848,12 @@ func (s *subscription) sent(p *pending, nonce string) {
 	if p.continues {
 		// A later part provides what it carries: a name asked anew since the response was
 		// cut, carried here at its current version, is owed no more (if the client refuses
-		// this part, that version is not sent again).
+		// this part, that version is not sent again). Of a Namespaced type, the name stays
+		// owed: it also asks for its namespace, which the part does not carry.
 		for _, e := range p.msg.Resources {
-			delete(s.owed.fresh, e.Name)
+			if !s.Namespaced {
+				delete(s.owed.fresh, e.Name)
+			}
 			if s.owed.all {
 				if s.owed.given == nil {
 					s.owed.given = map[string]string{}

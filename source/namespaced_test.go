@@ -77,7 +77,7 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 				h.flush() // to nobody: the stream is gone
 				return
 			}
-			askedInFlight, droppedInFlight := false, false
+			askedInFlight, droppedInFlight, wroteInFlight := false, false, false
 			dropped := map[string]bool{} // given up during this drain: may still be told missing
 			for range 20 {
 				out := h.flush()
@@ -117,6 +117,21 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 					dropped[name] = true
 					h.sendTyped(namespacedType(), func(r *Request) { r.Unsubscribe = []string{name} })
 					maps.DeleteFunc(held, func(n, _ string) bool { return !askedFor(asked, n) })
+					checkInFlight()
+				}
+				// The store changes while the response is in flight: a later part reads again
+				// what it carries, and the change follows in the next response.
+				if !wroteInFlight && rapid.Bool().Draw(rt, "write in flight") {
+					wroteInFlight = true
+					name := rapid.SampledFrom(stored).Draw(rt, "written in flight")
+					if _, ok := store[name]; ok && rapid.Bool().Draw(rt, "delete in flight") {
+						delete(store, name)
+						h.apply(namespacedColl, nil, []string{name}, 0)
+					} else {
+						gen++
+						store[name] = gen
+						h.apply(namespacedColl, []string{name}, nil, gen)
+					}
 					checkInFlight()
 				}
 				for _, r := range out {
@@ -261,4 +276,46 @@ func (h *machineHarness) sendTyped(typ Type, build func(*Request)) {
 	}
 	build(&tr.Request)
 	h.keep(h.d.send(tr, h.st.View(), h.now))
+}
+
+// TestNamespacedNameAskedDuringPartsGetsItsNamespace: a name asked while a split response is
+// going, which a later part carries as a resource of its own, still asks for its namespace:
+// the response after the parts carries the namespace's resources. (A part used to take the
+// name off what was owed as soon as it carried the entry of that name.)
+func TestNamespacedNameAskedDuringPartsGetsItsNamespace(t *testing.T) {
+	h := newMachineHarness(t)
+	h.split = 1 // a part a resource
+	h.apply(namespacedColl, []string{"gw/a", "gw/x", "gw/x/a"}, nil, 1)
+	h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe = []string{"gw"} })
+	held := map[string]bool{}
+	var seen [][]string
+	for i := 0; ; i++ {
+		out := h.flush()
+		if len(out) == 0 {
+			break
+		}
+		if i > 10 {
+			t.Fatalf("responses never settle: %v", seen)
+		}
+		for _, r := range out {
+			var names []string
+			for _, e := range r.p.msg.Resources {
+				held[e.Name] = true
+				names = append(names, e.Name)
+			}
+			seen = append(seen, names)
+			if i == 0 {
+				// The first part (gw/a) is in flight: ask for gw/x, which the second part
+				// carries, and its namespace, which no part does.
+				h.sendTyped(namespacedType(), func(req *Request) { req.Subscribe = []string{"gw/x"} })
+			}
+			h.sendTyped(namespacedType(), func(req *Request) { req.Nonce = r.nonce })
+		}
+	}
+	if !held["gw/x/a"] {
+		t.Fatalf("the client was never sent gw/x/a, which gw/x asks for; responses carried %v", seen)
+	}
+	if len(seen) < 2 || !slices.Equal(seen[0], []string{"gw/a"}) || !slices.Equal(seen[1], []string{"gw/x"}) {
+		t.Fatalf("responses carried %v, want the parts gw/a then gw/x first", seen)
+	}
 }

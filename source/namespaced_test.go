@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"pgregory.net/rapid"
 
 	"github.com/mcpbridge/mcpbridge/internal/wire"
@@ -142,8 +143,11 @@ func TestNamespacedSubscriptionHoldsWhatItsNamesAndNamespacesAsk(t *testing.T) {
 						delete(held, n)
 					}
 					for _, e := range r.p.msg.Resources {
-						if askedFor(asked, e.Name) {
+						switch {
+						case askedFor(asked, e.Name):
 							held[e.Name] = e.Version
+						case !askedFor(dropped, e.Name):
+							rt.Fatalf("sent %s, which nothing asks for (asked %v)", e.Name, asked)
 						}
 					}
 					for _, n := range r.p.msg.Removed {
@@ -280,42 +284,93 @@ func (h *machineHarness) sendTyped(typ Type, build func(*Request)) {
 
 // TestNamespacedNameAskedDuringPartsGetsItsNamespace: a name asked while a split response is
 // going, which a later part carries as a resource of its own, still asks for its namespace:
-// the response after the parts carries the namespace's resources. (A part used to take the
-// name off what was owed as soon as it carried the entry of that name.)
+// the response after the parts carries the namespace's resources, and not the name's own
+// entry again at the version the part carried, whether the client took that part or refused
+// it (a refused version is not sent again). (A part used to take the name off what was owed
+// as soon as it carried the entry of that name: the namespace was never sent.)
 func TestNamespacedNameAskedDuringPartsGetsItsNamespace(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		h := newMachineHarness(t)
+		h.split = 1 // a part a resource
+		h.apply(namespacedColl, []string{"gw/a", "gw/x", "gw/x/a"}, nil, 1)
+		h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe = []string{"gw"} })
+		var seen [][]string
+		for i := 0; ; i++ {
+			out := h.flush()
+			if len(out) == 0 {
+				break
+			}
+			if i > 10 {
+				t.Fatalf("responses never settle: %v", seen)
+			}
+			for _, r := range out {
+				var names []string
+				for _, e := range r.p.msg.Resources {
+					names = append(names, e.Name)
+				}
+				seen = append(seen, names)
+				if i == 0 {
+					// The first part (gw/a) is in flight: ask for gw/x, which the second
+					// part carries, and its namespace, which no part does.
+					h.sendTyped(namespacedType(), func(req *Request) { req.Subscribe = []string{"gw/x"} })
+				}
+				h.sendTyped(namespacedType(), func(req *Request) {
+					req.Nonce = r.nonce
+					if refuse && i == 1 {
+						req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: "refused"}
+					}
+				})
+			}
+		}
+		want := [][]string{{"gw/a"}, {"gw/x"}, {"gw/x/a"}}
+		if !slices.EqualFunc(seen, want, slices.Equal) {
+			t.Errorf("refusing the part of gw/x: %v: responses carried %v, want %v", refuse, seen, want)
+		}
+	}
+}
+
+// TestNamespacedResumeSendsANamespaceAskedAnew: a client that resumes holding a resource,
+// then gives up its namespace and asks for it again before the first response (which waits
+// for the types it comes after), may have dropped the resource meanwhile: the first
+// response carries it. (Resume used to look at the names asked anew alone, not at their
+// namespaces.)
+func TestNamespacedResumeSendsANamespaceAskedAnew(t *testing.T) {
+	const otherColl = "other"
+	other := Type{Collection: otherColl, Known: true, Mode: Incremental, Form: wire.FormAnyBody}
+	vhds := namespacedType()
+	vhds.After = []string{otherColl}
 	h := newMachineHarness(t)
-	h.split = 1 // a part a resource
-	h.apply(namespacedColl, []string{"gw/a", "gw/x", "gw/x/a"}, nil, 1)
-	h.sendTyped(namespacedType(), func(r *Request) { r.Subscribe = []string{"gw"} })
-	held := map[string]bool{}
-	var seen [][]string
-	for i := 0; ; i++ {
-		out := h.flush()
-		if len(out) == 0 {
+	h.apply(otherColl, []string{"x"}, nil, 1)
+	h.apply(namespacedColl, []string{"rc/h1"}, nil, 1)
+	version := h.st.View().Get(namespacedColl, "rc/h1").Version
+	h.sendTyped(other, func(r *Request) { r.Subscribe = []string{"x"} })
+	first := h.flush()                        // other's response, in flight
+	h.apply(otherColl, []string{"x"}, nil, 2) // owed to other once it answers: vhds waits
+	h.sendTyped(vhds, func(r *Request) {
+		r.Subscribe, r.InitialVersions = []string{"rc"}, map[string]string{"rc/h1": version}
+	})
+	h.sendTyped(vhds, func(r *Request) { r.Unsubscribe = []string{"rc"} })
+	h.sendTyped(vhds, func(r *Request) { r.Subscribe = []string{"rc"} })
+	var sent []string
+	pending := first
+	for range 10 {
+		for _, r := range pending {
+			if r.sub.key == namespacedColl {
+				for _, e := range r.p.msg.Resources {
+					sent = append(sent, e.Name)
+				}
+			}
+			typ := other
+			if r.sub.key == namespacedColl {
+				typ = vhds
+			}
+			h.sendTyped(typ, func(req *Request) { req.Nonce = r.nonce })
+		}
+		if pending = h.flush(); len(pending) == 0 {
 			break
 		}
-		if i > 10 {
-			t.Fatalf("responses never settle: %v", seen)
-		}
-		for _, r := range out {
-			var names []string
-			for _, e := range r.p.msg.Resources {
-				held[e.Name] = true
-				names = append(names, e.Name)
-			}
-			seen = append(seen, names)
-			if i == 0 {
-				// The first part (gw/a) is in flight: ask for gw/x, which the second part
-				// carries, and its namespace, which no part does.
-				h.sendTyped(namespacedType(), func(req *Request) { req.Subscribe = []string{"gw/x"} })
-			}
-			h.sendTyped(namespacedType(), func(req *Request) { req.Nonce = r.nonce })
-		}
 	}
-	if !held["gw/x/a"] {
-		t.Fatalf("the client was never sent gw/x/a, which gw/x asks for; responses carried %v", seen)
-	}
-	if len(seen) < 2 || !slices.Equal(seen[0], []string{"gw/a"}) || !slices.Equal(seen[1], []string{"gw/x"}) {
-		t.Fatalf("responses carried %v, want the parts gw/a then gw/x first", seen)
+	if !slices.Equal(sent, []string{"rc/h1"}) {
+		t.Fatalf("the client, which gave rc up and asked for it again, was sent %v; want rc/h1", sent)
 	}
 }

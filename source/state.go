@@ -211,8 +211,9 @@ type owed struct {
 	all    bool
 	revive bool
 	dead   []string
-	// given are what later parts of a split response carried while all was owed: the client
-	// holds them at these versions, so all does not owe them again.
+	// given are what later parts of a split response carried while all was owed, or, of a
+	// Namespaced type, as the entry of a name asked anew: the client holds them at these
+	// versions (or refused them), so neither all nor the name owes them again.
 	given map[string]string
 	// held are deletions the client has not been told of yet (tombstones, with the revision of
 	// the deletion), kept back until the types in RemoveAfter are caught up to it.
@@ -260,6 +261,14 @@ func (o *owed) addFresh(name string) {
 	}
 	o.fresh[name] = struct{}{}
 	delete(o.given, name)
+}
+
+// give records that a later part of a split response carried a resource at its version.
+func (o *owed) give(e *store.Entry) {
+	if o.given == nil {
+		o.given = map[string]string{}
+	}
+	o.given[e.Name] = e.Version
 }
 
 // anew tells whether names asked anew are owed.

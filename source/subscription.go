@@ -625,7 +625,9 @@ func (s *subscription) resume(v *store.View, rev uint64, g gates) *pending {
 	live := make(map[string]struct{}, len(current))
 	for _, e := range current {
 		live[e.Name] = struct{}{}
-		_, fresh := s.owed.fresh[e.Name]
+		// Asked anew since resuming (of a Namespaced type, also through its namespace): the
+		// client may have dropped it meanwhile, whatever it said it held.
+		fresh := s.askedAs(e.Name, s.owed.isFresh)
 		if held, ok := s.ex.resumed[e.Name]; fresh || !ok || held != e.Version {
 			p.msg.Resources = append(p.msg.Resources, e)
 		}
@@ -780,8 +782,11 @@ func (s *subscription) nextIncremental(v *store.View, ch store.Changes, rev uint
 		for _, name := range sortedNames(s.owed.fresh) {
 			asked := s.asked(v, name)
 			for _, e := range asked {
-				if !told[e.Name] { // a namespace's entry may be asked by its own name too: once
-					told[e.Name] = true
+				if told[e.Name] { // a namespace's entry may be asked by its own name too: once
+					continue
+				}
+				told[e.Name] = true
+				if s.owed.given[e.Name] != e.Version { // not carried by a later part (sent)
 					p.msg.Resources = append(p.msg.Resources, e)
 				}
 			}
@@ -848,17 +853,17 @@ func (s *subscription) sent(p *pending, nonce string) {
 	if p.continues {
 		// A later part provides what it carries: a name asked anew since the response was
 		// cut, carried here at its current version, is owed no more (if the client refuses
-		// this part, that version is not sent again). Of a Namespaced type, the name stays
-		// owed: it also asks for its namespace, which the part does not carry.
+		// this part, that version is not sent again). Of a Namespaced type the name stays
+		// owed, since it also asks for its namespace, which the part does not carry; its own
+		// entry is given, and the response that answers the name leaves that version out.
 		for _, e := range p.msg.Resources {
-			if !s.Namespaced {
-				delete(s.owed.fresh, e.Name)
+			if s.Namespaced && s.owed.isFresh(e.Name) {
+				s.owed.give(e)
+				continue
 			}
+			delete(s.owed.fresh, e.Name)
 			if s.owed.all {
-				if s.owed.given == nil {
-					s.owed.given = map[string]string{}
-				}
-				s.owed.given[e.Name] = e.Version
+				s.owed.give(e)
 			}
 		}
 	} else {

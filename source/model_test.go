@@ -817,7 +817,7 @@ func (c *mclient) answer(s *msub, nack bool, ch *nameChange) out {
 				s.dropped[n] = true
 			}
 			if nack {
-				s.refuse(r)
+				s.refuse(r, c.sendAt)
 			} else {
 				s.accept(r)
 			}
@@ -868,7 +868,7 @@ func (s *msub) accept(r *nresp) {
 
 // refuse records a NACK: the client keeps what it held; the refused versions are not to be
 // sent again (CONTRACT.md section 6: "the same version is not resent").
-func (s *msub) refuse(r *nresp) {
+func (s *msub) refuse(r *nresp, sendAt []int64) {
 	if r.heartbeatOnly() {
 		return
 	}
@@ -878,8 +878,14 @@ func (s *msub) refuse(r *nresp) {
 	for _, x := range r.res {
 		// A name the client subscribed to again after this response arrived is owed anyway
 		// ("the server *must* still provide" it): sending the version it then refused answers
-		// that request, which the refusal did not take back.
-		if idx, ok := s.subscribedAt[x.name]; x.hasBody && !(ok && idx >= r.arr.Sent) && s.wildAnewAt < r.arr.Sent {
+		// that request, which the refusal did not take back. So may be one subscribed to again
+		// after the answer before this response (r.lo) but before the response arrived: the
+		// server may have taken that request after it made the response (over a socket, or
+		// while the response waited to be read), and then it owes the name anew, as it cannot
+		// tell that the client asked before it saw the response.
+		idx, ok := s.subscribedAt[x.name]
+		anew := ok && (idx >= r.arr.Sent || idx < len(sendAt) && sendAt[idx] > r.lo)
+		if x.hasBody && !anew && s.wildAnewAt < r.arr.Sent {
 			s.nacked[x.name] = x.version
 		}
 	}

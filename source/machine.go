@@ -396,9 +396,13 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 		// Phantom unsubscriptions are harmless. A name asked anew and unsubscribed is owed no
 		// more; one the client no longer asks for at all it no longer holds, whatever it said
 		// it held on resuming (resume looks only at what is asked for), or a later part carried.
+		// One the wildcard still asks for it still holds: what a later part carried of it
+		// stays given (sent again, it would renew a resource whose producer is away).
 		sub.want.remove(n)
 		delete(sub.owed.fresh, n)
-		delete(sub.owed.given, n)
+		if !sub.wants(n) {
+			delete(sub.owed.given, n)
+		}
 	}
 	sub.want.reserve(len(req.Subscribe))
 	sub.owed.reserveFresh(len(req.Subscribe))

@@ -388,7 +388,9 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 		if n == Wildcard && sub.WildcardCapable {
 			if sub.want.wildcard && !sub.want.legacy {
 				sub.want.wildcard = false
-				sub.owed.given = nil // the client drops what the wildcard alone covered
+				// The client drops what the wildcard alone covered; what it asks for by name
+				// it still holds, as a later part gave it.
+				maps.DeleteFunc(sub.owed.given, func(n, _ string) bool { return !sub.wants(n) })
 				m.scope(sub)
 			}
 			continue

@@ -404,6 +404,9 @@ func (m *machine) resubscribe(sub *subscription, req *Request) {
 		delete(sub.owed.fresh, n)
 		if !sub.wants(n) {
 			delete(sub.owed.given, n)
+			// Dropped, whatever it said it held on resuming: asked for again (by name or by
+			// the wildcard) before the first response, it is sent.
+			delete(sub.ex.resumed, n)
 		}
 	}
 	sub.want.reserve(len(req.Subscribe))

@@ -25,11 +25,7 @@ func namespacedType() Type {
 func namespaceModel(stored map[string]int, asked map[string]bool) map[string]int {
 	out := map[string]int{}
 	for name, gen := range stored {
-		ns := ""
-		if i := lastSlash(name); i >= 0 {
-			ns = name[:i]
-		}
-		if asked[name] || ns != "" && asked[ns] {
+		if askedFor(asked, name) {
 			out[name] = gen
 		}
 	}

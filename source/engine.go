@@ -225,8 +225,11 @@ type counters struct {
 // Stats are the engine's counters.
 type Stats struct {
 	Responses, Resources, ACKs, NACKs uint64
-	// Encodes counts response bodies encoded; FrameHits, those reused from another stream.
-	Encodes, FrameHits uint64
+	// Encodes counts response bodies encoded; FrameHits, those reused from another stream or
+	// made ahead of their send; Prefetches, the next parts of split responses encoded while
+	// the client read the part before (each counted in Encodes once made, and in FrameHits
+	// once its send finds it).
+	Encodes, FrameHits, Prefetches uint64
 	// Heartbeats counts TTL heartbeats sent (not in Responses).
 	Heartbeats uint64
 }
@@ -236,7 +239,8 @@ func (e *Engine) Stats() Stats {
 	return Stats{
 		Responses: e.stats.responses.Load(), Resources: e.stats.resources.Load(),
 		ACKs: e.stats.acks.Load(), NACKs: e.stats.nacks.Load(),
-		Encodes: e.frames.computes.Load(), FrameHits: e.frames.hits.Load(), Heartbeats: e.stats.heartbeats.Load(),
+		Encodes: e.frames.computes.Load(), FrameHits: e.frames.hits.Load(), Prefetches: e.frames.prefetches.Load(),
+		Heartbeats: e.stats.heartbeats.Load(),
 	}
 }
 

@@ -24,7 +24,7 @@ type memo[V any] struct {
 	size     func(V) int // of a value, counted against maxBytes
 	bytes    int         // of the computed entries still kept
 
-	computes, hits atomic.Uint64
+	computes, hits, prefetches atomic.Uint64
 }
 
 // memoEntry is computed once; streams that ask meanwhile wait for it rather than compute too.
@@ -56,11 +56,16 @@ func (c *memo[V]) get(key *frameKey, compute func() V) V {
 		c.entries[*key] = el
 		c.trim()
 	}
-	e := el.Value.(*memoEntry[V])
 	c.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
 	}
+	return c.fill(el, compute)
+}
+
+// fill computes the value of an entry once; callers that come meanwhile wait for it.
+func (c *memo[V]) fill(el *list.Element, compute func() V) V {
+	e := el.Value.(*memoEntry[V])
 	e.once.Do(func() {
 		c.computes.Add(1)
 		e.val = compute()
@@ -75,6 +80,30 @@ func (c *memo[V]) get(key *frameKey, compute func() V) V {
 		}
 	})
 	return e.val
+}
+
+// prefetch computes the value for key on a goroutine of its own, unless the memo already
+// holds it or is computing it, so that a later get finds it made (or waits for the goroutine
+// rather than computing it again). The goroutine is counted in running, so that its stream can
+// wait for it as it ends.
+func (c *memo[V]) prefetch(key frameKey, compute func() V, running *sync.WaitGroup) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	_, ok := c.entries[key]
+	var el *list.Element
+	if !ok {
+		el = c.fifo.PushBack(&memoEntry[V]{key: key})
+		c.entries[key] = el
+		c.trim()
+	}
+	c.mu.Unlock()
+	if ok {
+		return
+	}
+	c.prefetches.Add(1)
+	running.Go(func() { c.fill(el, compute) })
 }
 
 // trim evicts the oldest entries while the memo is over either bound; the newest stays, even

@@ -44,6 +44,9 @@ type stream struct {
 	// pc paces the store changes the stream takes and holds the view responses are computed
 	// from (pace.go).
 	pc *pacing
+	// prefetching counts the goroutines encoding a next part ahead of its send
+	// (prefetchNextPart); the stream waits for them as it ends.
+	prefetching sync.WaitGroup
 
 	mu sync.Mutex
 	m  *machine
@@ -73,6 +76,7 @@ func (s *stream) close() {
 		s.beatTimer.Stop()
 	}
 	s.pc.stop()
+	s.prefetching.Wait()
 	s.engine.streams.Delete(s.id)
 	s.watch.Close()
 	s.metrics.Close()
@@ -334,8 +338,7 @@ func (s *stream) send(o outgoing) error {
 	sub, p := o.sub, o.p
 	f := s.engine.frames.get(sub.withTTL(p.share), func() frame {
 		p.materialize()
-		p.msg.TTL, p.msg.Wrap, p.msg.AliasMissing = sub.ttl(), sub.wrap(), sub.Namespaced
-		return frame{body: layout.Encode(&p.msg, sub.Form), resources: len(p.msg.Resources)}
+		return encodeFrame(layout, &sub.policy, p.msg)
 	})
 	out := &wire.Frame{Body: f.body, Tail: layout.Tail(o.nonce)}
 	if out.Size() > s.engine.maxSize {
@@ -351,6 +354,7 @@ func (s *stream) send(o outgoing) error {
 		return err // counted by transmit
 	}
 	sub.metrics.Size(out.Size())
+	s.prefetchNextPart(sub, p, layout)
 	if p.heartbeat {
 		s.engine.stats.heartbeats.Add(1)
 		sub.metrics.Heartbeat()
@@ -366,6 +370,37 @@ func (s *stream) send(o outgoing) error {
 			"resources", f.resources, "removed", len(p.msg.Removed), "bytes", out.Size())
 	}
 	return nil
+}
+
+// encodeFrame encodes a response as a subscription of this policy is sent it.
+func encodeFrame(layout *wire.Layout, pol *policy, msg wire.Message) frame {
+	msg.TTL, msg.Wrap, msg.AliasMissing = pol.ttl(), pol.wrap(), pol.Namespaced
+	return frame{body: layout.Encode(&msg, pol.Form), resources: len(msg.Resources)}
+}
+
+// prefetchNextPart has the next part of a split response encoded while the client reads the
+// one just sent. Unless something it carries changes, or the client stops asking for some of
+// it, before the client answers, that part is what nextPart computes then, under the key
+// predicted here (read at the revision the parts were cut, which nextPart sets when nothing
+// changed since); its send then finds it in the frame memo, made or being made. Otherwise
+// the part nextPart computes has another key, or none, and is encoded when sent; the frame
+// made here is left to the memo's bounds. At a million resources the encoding is most of the
+// bridge's time between two parts (cache misses reading each entry's bytes), and the
+// client's round trip now hides it. Streams sharing the parts share the prefetch: the memo
+// starts one goroutine per key.
+func (s *stream) prefetchNextPart(sub *subscription, p *pending, layout *wire.Layout) {
+	if len(p.rest) == 0 || p.rest[0].share == nil || p.heartbeat {
+		return
+	}
+	next := p.rest[0]
+	key := *next.share
+	key.partAt = p.rest[len(p.rest)-1].rev
+	// What the goroutine reads is fixed here: the part's message (parts are never changed
+	// once cut) and the subscription's policy as of now.
+	msg, pol := next.msg, sub.policy
+	s.engine.frames.prefetch(*sub.withTTL(&key), func() frame {
+		return encodeFrame(layout, &pol, msg)
+	}, &s.prefetching)
 }
 
 // transmit sends a frame, and gives up on a client that does not take it within the send

@@ -303,6 +303,7 @@ type msub struct {
 	nackedSince    int64             // the clock after which the refused whole response may have been made
 	nackedRemovals map[string]bool   // removals the client refused, and may still hold
 	obligations    map[string]int    // delta: names subscribed that must be answered, by the request that asked
+	mayAnswerAgain map[string]bool   // delta: names whose obligation a response answered that the server may have made before it read the request that asked: it may answer them once more
 	anew           map[string]int    // names asked anew (SotW, or held when "*" was newly subscribed), by that request: the server may send them again
 	wildAnewAt     int               // delta: the latest request that newly subscribed to "*" (-1: none)
 	ackedVersions  map[string]bool   // versions of the responses ACKed on this stream
@@ -450,6 +451,7 @@ func (s *msub) resetStream() {
 	s.nacked = map[string]string{}
 	s.nackedSig = ""
 	s.obligations = map[string]int{}
+	s.mayAnswerAgain = map[string]bool{}
 	s.anew = map[string]int{}
 	s.wildAnewAt = -1
 	s.subscribedAt = map[string]int{}
@@ -704,6 +706,7 @@ func (s *msub) changeNames(ch *nameChange, idx int) {
 				delete(s.names, n)
 			}
 			delete(s.obligations, n)
+			delete(s.mayAnswerAgain, n)
 		}
 		for _, n := range ch.subscribe {
 			if n == source.Wildcard {
@@ -728,6 +731,7 @@ func (s *msub) changeNames(ch *nameChange, idx int) {
 			s.obligations[n] = idx
 			s.subscribedAt[n] = idx
 			delete(s.nacked, n)
+			delete(s.mayAnswerAgain, n)
 		}
 	}
 	after := s.state()
@@ -1011,6 +1015,12 @@ func (c *mclient) onArrival(a arrival) {
 	for _, x := range r.res {
 		if idx, ok := s.obligations[x.name]; ok && !x.heartbeat && a.Sent > idx {
 			delete(s.obligations, x.name)
+			// The request was sent after the one this response answers: the server may have
+			// made the response before it read it (over a socket, or while the response
+			// waited to be read), and then answers the name again once it does.
+			if c.sendAt[idx] > lo {
+				s.mayAnswerAgain[x.name] = true
+			}
 		}
 		if idx, ok := s.anew[x.name]; ok && !x.heartbeat && a.Sent > idx {
 			delete(s.anew, x.name)
@@ -1357,6 +1367,10 @@ func (c *mclient) checkHeartbeat(s *msub, r *nresp, lo, hi int64) {
 			continue
 		}
 		if _, asked := s.obligations[x.name]; asked {
+			continue
+		}
+		if s.mayAnswerAgain[x.name] {
+			delete(s.mayAnswerAgain, x.name) // once
 			continue
 		}
 		if idx, asked := s.anew[x.name]; asked && r.arr.Sent > idx {

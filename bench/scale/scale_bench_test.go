@@ -58,6 +58,9 @@ const (
 //     every cluster and endpoint assignment;
 //   - s-ready-early: how long before the later client holds everything /readyz said 200
 //     (negative: ready after);
+//   - s-servable-after-ready: from /readyz 200 to a third client, which then asks by name for
+//     outputs of the load (servableProbe), holding them; n-servable-missing, how many of
+//     them it was first told do not exist (0: all were servable when asked);
 //   - CPU-s and MiB-peak-RSS of the bridge up to then (CPU-s-kernel: the part of CPU-s spent
 //     in the kernel, mostly page faults of fresh memory);
 //   - ms-edit-to-served: from rewriting one file (each of its ServiceEntries gets one more
@@ -90,7 +93,9 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		timeline := startTimeline(p, *timelineEvery)
 		mcpc := dialClientFor(b, p.grpcAddr, followMCP, n)
 		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
+		probe := dialProbe(b, p.grpcAddr)
 		ready := p.waitReady(b, 10*time.Minute)
+		servable := probe.run(n)
 		delivered := p.profileCPU(b, *deliveryCPU, *cpuSeconds)
 		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
 		timeline.report(ready, mcpHeld, envoyHeld)
@@ -105,6 +110,12 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(mcpHeld.Seconds(), "s-mcp-held")
 		b.ReportMetric(envoyHeld.Seconds(), "s-envoy-held")
 		b.ReportMetric((max(mcpHeld, envoyHeld) - ready).Seconds(), "s-ready-early")
+		probed := <-servable
+		if probed.err != nil {
+			b.Fatalf("the probe of what is servable once ready: %v", probed.err)
+		}
+		b.ReportMetric(probed.took.Seconds(), "s-servable-after-ready")
+		b.ReportMetric(float64(probed.missing), "n-servable-missing")
 		b.ReportMetric(float64(rss)/(1<<20), "MiB-peak-RSS")
 		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")

@@ -69,17 +69,7 @@ func TestNextPartIsEncodedWhileTheClientReadsThePartBefore(t *testing.T) {
 // (nextPart's rule, CONTRACT.md's "a later change goes in the next response"), and the next
 // response carries its new version. The encoding made ahead, with the old version, is never sent.
 func TestAPartChangedAfterItWasEncodedAheadIsReadAgain(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	names := slices.Sorted(maps.Keys(cs))
-	s.putEnvoy(t, ClusterType, cs)
-	before := s.engine.Stats()
-	c := newLimitedDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
-	part1 := c.recv()
-	waitForStats(t, s, "the second part encoded ahead", func(st source.Stats) bool {
-		return st.Prefetches-before.Prefetches == 1 && st.Encodes-before.Encodes == 2
-	})
+	s, c, names, part1 := secondPartEncodedAhead(t, &discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType})
 	changed := names[len(part1.Resources)] // the first cluster of the second part
 	s.putEnvoy(t, ClusterType, map[string]proto.Message{changed: &cluster.Cluster{Name: changed, ConnectTimeout: durationpb.New(7 * time.Second)}})
 	c.ack(part1)
@@ -102,17 +92,7 @@ func TestAPartChangedAfterItWasEncodedAheadIsReadAgain(t *testing.T) {
 // TestAPartEncodedAheadIsNotSentWhenTheClientDroppedSomeOfIt: the client gives up a cluster of
 // the next part after that part was encoded ahead: the part sent leaves it out.
 func TestAPartEncodedAheadIsNotSentWhenTheClientDroppedSomeOfIt(t *testing.T) {
-	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
-	cs := bigClusters(300)
-	names := slices.Sorted(maps.Keys(cs))
-	s.putEnvoy(t, ClusterType, cs)
-	before := s.engine.Stats()
-	c := newLimitedDelta(t, s.addr)
-	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: names})
-	part1 := c.recv()
-	waitForStats(t, s, "the second part encoded ahead", func(st source.Stats) bool {
-		return st.Prefetches-before.Prefetches == 1 && st.Encodes-before.Encodes == 2
-	})
+	_, c, names, part1 := secondPartEncodedAhead(t, &discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: bigClusterNames(300)})
 	dropped := names[len(part1.Resources)+1]
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesUnsubscribe: []string{dropped}})
 	c.ack(part1)
@@ -154,6 +134,26 @@ func TestStreamsSharingPartsShareTheirEncodingAhead(t *testing.T) {
 		t.Fatalf("%d parts to two clients: %d encodes, want %d", parts, enc, parts)
 	}
 }
+
+// secondPartEncodedAhead serves 300 clusters in parts to a client that asks with req, and
+// returns once it holds the first part and the second was encoded ahead; names are the
+// clusters' names, sorted.
+func secondPartEncodedAhead(t *testing.T, req *discovery.DeltaDiscoveryRequest) (s *server, c *deltaClient, names []string, part1 *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
+	s = startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit})
+	s.putEnvoy(t, ClusterType, bigClusters(300))
+	before := s.engine.Stats()
+	c = newLimitedDelta(t, s.addr)
+	c.send(req)
+	part1 = c.recv()
+	waitForStats(t, s, "the second part encoded ahead", func(st source.Stats) bool {
+		return st.Prefetches-before.Prefetches == 1 && st.Encodes-before.Encodes == 2
+	})
+	return s, c, bigClusterNames(300), part1
+}
+
+// bigClusterNames are the names of bigClusters(n), sorted.
+func bigClusterNames(n int) []string { return slices.Sorted(maps.Keys(bigClusters(n))) }
 
 func connectTimeout(t *testing.T, r *discovery.Resource) time.Duration {
 	t.Helper()

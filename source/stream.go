@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -399,6 +400,9 @@ func (s *stream) prefetchNextPart(sub *subscription, p *pending, layout *wire.La
 	// once cut) and the subscription's policy as of now.
 	msg, pol := next.msg, sub.policy
 	s.engine.frames.prefetch(*sub.withTTL(&key), func() frame {
+		if pol.vis != nil { // as nextPart leaves out what the client may not see, under this key
+			msg.Resources = slices.DeleteFunc(slices.Clone(msg.Resources), func(e *store.Entry) bool { return !pol.vis.sees(e.Name) })
+		}
 		return encodeFrame(layout, &pol, msg)
 	}, &s.prefetching)
 }

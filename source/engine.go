@@ -225,10 +225,10 @@ type counters struct {
 // Stats are the engine's counters.
 type Stats struct {
 	Responses, Resources, ACKs, NACKs uint64
-	// Encodes counts response bodies encoded; FrameHits, those reused from another stream or
-	// made ahead of their send; Prefetches, the next parts of split responses encoded while
-	// the client read the part before (each counted in Encodes once made, and in FrameHits
-	// once its send finds it).
+	// Encodes counts response bodies encoded (as each encoding starts); FrameHits, sends that
+	// found theirs made, or being made, by another stream or ahead of the send; Prefetches,
+	// encodings of the next part of a split response started while the client read the part
+	// before (in Encodes too; one whose part changed before its send is never sent).
 	Encodes, FrameHits, Prefetches uint64
 	// Heartbeats counts TTL heartbeats sent (not in Responses).
 	Heartbeats uint64

@@ -83,27 +83,44 @@ func (c *memo[V]) fill(el *list.Element, compute func() V) V {
 }
 
 // prefetch computes the value for key on a goroutine of its own, unless the memo already
-// holds it or is computing it, so that a later get finds it made (or waits for the goroutine
-// rather than computing it again). The goroutine is counted in running, so that its stream can
-// wait for it as it ends.
-func (c *memo[V]) prefetch(key frameKey, compute func() V, running *sync.WaitGroup) {
+// holds it or is computing it, and returns its entry: the caller keeps it until it uses it
+// (take), so that the memo's bounds, which other streams' values press on, cannot drop it
+// before. Other streams that get the key meanwhile share it, or wait for it. The goroutine is
+// counted in running, so that its stream can wait for it as it ends.
+func (c *memo[V]) prefetch(key frameKey, compute func() V, running *sync.WaitGroup) *ahead {
 	if c == nil {
-		return
+		return nil
 	}
 	c.mu.Lock()
-	_, ok := c.entries[key]
-	var el *list.Element
+	el, ok := c.entries[key]
 	if !ok {
 		el = c.fifo.PushBack(&memoEntry[V]{key: key})
 		c.entries[key] = el
 		c.trim()
 	}
 	c.mu.Unlock()
-	if ok {
-		return
+	if !ok {
+		c.prefetches.Add(1)
+		running.Go(func() { c.fill(el, compute) })
 	}
-	c.prefetches.Add(1)
-	running.Go(func() { c.fill(el, compute) })
+	return &ahead{key: key, el: el}
+}
+
+// ahead is an entry a stream had made ahead of its send (prefetch).
+type ahead struct {
+	key frameKey
+	el  *list.Element // of a *memoEntry
+}
+
+// take returns the value of an entry made ahead, made or waited for, if it is the one for
+// key; otherwise the caller gets it from the memo.
+func (c *memo[V]) take(a *ahead, key *frameKey, compute func() V) (V, bool) {
+	if c == nil || a == nil || key == nil || a.key != *key {
+		var none V
+		return none, false
+	}
+	c.hits.Add(1)
+	return c.fill(a.el, compute), true
 }
 
 // trim evicts the oldest entries while the memo is over either bound; the newest stays, even

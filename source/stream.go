@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -337,10 +336,16 @@ func (s *stream) countRequest(req *Request, sub *subscription) {
 func (s *stream) send(o outgoing) error {
 	layout := s.adapter.Layout()
 	sub, p := o.sub, o.p
-	f := s.engine.frames.get(sub.withTTL(p.share), func() frame {
+	key, made := sub.withTTL(p.share), sub.ahead
+	sub.ahead = nil
+	encode := func() frame {
 		p.materialize()
 		return encodeFrame(layout, &sub.policy, p.msg)
-	})
+	}
+	f, ok := s.engine.frames.take(made, key, encode)
+	if !ok {
+		f = s.engine.frames.get(key, encode)
+	}
 	out := &wire.Frame{Body: f.body, Tail: layout.Tail(o.nonce)}
 	if out.Size() > s.engine.maxSize {
 		if p.heartbeat { // state of the world: not split (delta is, at splitAt); every TTL/2 on every stream
@@ -383,12 +388,12 @@ func encodeFrame(layout *wire.Layout, pol *policy, msg wire.Message) frame {
 // one just sent. Unless something it carries changes, or the client stops asking for some of
 // it, before the client answers, that part is what nextPart computes then, under the key
 // predicted here (read at the revision the parts were cut, which nextPart sets when nothing
-// changed since); its send then finds it in the frame memo, made or being made. Otherwise
-// the part nextPart computes has another key, or none, and is encoded when sent; the frame
-// made here is left to the memo's bounds. At a million resources the encoding is most of the
-// bridge's time between two parts (cache misses reading each entry's bytes), and the
-// client's round trip now hides it. Streams sharing the parts share the prefetch: the memo
-// starts one goroutine per key.
+// changed since); its send then takes it, made or being made. Otherwise the part nextPart
+// computes has another key, or none, and is encoded when sent. At a million resources the
+// encoding is most of the bridge's time between two parts (cache misses reading each
+// entry's bytes), and the client's round trip now hides it. The frame goes into the memo, so
+// that streams sending the same parts share it, and the subscription holds it until its next
+// send, so that the memo's bounds do not drop it first.
 func (s *stream) prefetchNextPart(sub *subscription, p *pending, layout *wire.Layout) {
 	if len(p.rest) == 0 || p.rest[0].share == nil || p.heartbeat {
 		return
@@ -396,13 +401,13 @@ func (s *stream) prefetchNextPart(sub *subscription, p *pending, layout *wire.La
 	next := p.rest[0]
 	key := *next.share
 	key.partAt = p.rest[len(p.rest)-1].rev
+	if s.view().Collection(sub.Collection).Revision != key.partAt {
+		return // changed since the split: nextPart's key will not be this one
+	}
 	// What the goroutine reads is fixed here: the part's message (parts are never changed
 	// once cut) and the subscription's policy as of now.
 	msg, pol := next.msg, sub.policy
-	s.engine.frames.prefetch(*sub.withTTL(&key), func() frame {
-		if pol.vis != nil { // as nextPart leaves out what the client may not see, under this key
-			msg.Resources = slices.DeleteFunc(slices.Clone(msg.Resources), func(e *store.Entry) bool { return !pol.vis.sees(e.Name) })
-		}
+	sub.ahead = s.engine.frames.prefetch(*sub.withTTL(&key), func() frame {
 		return encodeFrame(layout, &pol, msg)
 	}, &s.prefetching)
 }

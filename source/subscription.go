@@ -37,6 +37,9 @@ type subscription struct {
 	// The stream loop's, set when the subscription starts; the machine never reads them.
 	label   string              // the collection as metrics label it
 	metrics *metrics.Collection // nil without metrics
+	// ahead is the next part of a split response, encoded ahead of its send
+	// (prefetchNextPart); the next send takes it, or drops it.
+	ahead *ahead
 }
 
 // pending is one computed response, before encoding, with the state it moves the

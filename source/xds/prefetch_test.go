@@ -163,3 +163,40 @@ func connectTimeout(t *testing.T, r *discovery.Resource) time.Duration {
 	}
 	return c.ConnectTimeout.AsDuration()
 }
+
+// TestAPartEncodedAheadSurvivesTheFrameCacheBounds: the frame memo keeps few frames
+// (Options.FrameCacheBytes), and streams sending parts of their own push each other's out.
+// A part encoded ahead is held by its stream until sent, so no part is encoded twice.
+func TestAPartEncodedAheadSurvivesTheFrameCacheBounds(t *testing.T) {
+	s := startServerWith(t, source.Options{Logger: testLogger(t), MaxResponseSize: splitLimit, FrameCacheBytes: 1})
+	s.putEnvoy(t, ClusterType, bigClusters(300))
+	names := bigClusterNames(300)
+	before := s.engine.Stats()
+	// Different names, so different keys: nothing is shared between the two.
+	a, b := newLimitedDelta(t, s.addr), newLimitedDelta(t, s.addr)
+	a.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: names[:290]})
+	b.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: names[10:]})
+	parts := 0
+	heldA, heldB := 0, 0
+	for heldA < 290 || heldB < 290 {
+		if heldA < 290 {
+			m := a.recv()
+			heldA += len(m.Resources)
+			parts++
+			a.ack(m)
+		}
+		if heldB < 290 {
+			m := b.recv()
+			heldB += len(m.Resources)
+			parts++
+			b.ack(m)
+		}
+	}
+	after := s.engine.Stats()
+	if after.Prefetches-before.Prefetches == 0 {
+		t.Fatal("no part was encoded ahead")
+	}
+	if enc := after.Encodes - before.Encodes; enc != uint64(parts) {
+		t.Fatalf("%d parts to two clients with a frame cache of one frame: %d encodes, want %d", parts, enc, parts)
+	}
+}

@@ -303,7 +303,7 @@ type msub struct {
 	nackedSince    int64             // the clock after which the refused whole response may have been made
 	nackedRemovals map[string]bool   // removals the client refused, and may still hold
 	obligations    map[string]int    // delta: names subscribed that must be answered, by the request that asked
-	mayAnswerAgain map[string]bool   // delta: names whose obligation a response answered that the server may have made before it read the request that asked: it may answer them once more
+	mayAnswerAgain map[string]bool   // delta: names whose obligation a response answered that the server may have made before it read the request that asked: the next response carrying the name may answer it once more
 	anew           map[string]int    // names asked anew (SotW, or held when "*" was newly subscribed), by that request: the server may send them again
 	wildAnewAt     int               // delta: the latest request that newly subscribed to "*" (-1: none)
 	ackedVersions  map[string]bool   // versions of the responses ACKed on this stream
@@ -1010,6 +1010,13 @@ func (c *mclient) onArrival(a arrival) {
 		c.checkMakeBeforeBreak(s, r, lo, hi)
 	}
 
+	// The one answer more a name may get (mayAnswerAgain) is this response's or none: any
+	// later response that carries the name, other than as a heartbeat, uses it up.
+	for _, x := range r.res {
+		if !x.heartbeat {
+			delete(s.mayAnswerAgain, x.name)
+		}
+	}
 	// Obligations answered: the name came (resource, "does not exist", or removal) in a
 	// response that arrived after the request that asked for it.
 	for _, x := range r.res {
@@ -1370,8 +1377,7 @@ func (c *mclient) checkHeartbeat(s *msub, r *nresp, lo, hi int64) {
 			continue
 		}
 		if s.mayAnswerAgain[x.name] {
-			delete(s.mayAnswerAgain, x.name) // once
-			continue
+			continue // used up after the checks of this response
 		}
 		if idx, asked := s.anew[x.name]; asked && r.arr.Sent > idx {
 			continue // "*" subscribed anew: everything goes as in a first response

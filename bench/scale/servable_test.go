@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ type servableProbe struct {
 // dialProbe opens the probe's connection before the bridge is ready, so that what it
 // measures from then is the bridge's answer alone. Its stream opens once the bridge is
 // ready: one that sent nothing for xds.first_request_timeout would be closed.
-func dialProbe(b *testing.B, addr string) *servableProbe {
+func dialProbe(b testing.TB, addr string) *servableProbe {
 	b.Helper()
 	// The bridge may not listen yet: retry as the benchmark's clients do, not after gRPC's
 	// default second.
@@ -46,11 +47,18 @@ func dialProbe(b *testing.B, addr string) *servableProbe {
 }
 
 // connected waits until the probe's connection is up (it is by the time the bridge is ready,
-// bar a retry in flight), so that what the probe measures is the bridge's answer.
+// bar a retry in flight), so that what the probe measures is the bridge's answer. A
+// connection whose attempt failed goes idle after its backoff, and connects again only when
+// asked to.
 func (p *servableProbe) connected(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for st := p.conn.GetState(); st != connectivity.Ready; st = p.conn.GetState() {
+		if st == connectivity.Idle {
+			p.conn.Connect()
+		}
 		if !p.conn.WaitForStateChange(ctx, st) {
-			return ctx.Err()
+			return fmt.Errorf("connecting: %w (state %s)", ctx.Err(), st)
 		}
 	}
 	return nil

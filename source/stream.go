@@ -398,16 +398,15 @@ func (s *stream) prefetchNextPart(sub *subscription, p *pending, layout *wire.La
 	if len(p.rest) == 0 || p.rest[0].share == nil || p.heartbeat {
 		return
 	}
-	next := p.rest[0]
-	key := *next.share
-	key.partAt = p.rest[len(p.rest)-1].rev
-	if s.view().Collection(sub.Collection).Revision != key.partAt {
+	next, whole := p.rest[0], p.rest[len(p.rest)-1].rev
+	if s.view().Collection(sub.Collection).Revision != whole {
 		return // changed since the split: nextPart's key will not be this one
 	}
+	key := readAt(next.share, whole)
 	// What the goroutine reads is fixed here: the part's message (parts are never changed
 	// once cut) and the subscription's policy as of now.
 	msg, pol := next.msg, sub.policy
-	sub.ahead = s.engine.frames.prefetch(*sub.withTTL(&key), func() frame {
+	sub.ahead = s.engine.frames.prefetch(*sub.withTTL(key), func() frame {
 		return encodeFrame(layout, &pol, msg)
 	}, &s.prefetching)
 }

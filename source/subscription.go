@@ -415,9 +415,7 @@ func (s *subscription) nextPart(v *store.View, g gates) *pending {
 		case own:
 			p.share = nil
 		case p.share != nil:
-			key := *p.share
-			key.partAt = at
-			p.share = &key
+			p.share = readAt(p.share, at)
 		}
 		if len(p.msg.Resources) > 0 || i == len(s.owed.parts)-1 {
 			p.rest = s.owed.parts[i+1:]
@@ -450,6 +448,14 @@ func deltaResourceSize(name, version, typeURL, value int) int {
 	anyLen := 1 + protowire.SizeBytes(typeURL) + 1 + protowire.SizeBytes(value)
 	wrapper := 1 + protowire.SizeBytes(name) + 1 + protowire.SizeBytes(version) + 1 + protowire.SizeBytes(anyLen)
 	return 1 + protowire.SizeBytes(wrapper) + 8
+}
+
+// readAt is the key of a later part read at the collection revision at (nextPart); the
+// encoding made ahead of a part is keyed by it too (prefetchNextPart).
+func readAt(k *frameKey, at uint64) *frameKey {
+	c := *k
+	c.partAt = at
+	return &c
 }
 
 func partOf(k *frameKey, part int) *frameKey {

@@ -35,7 +35,7 @@ var (
 	cpuSeconds     = flag.Int("scale.cpu-seconds", 20, "BenchmarkScaleFromFiles: how long the CPU profile runs")
 	deliveryCPU    = flag.String("scale.delivery-cpu-profile", "", "BenchmarkScaleFromFiles: save the bridge's CPU profile of -scale.cpu-seconds from /readyz 200 (the delivery to the clients) into this file")
 	bridgeLogLevel = flag.String("scale.log-level", "warn", "the bridge process's log.level (debug shows each translation and what it took)")
-	timelineEvery  = flag.Duration("scale.cpu-timeline", 0, "BenchmarkScaleFromFiles: log the CPU cores the bridge and the benchmark's clients used in each interval of this length, from the bridge's start to both clients holding everything (0: none); where the bridge uses fewer cores than the machine has, its work is serial")
+	timelineEvery  = flag.Duration("scale.cpu-timeline", 0, "BenchmarkScaleFromFiles: log the CPU cores the bridge and the benchmark's clients used in each interval of this length, and the bridge's resident set, from the bridge's start to both clients holding everything (0: none); where the bridge uses fewer cores than the machine has, its work is serial")
 	bridgeBin      = flag.String("scale.bin", "", "an mcpbridge binary to run (empty: build ./cmd/mcpbridge); for machines with no Go toolchain")
 )
 
@@ -160,8 +160,12 @@ type cpuTimeline struct {
 	samples []cpuSample
 }
 
-// cpuSample is the CPU time each side had used when the bridge had run for at.
-type cpuSample struct{ at, bridge, clients time.Duration }
+// cpuSample is the CPU time each side had used when the bridge had run for at, and the
+// bridge's resident set then (to show when its peak comes).
+type cpuSample struct {
+	at, bridge, clients time.Duration
+	rss                 int64
+}
 
 func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
 	if every <= 0 {
@@ -175,7 +179,8 @@ func startTimeline(p *bridgeProcess, every time.Duration) *cpuTimeline {
 		for {
 			bridge, _ := CPU(p.cmd.Process.Pid)
 			clients, _ := CPU(os.Getpid())
-			t.samples = append(t.samples, cpuSample{time.Since(p.started), bridge, clients})
+			rss, _ := RSS(p.cmd.Process.Pid)
+			t.samples = append(t.samples, cpuSample{time.Since(p.started), bridge, clients, rss})
 			select {
 			case <-t.stop:
 				return
@@ -196,11 +201,11 @@ func (t *cpuTimeline) report(marks ...time.Duration) {
 	<-t.done
 	names := []string{"ready", "mcp held", "envoy held"}
 	var out strings.Builder
-	fmt.Fprintf(&out, "CPU timeline (cores used in each interval of about %v, ending at the time shown, from the bridge's start):\n", t.every)
+	fmt.Fprintf(&out, "CPU timeline (cores used in each interval of about %v, ending at the time shown, from the bridge's start; the bridge's resident set at its end):\n", t.every)
 	for i := 1; i < len(t.samples); i++ {
 		prev, cur := t.samples[i-1], t.samples[i]
 		span := float64(cur.at - prev.at)
-		fmt.Fprintf(&out, "%7.2fs bridge %4.2f clients %4.2f", cur.at.Seconds(), float64(cur.bridge-prev.bridge)/span, float64(cur.clients-prev.clients)/span)
+		fmt.Fprintf(&out, "%7.2fs bridge %4.2f clients %4.2f RSS %5.0f MiB", cur.at.Seconds(), float64(cur.bridge-prev.bridge)/span, float64(cur.clients-prev.clients)/span, float64(cur.rss)/(1<<20))
 		for j, m := range marks {
 			if m > prev.at && m <= cur.at {
 				fmt.Fprintf(&out, "  <- %s", names[j])

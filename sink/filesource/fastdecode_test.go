@@ -500,6 +500,11 @@ func fastAgrees(t testing.TB, text []byte) bool {
 	if !ok {
 		return false
 	}
+	// The fast path's encodings are not checked for well-formedness before its kind's fast
+	// validation reads them (Kind.SurelyValidWellFormed): they must be so as written.
+	if err := got.Kind.CheckBody(got.Resource.GetBody().GetValue()); err != nil {
+		t.Fatalf("the fast path wrote a body proto.Unmarshal refuses: %v\n%s", err, text)
+	}
 	// The general path as it reads a document with the YAML decoder, and as it reads it with
 	// the fast parser's JSON.
 	for _, js := range [][]byte{nil, p.json()} {

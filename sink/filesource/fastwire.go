@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -162,10 +161,7 @@ func (p *fastYAML) appendMap(b []byte, i int32, fd protoreflect.FieldDescriptor,
 	var entryBuf [8]int32
 	entries := entryBuf[:0]
 	for c := p.nodes[i].first; c >= 0; c = p.nodes[c].next {
-		if !utf8.ValidString(p.nodes[c].key) {
-			return b, false
-		}
-		entries = append(entries, c)
+		entries = append(entries, c) // its key UTF-8, as every string of the tree (parse)
 	}
 	slices.SortFunc(entries, func(x, y int32) int {
 		switch kx, ky := p.nodes[x].key, p.nodes[y].key; {
@@ -246,8 +242,9 @@ func (p *fastYAML) appendScalar(b []byte, i int32, fd protoreflect.FieldDescript
 	n := &p.nodes[i]
 	switch fd.Kind() {
 	case protoreflect.StringKind:
-		if n.kind != stringNode || !utf8.ValidString(n.value) {
-			return b, false // an invalid string does not marshal: the general path says so
+		// UTF-8, as every string of the tree: parse takes only lines that are (printable).
+		if n.kind != stringNode {
+			return b, false
 		}
 		return protowire.AppendString(b, n.value), true
 	case protoreflect.BoolKind:

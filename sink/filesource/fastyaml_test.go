@@ -2,8 +2,10 @@ package filesource
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -115,6 +117,78 @@ func TestFastYAMLLongKeys(t *testing.T) {
 			}
 			if n == 1024 && !fast {
 				t.Errorf("key of %d: the fast path refused", n)
+			}
+		}
+	}
+}
+
+// printableByByte is printable's definition for ASCII, one byte at a time: the reference its
+// eight-byte check is held to.
+func printableByByte(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPrintableASCII8IsTheByteCheck: for every byte value at every place of a word of
+// printable ASCII, and for random words, the eight-byte check says what the byte check says
+// (a borrow or carry between bytes would make one wrong).
+func TestPrintableASCII8IsTheByteCheck(t *testing.T) {
+	check := func(word []byte) {
+		t.Helper()
+		if got, want := printableASCII8(binary.LittleEndian.Uint64(word)), printableByByte(word); got != want {
+			t.Fatalf("% x: %v, want %v", word, got, want)
+		}
+	}
+	for _, fill := range []byte{0x20, 0x21, 0x7e, 'a'} {
+		for at := range 8 {
+			for v := range 256 {
+				word := bytes.Repeat([]byte{fill}, 8)
+				word[at] = byte(v)
+				check(word)
+				// and with a byte just outside the range below it, for borrows upward
+				if at > 0 {
+					word[at-1] = 0x1f
+					check(word)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		word := binary.LittleEndian.AppendUint64(nil, r.Uint64())
+		for i := range word { // mostly printable, as config files are
+			if r.IntN(4) > 0 {
+				word[i] = 0x20 + word[i]%0x5f
+			}
+		}
+		check(word)
+	}
+}
+
+// TestPrintableReadsLinesOfAnyLength: lines that mix ASCII, other UTF-8 and a forbidden
+// character at each place, of lengths around the eight-byte steps, are judged as byte by
+// byte (for ASCII) and as utf8 does (for the rest).
+func TestPrintableReadsLinesOfAnyLength(t *testing.T) {
+	for n := range 40 {
+		line := []byte(strings.Repeat("a", n))
+		if !printable(string(line)) {
+			t.Fatalf("%q: not printable", line)
+		}
+		for at := range n {
+			for _, bad := range []byte{0x00, 0x09, 0x0d, 0x1f, 0x7f, 0x80, 0xff} {
+				c := bytes.Clone(line)
+				c[at] = bad
+				if printable(string(c)) {
+					t.Fatalf("%q: printable, with %#x at %d", c, bad, at)
+				}
+			}
+			c := append(bytes.Clone(line[:at]), append([]byte("é"), line[at:]...)...)
+			if !printable(string(c)) {
+				t.Fatalf("%q: not printable", c)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package filesource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -564,4 +565,59 @@ func TestDecodeJSONNamesKindNameAndField(t *testing.T) {
 	if !strings.HasPrefix(errs[0].Error(), "kubernetes: ServiceEntry shop/bad: field spec.endpoints[0]") {
 		t.Fatalf("fault text %q", errs[0])
 	}
+}
+
+// splitDocumentsByLine is splitDocuments as it was, a line at a time: the reference the
+// search for marker lines is held to.
+func splitDocumentsByLine(data []byte) []document {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	var docs []document
+	start, startLine, startCol := 0, 1, 0
+	for off, line := 0, 1; off < len(data); line++ {
+		end := len(data)
+		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
+			end = off + i + 1
+		}
+		if isMarker(data[off:end]) {
+			docs = append(docs, document{text: data[start:off], line: startLine, col: startCol})
+			start, startLine, startCol = off+3, line, 3
+			if isBlank(data[start:end]) {
+				start, startLine, startCol = end, line+1, 0
+			}
+		}
+		off = end
+	}
+	return append(docs, document{text: data[start:], line: startLine, col: startCol})
+}
+
+// splitsAgree fails t unless splitDocuments splits data as a walk of its lines does.
+func splitsAgree(t *testing.T, data []byte) {
+	t.Helper()
+	got, want := splitDocuments(data), splitDocumentsByLine(data)
+	if len(got) != len(want) {
+		t.Fatalf("%q: %d documents, want %d", data, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].text, want[i].text) || got[i].line != want[i].line || got[i].col != want[i].col {
+			t.Fatalf("%q: document %d is %q at %d:%d, want %q at %d:%d", data, i,
+				got[i].text, got[i].line, got[i].col, want[i].text, want[i].line, want[i].col)
+		}
+	}
+}
+
+func TestSplitDocumentsFindsTheMarkersALineWalkFinds(t *testing.T) {
+	for _, data := range []string{
+		"", "---", "---\n", "...", "a: 1\n---\nb: 2\n", "--- # c\na: 1\n...\n---\nb: 2",
+		"--- {a: 1}\n--- [b]\n", "----\n---x\n--- \n...\t\n", "a: '\n---'\n", "\n\n---\r\nx\n",
+		"\xef\xbb\xbf---\na\n", "a\n-- -\n.. .\n---", "a\n...\n...\n---\n---\n", "x\n--", "x\n..",
+	} {
+		splitsAgree(t, []byte(data))
+	}
+	splitsAgree(t, thousandServiceEntries())
+}
+
+func FuzzSplitDocuments(f *testing.F) {
+	f.Add([]byte("a: 1\n---\nb: 2\n...\n--- # c\n"))
+	f.Add([]byte("--- {a: 1}\n----\n...x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) { splitsAgree(t, data) })
 }

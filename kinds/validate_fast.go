@@ -48,8 +48,8 @@ type fastPort struct {
 	number, targetPort uint64
 }
 
-// fastServiceEntryValid reports whether a ServiceEntry body, which checkWire accepted, is
-// surely valid. The strings it reads alias value and do not outlive the call.
+// fastServiceEntryValid reports whether a ServiceEntry body, well formed (checkWire accepts
+// it: SurelyValid checks, SurelyValidWellFormed's caller knows), is surely valid. The strings it reads alias value and do not outlive the call.
 func fastServiceEntryValid(md *mcpapi.Metadata, value []byte) bool {
 	if !fastMetadataValid(md) {
 		return false

@@ -161,7 +161,8 @@ type cpuTimeline struct {
 }
 
 // cpuSample is the CPU time each side had used when the bridge had run for at, and the
-// bridge's resident set then (to show when its peak comes).
+// bridge's resident set then (VmRSS at the tick, to show when the peak comes; the peak itself,
+// which may fall between ticks, is the benchmark's peak-RSS).
 type cpuSample struct {
 	at, bridge, clients time.Duration
 	rss                 int64

@@ -122,9 +122,9 @@ func (p *fastYAML) metadata(i int32) (*mcpapi.Metadata, bool) {
 	return meta, true
 }
 
-// plainName reports a name or namespace without a slash or whitespace: the tree's strings
-// hold no tab or line break (parse takes only printable lines), so a slash and a space are
-// all there is to look for, at memchr's speed (ContainsAny built a set of five for every
+// plainName reports a name or namespace without a slash, space, tab or line break: the tree's
+// strings hold no control character (parse takes only printable lines), so a slash and a
+// space are all there is to look for, at memchr's speed (ContainsAny built a set of five for every
 // document).
 func plainName(s string) bool {
 	return strings.IndexByte(s, '/') < 0 && strings.IndexByte(s, ' ') < 0
@@ -212,7 +212,7 @@ const (
 	valueRoomMin = 16 << 10
 )
 
-// surelyValid stands for the message of a body Kind.SurelyValid vouched for: validate
+// surelyValid stands for the message of a body Kind.SurelyValidWellFormed vouched for: validate
 // passes it without asking the kind. Nothing reads it: it is compared by identity.
 var surelyValid proto.Message = new(emptypb.Empty)
 

@@ -603,7 +603,7 @@ func BenchmarkFastDecodeExamples(b *testing.B) {
 }
 
 // TestPlainServiceEntryIsValidatedInPlace: a plain ServiceEntry's body is validated as it is
-// encoded (Kind.SurelyValid), without building its message; one the in-place check cannot
+// encoded (Kind.SurelyValidWellFormed), without building its message; one the in-place check cannot
 // vouch for is built and validated whole, and its fault is still reported by field.
 func TestPlainServiceEntryIsValidatedInPlace(t *testing.T) {
 	decodeSpec := func(text string) proto.Message {

@@ -108,8 +108,10 @@ func (p *fastYAML) parse(data []byte) bool {
 		}
 		if !printable(line) {
 			// tabs, carriage returns, control characters: the decoder's. So every string
-			// of the tree is UTF-8 (printable refuses what is not), which the encoding of
-			// strings relies on (appendScalar, appendMap).
+			// of the tree is UTF-8, which the encoding of strings relies on (appendScalar,
+			// appendMap): printable refuses lines that are not, and the tree's strings are
+			// cut from a line only at ASCII bytes (colons, spaces, quotes, dashes), with no
+			// escapes decoded ('' in single quotes aside).
 			return false
 		}
 		content := strings.TrimLeft(line, " ")

@@ -177,7 +177,8 @@ func (p *fastYAML) appendJSON(out []byte, i int32) []byte {
 	}
 }
 
-// printable reports a line of YAML's printable characters, tab and carriage return aside.
+// printable reports a line of YAML's printable characters, tab and carriage return aside, and
+// without the line breaks of YAML 1.1 that are not ASCII (NEL, U+2028, U+2029).
 // Eight bytes at a time while they are printable ASCII, as nearly every byte of a config
 // file is: byte by byte, this was a sixth of the fast parser's time.
 func printable(line string) bool {
@@ -200,7 +201,12 @@ func printable(line string) bool {
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			return false
-		case r <= 0x9f && r != 0x85, r >= 0xd800 && r <= 0xdfff, r == 0xfeff, r >= 0xfffe && r <= 0xffff:
+		case r <= 0x9f, r >= 0xd800 && r <= 0xdfff, r == 0xfeff, r >= 0xfffe && r <= 0xffff:
+			// C1 controls with NEL (U+0085) among them: printable to YAML, but a line
+			// break to the decoder (YAML 1.1), as are U+2028 and U+2029 below: a line that
+			// holds one is not one line to it, and is left to it.
+			return false
+		case r == 0x2028, r == 0x2029:
 			return false
 		}
 		i += size

@@ -43,6 +43,9 @@ func FuzzFastYAMLAgreesWithYAML(f *testing.F) {
 	f.Add([]byte("a: 10s\nb: 1h30m\nc: 250ms\nd: 5xx,reset\ne: 0x1F\nf: 0_x1F\ng: 1_000\nh: 2001-12-14t21:59:43.10-05:00\n"))
 	f.Add([]byte("a: 1.5s\nb: 0b101\nc: 0o17\nd: 12e\ne: 1:20\nf: 7c9d2e0b-1111\ng: 1f\nh: 3 4\n5x: y\n"))
 	f.Add([]byte("hosts:\n- ./*\n- ./x.y\n- .5\n- .inf\n- ./\n"))
+	f.Add([]byte("a: x\u2028y\nb: x\u0085y\nc: 'x\u2029y'\n"))
+	f.Add([]byte("a: x\u2028  b: c\n"))
+	f.Add([]byte("- x\u0085- y\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, ok := fastYAMLToJSON(data)
 		if !ok {
@@ -191,5 +194,20 @@ func TestPrintableReadsLinesOfAnyLength(t *testing.T) {
 				t.Fatalf("%q: not printable", c)
 			}
 		}
+	}
+}
+
+// TestFastYAMLLeavesNonASCIILineBreaksToTheDecoder: NEL, U+2028 and U+2029 break lines for the
+// YAML decoder (YAML 1.1); the fast parser, which reads lines at '\n', took them for a
+// scalar's characters and read "- x<NEL>- y" as ["x- y"] where the decoder reads
+// ["x", true]. It now leaves such documents to the decoder.
+func TestFastYAMLLeavesNonASCIILineBreaksToTheDecoder(t *testing.T) {
+	for _, doc := range []string{"- x\u0085- y\n", "a: x\u2028y\n", "a: 'x\u2029y'\n", "a: b\u0085\n"} {
+		if js, ok := fastYAMLToJSON([]byte(doc)); ok {
+			t.Errorf("%q: the fast path read it, as %s", doc, js)
+		}
+	}
+	if _, ok := fastYAMLToJSON([]byte("a: x\u00a0y é\n")); !ok {
+		t.Error("a line with other characters past ASCII is refused")
 	}
 }

@@ -500,6 +500,19 @@ func fastAgrees(t testing.TB, text []byte) bool {
 	if !ok {
 		return false
 	}
+	// As the file source reads: the tree's strings views into the text, and the encoding
+	// appended to a block of the file's, here one too small, so that it outgrows it.
+	pv := &fastYAML{views: true, values: make([]byte, 0, 16)}
+	if !pv.parse(text) {
+		t.Fatalf("parsed with copies, not with views:\n%s", text)
+	}
+	gotViews, _, ok := (&docDecoder{file: "f.yaml", doc: 2, line: 3}).fastDecode(pv)
+	if !ok {
+		t.Fatalf("refused with views, taken with copies:\n%s", text)
+	}
+	if !proto.Equal(gotViews.Resource, got.Resource) {
+		t.Fatalf("with views: %v; with copies: %v\n%s", gotViews.Resource, got.Resource, text)
+	}
 	// The fast path's encodings are not checked for well-formedness before its kind's fast
 	// validation reads them (Kind.SurelyValidWellFormed): they must be so as written.
 	if err := got.Kind.CheckBody(got.Resource.GetBody().GetValue()); err != nil {

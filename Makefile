@@ -63,7 +63,8 @@ bench: $(KUBEAPI_BIN)
 # The black-box scale run (bench/scale): SCALE_N ServiceEntries in SCALE_FILES files (1,000
 # a file), a real mcpbridge process with its default limits, an MCP client and an Envoy-like
 # client; time to ready and to each client holding everything, a new client's answer once
-# ready (what readiness promises), CPU, peak RSS, edit-to-served,
+# ready (what readiness promises), CPU (and the garbage collector's, as the runtime estimates
+# it), peak RSS, edit-to-served,
 # and the largest resource of each Envoy type. make bench runs it with 10,000.
 # SCALE_BENCH=ScaleRestartFromEtcd runs the warm restart from etcd instead (ScaleInProcess:
 # the same load in the test's process, for -cpuprofile); SCALE_FLAGS adds flags

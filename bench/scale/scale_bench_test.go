@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,6 +121,13 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		b.ReportMetric(float64(rss)/float64(n), "B-RSS-per-SE")
 		b.ReportMetric(cpu.Seconds(), "CPU-s")
 		b.ReportMetric(system.Seconds(), "CPU-s-kernel")
+		// The collector's part of it, as the runtime estimates it (an overestimate: pauses
+		// count every P), up to its last cycle.
+		if gc, err := p.metric("go_cpu_classes_gc_total_cpu_seconds_total"); err == nil {
+			b.ReportMetric(gc, "GC-CPU-s")
+		} else {
+			b.Logf("no garbage collector CPU: %v", err)
+		}
 		<-profiled
 		<-delivered
 
@@ -526,6 +534,25 @@ func (p *bridgeProcess) saveMetrics(b *testing.B, dir string) {
 	if err := os.WriteFile(filepath.Join(dir, "metrics.txt"), data, 0o644); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// metric reads one unlabelled sample of the bridge's /metrics.
+func (p *bridgeProcess) metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s is not in /metrics", name)
 }
 
 func (p *bridgeProcess) stop(b *testing.B) {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -152,5 +153,32 @@ mcpbridge_limit_refusals_total{limit="streams"} 2
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "mcpbridge_limit_refusals_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The garbage collector's CPU is exported (go_cpu_classes_gc_*), with the total it is a share
+// of, and the Go collector's defaults stay.
+func TestGarbageCollectorCPUIsExported(t *testing.T) {
+	m := New()
+	runtime.GC()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{
+		"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_gc_mark_assist_cpu_seconds_total",
+		"go_cpu_classes_gc_pause_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
+		"go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes",
+	} {
+		if !names[want] {
+			t.Errorf("%s is not exported", want)
+		}
+	}
+	if names["go_cpu_classes_user_cpu_seconds_total"] {
+		t.Error("CPU classes other than the collector's and the total are exported too")
 	}
 }

@@ -106,7 +106,22 @@ func (s *Server) Restart() {
 // Its log lines go to the test's log.
 func (s *Server) Client(t testing.TB, sessionTimeout time.Duration) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{s.addr}, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false))
+	return s.client(t, s.addr, sessionTimeout, handshakeRetry)
+}
+
+// handshakeRetry is how long Client waits for an answer to its connect request before it
+// drops the connection and connects again. go-zookeeper alone waits ten receive timeouts for
+// it (over two minutes for a session of 20 s): once, on a loaded machine, a server that had
+// just answered "imok" left a test's first handshake unanswered, and the test failed after a
+// minute without a session.
+const handshakeRetry = 10 * time.Second
+
+// client is Client for a server at addr (the server's, or a proxy's in a test), connecting
+// again after retry without a session.
+func (s *Server) client(t testing.TB, addr string, sessionTimeout, retry time.Duration) *zk.Conn {
+	t.Helper()
+	d := NewDialer()
+	conn, events, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogger(discard{}), zk.WithLogInfo(false), zk.WithDialer(d.Dial))
 	if err != nil {
 		t.Fatalf("zookeeper client: %v", err)
 	}
@@ -116,11 +131,17 @@ func (s *Server) Client(t testing.TB, sessionTimeout time.Duration) *zk.Conn {
 		}
 	})
 	deadline := time.After(startTimeout)
+	again := time.NewTicker(retry)
+	defer again.Stop()
 	for conn.State() != zk.StateHasSession {
 		select {
 		case <-events:
+		case <-again.C:
+			d.Cut() // ends a handshake left unanswered; the client connects again
+			d.Restore()
 		case <-deadline:
-			t.Fatalf("zookeeper client: no session with %s after %v", s.addr, startTimeout)
+			log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+			t.Fatalf("zookeeper client: no session with %s after %v; the server's log ends:\n%s", addr, startTimeout, tail(log, 4000))
 		}
 	}
 	return conn

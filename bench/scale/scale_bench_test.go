@@ -96,6 +96,11 @@ func BenchmarkScaleFromFiles(b *testing.B) {
 		envoyc := dialClientFor(b, p.grpcAddr, followEnvoy, n)
 		probe := dialProbe(b, p.grpcAddr)
 		ready := p.waitReady(b, 10*time.Minute)
+		if *profilesInto != "" {
+			// What was allocated up to the load, so that a diff with the heap profile saved at
+			// the end shows the delivery's allocations, which set the peak RSS (-diff_base).
+			p.saveProfileAs(b, *profilesInto, "allocs", "allocs-at-ready")
+		}
 		servable := probe.run(n)
 		delivered := p.profileCPU(b, *deliveryCPU, *cpuSeconds)
 		mcpHeld, envoyHeld := waitBoth(b, p, mcpc, envoyc, n)
@@ -487,22 +492,28 @@ func (p *bridgeProcess) waitReady(b *testing.B, timeout time.Duration) time.Dura
 func (p *bridgeProcess) saveProfiles(b *testing.B, dir string, names ...string) {
 	b.Helper()
 	for _, name := range names {
-		query := ""
-		if name == "heap" {
-			query = "?gc=1" // what is live now: without a collection first, as of the last one
-		}
-		resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/" + name + query)
-		if err != nil {
-			b.Fatal(err)
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), data, 0o644); err != nil {
-			b.Fatal(err)
-		}
+		p.saveProfileAs(b, dir, name, name)
+	}
+}
+
+// saveProfileAs saves the bridge's profile name as DIR/FILE.pb.gz.
+func (p *bridgeProcess) saveProfileAs(b *testing.B, dir, name, file string) {
+	b.Helper()
+	query := ""
+	if name == "heap" {
+		query = "?gc=1" // what is live now: without a collection first, as of the last one
+	}
+	resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/" + name + query)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file+".pb.gz"), data, 0o644); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 var (
 	idleStreams  = flag.Int("scale.streams", 10000, "idle streams in BenchmarkIdleStreams")
-	profilesInto = flag.String("scale.profiles", "", "save the bridge's heap and goroutine profiles into this directory once the streams are idle")
+	profilesInto = flag.String("scale.profiles", "", "save the bridge's heap and goroutine profiles into this directory once the streams are idle (BenchmarkScaleFromFiles: once both clients hold everything, and its allocations up to /readyz 200 as allocs-at-ready, to diff with)")
 )
 
 // BenchmarkIdleStreams holds many idle delta ADS streams, each subscribed by wildcard to 1,000

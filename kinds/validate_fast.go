@@ -49,7 +49,8 @@ type fastPort struct {
 }
 
 // fastServiceEntryValid reports whether a ServiceEntry body, well formed (checkWire accepts
-// it: SurelyValid checks, SurelyValidWellFormed's caller knows), is surely valid. The strings it reads alias value and do not outlive the call.
+// it: SurelyValid checks, SurelyValidWellFormed's caller knows), is surely valid. The strings
+// it reads alias value and do not outlive the call.
 func fastServiceEntryValid(md *mcpapi.Metadata, value []byte) bool {
 	if !fastMetadataValid(md) {
 		return false

@@ -122,10 +122,10 @@ func (p *fastYAML) metadata(i int32) (*mcpapi.Metadata, bool) {
 	return meta, true
 }
 
-// plainName reports a name or namespace without a slash, space, tab or line break: the tree's
-// strings hold no control character (parse takes only printable lines), so a slash and a
-// space are all there is to look for, at memchr's speed (ContainsAny built a set of five for every
-// document).
+// plainName reports a name or namespace without a slash, space, tab or line break: the
+// tree's strings hold no control character (parse takes only printable lines), so a slash
+// and a space are all there is to look for, at memchr's speed (ContainsAny built a set of
+// five for every document).
 func plainName(s string) bool {
 	return strings.IndexByte(s, '/') < 0 && strings.IndexByte(s, ' ') < 0
 }
@@ -166,8 +166,8 @@ func (n *yamlNode) timestamp() (*timestamppb.Timestamp, bool) {
 
 // spec encodes spec as the kind's message in an Any, as the general path does (fastwire.go),
 // and returns the message too, to be validated: unmarshalled from those bytes. When the kind
-// says the bytes are surely valid with md (Kind.SurelyValidWellFormed), there is nothing left to
-// validate and the message is not built: it returns the sentinel surelyValid instead.
+// says the bytes are surely valid with md (Kind.SurelyValidWellFormed), there is nothing left
+// to validate and the message is not built: it returns the sentinel surelyValid instead.
 func (p *fastYAML) spec(k *kinds.Kind, i int32, md *mcpapi.Metadata) (*anypb.Any, proto.Message, bool) {
 	desc := k.Descriptor()
 	// With views, the file source's decode, the documents' encodings are appended to blocks

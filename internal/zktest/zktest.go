@@ -109,15 +109,16 @@ func (s *Server) Client(t testing.TB, sessionTimeout time.Duration) *zk.Conn {
 	return s.client(t, s.addr, sessionTimeout, handshakeRetry)
 }
 
-// handshakeRetry is how long Client waits for an answer to its connect request before it
-// drops the connection and connects again. go-zookeeper alone waits ten receive timeouts for
-// it (over two minutes for a session of 20 s): once, on a loaded machine, a server that had
-// just answered "imok" left a test's first handshake unanswered, and the test failed after a
-// minute without a session.
+// handshakeRetry is how long Client first waits for an answer to its connect request before
+// it drops the connection and connects again, and then twice as long each time (so that a
+// handshake that is only slow gets its answer: 10, 20, then 30 s of the minute).
+// go-zookeeper alone waits ten receive timeouts for it (over two minutes for a session of
+// 20 s): once, on a loaded machine, a server that had just answered "imok" left a test's
+// first handshake unanswered, and the test failed after a minute without a session.
 const handshakeRetry = 10 * time.Second
 
 // client is Client for a server at addr (the server's, or a proxy's in a test), connecting
-// again after retry without a session.
+// again after retry without a session, then after twice as long each time.
 func (s *Server) client(t testing.TB, addr string, sessionTimeout, retry time.Duration) *zk.Conn {
 	t.Helper()
 	d := NewDialer()
@@ -131,7 +132,7 @@ func (s *Server) client(t testing.TB, addr string, sessionTimeout, retry time.Du
 		}
 	})
 	deadline := time.After(startTimeout)
-	again := time.NewTicker(retry)
+	again := time.NewTimer(retry)
 	defer again.Stop()
 	for conn.State() != zk.StateHasSession {
 		select {
@@ -139,6 +140,8 @@ func (s *Server) client(t testing.TB, addr string, sessionTimeout, retry time.Du
 		case <-again.C:
 			d.Cut() // ends a handshake left unanswered; the client connects again
 			d.Restore()
+			retry *= 2
+			again.Reset(retry)
 		case <-deadline:
 			log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 			t.Fatalf("zookeeper client: no session with %s after %v; the server's log ends:\n%s", addr, startTimeout, tail(log, 4000))

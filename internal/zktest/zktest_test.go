@@ -111,9 +111,9 @@ func waitState(t *testing.T, events <-chan zk.Event, want zk.State) {
 	}
 }
 
-// A connect request the server leaves unanswered does not hold the client: it connects again
-// and gets its session. A proxy swallows the first connection (reads it, never answers) and
-// forwards the others.
+// A connect request the server leaves unanswered does not hold the client: it connects again,
+// waiting twice as long each time, and gets its session. A proxy swallows the first two
+// connections (reads them, never answers) and forwards the others.
 func TestClientConnectsAgainAfterAnUnansweredHandshake(t *testing.T) {
 	srv := Start(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,13 +137,13 @@ func TestClientConnectsAgainAfterAnUnansweredHandshake(t *testing.T) {
 		mu.Unlock()
 	}
 	wg.Go(func() {
-		for first := true; ; first = false {
+		for n := 1; ; n++ {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
 			track(c)
-			if first {
+			if n <= 2 {
 				wg.Go(func() { io.Copy(io.Discard, c) }) // read, never answer
 				continue
 			}

@@ -49,18 +49,25 @@ func (c *memo[V]) get(key *frameKey, compute func() V) V {
 		c.computes.Add(1)
 		return compute()
 	}
-	c.mu.Lock()
-	el, ok := c.entries[*key]
-	if !ok {
-		el = c.fifo.PushBack(&memoEntry[V]{key: *key})
-		c.entries[*key] = el
-		c.trim()
-	}
-	c.mu.Unlock()
+	el, ok := c.entry(*key)
 	if ok {
 		c.hits.Add(1)
 	}
 	return c.fill(el, compute)
+}
+
+// entry returns the memo's entry for key, added (to be computed) if the memo had none, and
+// whether it had one.
+func (c *memo[V]) entry(key frameKey) (*list.Element, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		el = c.fifo.PushBack(&memoEntry[V]{key: key})
+		c.entries[key] = el
+		c.trim()
+	}
+	return el, ok
 }
 
 // fill computes the value of an entry once; callers that come meanwhile wait for it.
@@ -91,14 +98,7 @@ func (c *memo[V]) prefetch(key frameKey, compute func() V, running *sync.WaitGro
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	el, ok := c.entries[key]
-	if !ok {
-		el = c.fifo.PushBack(&memoEntry[V]{key: key})
-		c.entries[key] = el
-		c.trim()
-	}
-	c.mu.Unlock()
+	el, ok := c.entry(key)
 	if !ok {
 		c.prefetches.Add(1)
 		running.Go(func() { c.fill(el, compute) })

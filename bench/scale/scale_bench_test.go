@@ -643,6 +643,11 @@ type client struct {
 	done    chan struct{}
 }
 
+// retryQuickly has a client that dials before the bridge listens try again every few
+// milliseconds, not after gRPC's default backoff (1 s at first), which would be the
+// client's time, not the bridge's.
+var retryQuickly = grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.2, MaxDelay: 20 * time.Millisecond}})
+
 // dialClient dials a client that follows everything (followAll).
 func dialClient(b *testing.B, addr string) *client { return dialClientFor(b, addr, followAll, 0) }
 
@@ -650,12 +655,9 @@ func dialClient(b *testing.B, addr string) *client { return dialClientFor(b, add
 // when it first holds the resources of n ServiceEntries (heldAllAt).
 func dialClientFor(b *testing.B, addr string, f follow, n int) *client {
 	b.Helper()
-	// The client dials before the bridge listens, as a proxy started with it would; it retries
-	// every few milliseconds, not after gRPC's default backoff (1 s at first), which would be
-	// the client's time, not the bridge's.
+	// The client dials before the bridge listens, as a proxy started with it would.
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)), withLeanCodec(),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.2, MaxDelay: 20 * time.Millisecond}}))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)), withLeanCodec(), retryQuickly)
 	if err != nil {
 		b.Fatal(err)
 	}

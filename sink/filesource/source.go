@@ -205,16 +205,16 @@ func (s *Source) write(l *loader) (store.Result, error) {
 }
 
 // setFaults replaces the current faults and logs those that are new and those that are gone,
-// so that a fault is logged when it appears and when it clears, not at every reload.
+// so that a fault is logged when it appears and when it clears, not at every reload. It logs
+// before it lets go of the lock, so that whoever sees the new faults through Faults can also
+// find their lines in the log.
 func (s *Source) setFaults(faults []error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	old := make(map[string]bool, len(s.faults))
 	for _, f := range s.faults {
 		old[f.Error()] = true
 	}
-	cleared := s.faults
-	s.faults = faults
-	s.mu.Unlock()
 	now := make(map[string]bool, len(faults))
 	for _, f := range faults {
 		now[f.Error()] = true
@@ -222,11 +222,12 @@ func (s *Source) setFaults(faults []error) {
 			s.log.Warn("config fault", "fault", f.Error())
 		}
 	}
-	for _, f := range cleared {
+	for _, f := range s.faults {
 		if !now[f.Error()] {
 			s.log.Info("config fault cleared", "fault", f.Error())
 		}
 	}
+	s.faults = faults
 }
 
 // root is one configured path.

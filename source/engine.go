@@ -149,6 +149,7 @@ func New(opts Options) *Engine {
 		frameBytes = 16 << 20
 	}
 	e.frames = newMemo(256, frameBytes, frameSize)
+	e.frames.retain, e.frames.release = retainFrame, releaseFrame
 	e.beats = newMemo[beatContent](256, 0, nil)
 	return e
 }
@@ -232,6 +233,10 @@ type Stats struct {
 	Encodes, FrameHits, Prefetches uint64
 	// Heartbeats counts TTL heartbeats sent (not in Responses).
 	Heartbeats uint64
+	// FrameBuffersReused counts large bodies encoded into the bytes of one already written
+	// (framePool), FrameBuffersAllocated those that needed new bytes. The pool serves every
+	// engine of the process, so these two count for all of them.
+	FrameBuffersReused, FrameBuffersAllocated uint64
 }
 
 // Stats returns the engine's counters.
@@ -240,7 +245,8 @@ func (e *Engine) Stats() Stats {
 		Responses: e.stats.responses.Load(), Resources: e.stats.resources.Load(),
 		ACKs: e.stats.acks.Load(), NACKs: e.stats.nacks.Load(),
 		Encodes: e.frames.computes.Load(), FrameHits: e.frames.hits.Load(), Prefetches: e.frames.prefetches.Load(),
-		Heartbeats: e.stats.heartbeats.Load(),
+		Heartbeats:         e.stats.heartbeats.Load(),
+		FrameBuffersReused: frameBuffers.reused.Load(), FrameBuffersAllocated: frameBuffers.fresh.Load(),
 	}
 }
 

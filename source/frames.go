@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+
+	"google.golang.org/grpc/mem"
 )
 
 // memo shares what streams compute alike: the encoded bodies of responses (frames) and what
@@ -15,6 +17,14 @@ import (
 // Values are shared in the moments after a change, not replayed later, so the memo keeps only
 // the most recent ones, bounded both in count and in bytes: a large collection sent whole
 // after every change would otherwise pin one full copy per revision.
+//
+// A value may hold a reference-counted buffer (a frame's, whose bytes go back to a pool when
+// the last reference is freed). Then compute returns it with one reference, the entry's; each
+// caller of get and take gets a reference of its own (retain), taken while its use of the
+// entry keeps the entry's reference alive; and the entry's reference is freed (release) once
+// the entry is evicted and no caller is still using it. A reference that is never freed
+// leaves its bytes to the garbage collector, so only a free too many could hand out bytes
+// still in use: every free follows the last read of what it frees.
 type memo[V any] struct {
 	mu       sync.Mutex
 	entries  map[frameKey]*list.Element // of *memoEntry[V], oldest first in fifo
@@ -23,6 +33,9 @@ type memo[V any] struct {
 	maxBytes int
 	size     func(V) int // of a value, counted against maxBytes
 	bytes    int         // of the computed entries still kept
+	// retain takes a reference to a value for a caller; release frees the entry's own. Both
+	// nil for values that hold nothing to recycle.
+	retain, release func(V)
 
 	computes, hits, prefetches atomic.Uint64
 }
@@ -33,6 +46,11 @@ type memoEntry[V any] struct {
 	once sync.Once
 	val  V
 	size int // counted in memo.bytes once computed, while kept
+	// Under memo.mu: users counts the callers between finding the entry and taking their
+	// reference to its value (get, or a prefetch until its take or drop); the entry's own
+	// reference is released once it is computed, evicted and unused.
+	users                       int
+	computed, evicted, released bool
 }
 
 func newMemo[V any](maxCount, maxBytes int, size func(V) int) *memo[V] {
@@ -53,11 +71,11 @@ func (c *memo[V]) get(key *frameKey, compute func() V) V {
 	if ok {
 		c.hits.Add(1)
 	}
-	return c.fill(el, compute)
+	return c.use(el, compute)
 }
 
 // entry returns the memo's entry for key, added (to be computed) if the memo had none, and
-// whether it had one.
+// whether it had one. The caller is one of its users until it calls use or drop.
 func (c *memo[V]) entry(key frameKey) (*list.Element, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,9 +83,50 @@ func (c *memo[V]) entry(key frameKey) (*list.Element, bool) {
 	if !ok {
 		el = c.fifo.PushBack(&memoEntry[V]{key: key})
 		c.entries[key] = el
+	}
+	el.Value.(*memoEntry[V]).users++
+	if !ok {
 		c.trim()
 	}
 	return el, ok
+}
+
+// use returns the value of an entry the caller found (entry), computed or waited for, with a
+// reference of the caller's own, and ends the caller's use of the entry.
+func (c *memo[V]) use(el *list.Element, compute func() V) V {
+	v := c.fill(el, compute)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retain != nil {
+		c.retain(v)
+	}
+	c.done(el.Value.(*memoEntry[V]))
+	return v
+}
+
+// drop ends the use of an entry whose value the caller no longer wants.
+func (c *memo[V]) drop(el *list.Element) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done(el.Value.(*memoEntry[V]))
+}
+
+// done ends one use of e; c.mu is held.
+func (c *memo[V]) done(e *memoEntry[V]) {
+	e.users--
+	c.releaseUnused(e)
+}
+
+// releaseUnused frees the entry's reference to its value once nothing can hand it out any
+// more: the entry is computed, no longer in the memo, and no caller is between finding it and
+// taking a reference of its own. c.mu is held.
+func (c *memo[V]) releaseUnused(e *memoEntry[V]) {
+	if e.computed && e.evicted && e.users == 0 && !e.released {
+		e.released = true
+		if c.release != nil {
+			c.release(e.val)
+		}
+	}
 }
 
 // fill computes the value of an entry once; callers that come meanwhile wait for it.
@@ -75,16 +134,18 @@ func (c *memo[V]) fill(el *list.Element, compute func() V) V {
 	e := el.Value.(*memoEntry[V])
 	e.once.Do(func() {
 		c.computes.Add(1)
-		e.val = compute()
+		v := compute()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.entries[e.key] == el { // not evicted while it was being computed
+		e.val, e.computed = v, true
+		if !e.evicted { // not evicted while it was being computed
 			if c.size != nil {
 				e.size = c.size(e.val)
 			}
 			c.bytes += e.size
 			c.trim()
 		}
+		c.releaseUnused(e) // evicted meanwhile, and its prefetch dropped
 	})
 	return e.val
 }
@@ -112,15 +173,20 @@ type ahead struct {
 	el  *list.Element // of a *memoEntry
 }
 
-// take returns the value of an entry made ahead, made or waited for, if it is the one for
-// key; otherwise the caller gets it from the memo.
+// take returns the value of an entry made ahead, made or waited for, with a reference of the
+// caller's own, if it is the one for key; otherwise it drops the entry, and the caller gets
+// the value from the memo.
 func (c *memo[V]) take(a *ahead, key *frameKey, compute func() V) (V, bool) {
-	if c == nil || a == nil || key == nil || a.key != *key {
-		var none V
+	var none V
+	if c == nil || a == nil {
+		return none, false
+	}
+	if key == nil || a.key != *key {
+		c.drop(a.el)
 		return none, false
 	}
 	c.hits.Add(1)
-	return c.fill(a.el, compute), true
+	return c.use(a.el, compute), true
 }
 
 // trim evicts the oldest entries while the memo is over either bound; the newest stays, even
@@ -132,13 +198,31 @@ func (c *memo[V]) trim() {
 		c.fifo.Remove(oldest)
 		delete(c.entries, e.key)
 		c.bytes -= e.size
+		e.evicted = true
+		c.releaseUnused(e)
 	}
 }
 
-// frame is an encoded response body and how many resources it carries (for metrics).
+// frame is an encoded response body and how many resources it carries (for metrics). A large
+// body is held by buf, a reference of its holder's to pooled bytes (framePool); buf is nil
+// for a small one, left to the garbage collector.
 type frame struct {
 	body      []byte
+	buf       mem.Buffer
 	resources int
 }
 
 func frameSize(f frame) int { return len(f.body) }
+
+// retainFrame takes a reference to a frame's pooled bytes; releaseFrame frees one.
+func retainFrame(f frame) {
+	if f.buf != nil {
+		f.buf.Ref()
+	}
+}
+
+func releaseFrame(f frame) {
+	if f.buf != nil {
+		f.buf.Free()
+	}
+}

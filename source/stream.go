@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcpbridge/mcpbridge/internal/authz"
@@ -346,7 +347,7 @@ func (s *stream) send(o outgoing) error {
 	if !ok {
 		f = s.engine.frames.get(key, encode)
 	}
-	out := &wire.Frame{Body: f.body, Tail: layout.Tail(o.nonce)}
+	out := &wire.Frame{Body: f.body, Buf: f.buf, Tail: layout.Tail(o.nonce)}
 	if out.Size() > s.engine.maxSize {
 		if p.heartbeat { // state of the world: not split (delta is, at splitAt); every TTL/2 on every stream
 			s.engine.bigBeats.Log(s.log, slog.LevelWarn, "heartbeat is larger than the client's likely receive limit",
@@ -378,10 +379,20 @@ func (s *stream) send(o outgoing) error {
 	return nil
 }
 
-// encodeFrame encodes a response as a subscription of this policy is sent it.
+// encodeFrame encodes a response as a subscription of this policy is sent it. A large body
+// goes into pooled bytes, with one reference, its holder's (frame).
 func encodeFrame(layout *wire.Layout, pol *policy, msg wire.Message) frame {
 	msg.TTL, msg.Wrap, msg.AliasMissing = pol.ttl(), pol.wrap(), pol.Namespaced
-	return frame{body: layout.Encode(&msg, pol.Form), resources: len(msg.Resources)}
+	f := frame{resources: len(msg.Resources)}
+	hint := layout.SizeHint(&msg, pol.Form)
+	if hint < minPooledFrame {
+		f.body = layout.AppendEncoded(make([]byte, 0, hint), &msg, pol.Form)
+		return f
+	}
+	b := frameBuffers.Get(hint)
+	*b = layout.AppendEncoded((*b)[:0], &msg, pol.Form) // outgrown: not taken back (Put)
+	f.body, f.buf = *b, mem.NewBuffer(b, &frameBuffers)
+	return f
 }
 
 // prefetchNextPart has the next part of a split response encoded while the client reads the

@@ -17,8 +17,14 @@ import (
 
 // Frame is an already encoded protobuf message: Body is shared between streams and never
 // modified; Tail is this stream's own suffix (the nonce).
+//
+// Buf, when set, holds Body's bytes and one reference to them that belongs to this send: the
+// Codec hands it to gRPC, which frees it once the message is written, and the bytes may then
+// be reused. Whoever sends a Frame with a Buf through anything other than the Codec, or
+// rewrites its Body, leaves the reference unfreed, which only keeps the bytes from reuse.
 type Frame struct {
 	Body []byte
+	Buf  mem.Buffer
 	Tail []byte
 }
 
@@ -34,12 +40,17 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if f, ok := v.(*Frame); ok {
-		// SliceBuffer's Free is a no-op, so gRPC releasing the slice leaves Body intact for
-		// the other streams that share it.
-		if len(f.Tail) == 0 {
-			return mem.BufferSlice{mem.SliceBuffer(f.Body)}, nil
+		// A Body without a Buf goes as a SliceBuffer, whose Free is a no-op, so gRPC releasing
+		// it leaves Body intact for the other streams that share it. A Buf carries the send's
+		// own reference, which gRPC frees after the write.
+		body := mem.Buffer(mem.SliceBuffer(f.Body))
+		if f.Buf != nil {
+			body = f.Buf
 		}
-		return mem.BufferSlice{mem.SliceBuffer(f.Body), mem.SliceBuffer(f.Tail)}, nil
+		if len(f.Tail) == 0 {
+			return mem.BufferSlice{body}, nil
+		}
+		return mem.BufferSlice{body, mem.SliceBuffer(f.Tail)}, nil
 	}
 	return protoCodec.Marshal(v)
 }

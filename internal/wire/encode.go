@@ -160,7 +160,12 @@ func number(d protoreflect.MessageDescriptor, name string) protowire.Number {
 // Encode returns the message's bytes without the nonce (see Tail). It copies the entries'
 // pre-marshalled bytes; nothing is marshalled again.
 func (l *Layout) Encode(m *Message, form Form) []byte {
-	b := make([]byte, 0, l.sizeHint(m, form))
+	return l.AppendEncoded(make([]byte, 0, l.SizeHint(m, form)), m, form)
+}
+
+// AppendEncoded appends the message's bytes without the nonce to b: into a buffer of
+// SizeHint's capacity, it allocates nothing.
+func (l *Layout) AppendEncoded(b []byte, m *Message, form Form) []byte {
 	b = appendString(b, l.version, m.Version)
 	b = appendString(b, l.key, m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
@@ -249,11 +254,11 @@ func appendResourceError(b []byte, field protowire.Number, e ResourceError) []by
 // Tail is the per-stream suffix of a response: its nonce.
 func (l *Layout) Tail(nonce string) []byte { return appendString(nil, l.nonce, nonce) }
 
-// sizeHint is a little more than the message takes in form, so that Encode allocates its
+// SizeHint is a little more than the message takes in form, so that Encode allocates its
 // buffer once: a response in parts is 4 MB a part, and a hint short by the type URL each MCP
 // resource's Any adds doubled and copied every buffer, one too long by the name and version an
 // Envoy body already holds took a quarter more memory than needed.
-func (l *Layout) sizeHint(m *Message, form Form) int {
+func (l *Layout) SizeHint(m *Message, form Form) int {
 	n := 64 + len(m.Version) + len(m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
 	per := 16 // the resource's tags and lengths, and its Any's

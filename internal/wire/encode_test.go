@@ -181,7 +181,7 @@ func TestEncodeAllocatesItsBufferOnce(t *testing.T) {
 			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{}}), Message{Version: "1", Key: clusterV2, Resources: cls}, FormAnyBodyAsKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hint := tc.layout.sizeHint(&tc.msg, tc.form)
+			hint := tc.layout.SizeHint(&tc.msg, tc.form)
 			b := tc.layout.Encode(&tc.msg, tc.form)
 			if cap(b) != hint {
 				t.Fatalf("the buffer grew: %d bytes encoded, %d allocated first", len(b), hint)

@@ -46,8 +46,14 @@ func bigClusters(n int) map[string]proto.Message {
 // clients do over 4 MiB by default.
 func newLimitedDelta(t *testing.T, addr string) *deltaClient {
 	t.Helper()
+	return newDeltaReceiving(t, addr, splitLimit)
+}
+
+// newDeltaReceiving is a delta ADS client that refuses messages over limit bytes.
+func newDeltaReceiving(t *testing.T, addr string, limit int) *deltaClient {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(splitLimit)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit)))
 	if err != nil {
 		t.Fatal(err)
 	}

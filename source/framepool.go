@@ -23,13 +23,15 @@ type framePool struct {
 }
 
 const (
-	// minPooledFrame is the smallest body the pool takes: below it, a body is one of many
-	// small responses (a single change) that the allocator serves well.
-	minPooledFrame = 64 << 10
-	minPoolBits    = 16 // bits.Len(minPooledFrame - 1): the class of minPooledFrame
-	maxPoolBits    = 30 // buffers of up to 1 GiB
-	classesPerBit  = 8
-	poolClasses    = (maxPoolBits - minPoolBits + 1) * classesPerBit
+	// minPoolBits: the pool's smallest class holds 2^minPoolBits bytes, and it takes buffers
+	// of more than half that, more than gRPC's threshold for counting references
+	// (mem.IsBelowBufferPoolingThreshold, 1 KiB).
+	minPoolBits   = 11
+	maxPoolBits   = 30 // buffers of up to 1 GiB
+	classesPerBit = 8
+	poolClasses   = (maxPoolBits - minPoolBits + 1) * classesPerBit
+	// smallestPooled is the least a pooled buffer holds.
+	smallestPooled = 1<<(minPoolBits-1) + 1
 )
 
 // frameBuffers is the pool every engine's frames come from.
@@ -38,7 +40,7 @@ var frameBuffers framePool
 // sizeClass is the class of a buffer of at least n bytes, and that class's size; ok is false
 // for sizes the pool does not take.
 func sizeClass(n int) (class, size int, ok bool) {
-	if n < minPooledFrame {
+	if n <= 1<<(minPoolBits-1) {
 		return 0, 0, false
 	}
 	k := bits.Len(uint(n - 1)) // 2^(k-1) < n <= 2^k

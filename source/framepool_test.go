@@ -14,8 +14,8 @@ import (
 // Every size the pool takes gets a class whose buffers hold it and waste at most an eighth,
 // and a buffer of a class's size is taken back into that class.
 func TestSizeClassHoldsTheSizeAndWastesAtMostAnEighth(t *testing.T) {
-	if _, _, ok := sizeClass(minPooledFrame - 1); ok {
-		t.Fatal("a body under minPooledFrame was pooled")
+	if _, _, ok := sizeClass(1 << 10); ok {
+		t.Fatal("a body of gRPC's threshold for counting references was pooled")
 	}
 	if _, _, ok := sizeClass(1<<maxPoolBits + 1); ok {
 		t.Fatal("a body over the largest class was pooled")
@@ -35,12 +35,12 @@ func TestSizeClassHoldsTheSizeAndWastesAtMostAnEighth(t *testing.T) {
 			t.Fatalf("%d bytes are class %d, one more class %d: want the next class", size, class, next)
 		}
 	}
-	for n := minPooledFrame; n <= 1<<maxPoolBits; n = n + n/7 + 1 {
+	for n := 1<<10 + 1; n <= 1<<maxPoolBits; n = n + n/7 + 1 {
 		check(n)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 100_000 {
-		check(minPooledFrame + r.IntN(64<<20))
+		check(1<<10 + 1 + r.IntN(64<<20))
 	}
 	check(1 << maxPoolBits)
 }
@@ -88,7 +88,7 @@ func (p *countingPool) Get(n int) *[]byte { p.out.Add(1); return p.framePool.Get
 func (p *countingPool) Put(b *[]byte)     { p.out.Add(-1); p.framePool.Put(b) }
 
 func pooledFrame(p *countingPool, content byte) frame {
-	b := p.Get(minPooledFrame)
+	b := p.Get(testFrameSize)
 	for i := range *b {
 		(*b)[i] = content
 	}
@@ -117,7 +117,7 @@ func TestAFrameIsRecycledOnlyAfterItsLastSend(t *testing.T) {
 	if p.out.Load() != 1 {
 		t.Fatal("a frame went back to the pool while a send held it")
 	}
-	if !bytes.Equal(b.body, bytes.Repeat([]byte{'a'}, minPooledFrame)) {
+	if !bytes.Equal(b.body, bytes.Repeat([]byte{'a'}, testFrameSize)) {
 		t.Fatal("the frame's bytes changed under its last send")
 	}
 	b.buf.Free()
@@ -154,17 +154,17 @@ func TestAFrameIsRecycledOnlyAfterItsLastSend(t *testing.T) {
 	}
 }
 
-// Streams get, prefetch, take and free frames of a few keys in random order, through a memo
-// that evicts often, over pooled bytes that are poisoned as they are freed: every stream
-// reads the bytes of its own key until it frees them, and in the end every frame but the
-// memo's newest has gone back to the pool.
+// Streams get, prefetch, take and free frames (of 4 KiB) of a few keys in random order,
+// through a memo that evicts often, over pooled bytes that are poisoned as they are freed:
+// every stream reads the bytes of its own key until it frees them, and in the end every frame
+// but the memo's newest has gone back to the pool.
 func TestRecycledFramesAreNeverReadByAStreamStillHoldingThem(t *testing.T) {
 	p := &countingPool{}
 	c := frameMemo(2)
-	body := func(to uint64) []byte { return bytes.Repeat([]byte{byte(to)}, minPooledFrame) }
+	body := func(to uint64) []byte { return bytes.Repeat([]byte{byte(to)}, 4<<10) }
 	encode := func(to uint64) func() frame {
 		return func() frame {
-			b := p.Get(minPooledFrame)
+			b := p.Get(4 << 10)
 			copy(*b, body(to))
 			return frame{body: *b, buf: mem.NewBuffer(b, p)}
 		}
@@ -176,7 +176,7 @@ func TestRecycledFramesAreNeverReadByAStreamStillHoldingThem(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(s), 7))
 			var ah *ahead
 			var aheadTo uint64
-			for range 2000 {
+			for range 1000 {
 				to := 1 + r.Uint64N(5)
 				key := &frameKey{key: "k", to: to}
 				f, ok := c.take(ah, key, encode(to))
@@ -207,3 +207,6 @@ func TestRecycledFramesAreNeverReadByAStreamStillHoldingThem(t *testing.T) {
 		t.Fatal("no frame's bytes were reused")
 	}
 }
+
+// testFrameSize is the size of the frames these tests pool.
+const testFrameSize = 64 << 10

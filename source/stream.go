@@ -389,7 +389,7 @@ func encodeFrame(layout *wire.Layout, pol *policy, msg wire.Message) frame {
 		f.body = layout.AppendEncoded(make([]byte, 0, hint), &msg, pol.Form)
 		return f
 	}
-	b := frameBuffers.Get(hint)
+	b := frameBuffers.Get(max(hint, smallestPooled))
 	*b = layout.AppendEncoded((*b)[:0], &msg, pol.Form) // outgrown: not taken back (Put)
 	f.body, f.buf = *b, mem.NewBuffer(b, &frameBuffers)
 	return f

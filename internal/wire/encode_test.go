@@ -177,6 +177,10 @@ func TestEncodeAllocatesItsBufferOnce(t *testing.T) {
 		{"Envoy, delta with TTLs", NewLayout(&discovery.DeltaDiscoveryResponse{}, delta), Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute}, FormAnyBody},
 		{"Envoy, state of the world wrapped with TTLs", NewLayout(&discovery.DiscoveryResponse{}, wrapping),
 			Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute, Wrap: true}, FormAnyBody},
+		{"Envoy, delta heartbeat", NewLayout(&discovery.DeltaDiscoveryResponse{}, delta),
+			Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute, Heartbeat: true}, FormAnyBody},
+		{"Envoy, state of the world heartbeat", NewLayout(&discovery.DiscoveryResponse{}, wrapping),
+			Message{Version: "1", Key: "c", Resources: cls, TTL: time.Minute, Wrap: true, Heartbeat: true}, FormAnyBody},
 		{"Envoy v2, delta", NewLayout(&apiv2.DeltaDiscoveryResponse{}, Roles{Version: "system_version_info", Resources: "resources", Key: "type_url",
 			Removed: "removed_resources", Nonce: "nonce", DeltaResource: &apiv2.Resource{}}), Message{Version: "1", Key: clusterV2, Resources: cls}, FormAnyBodyAsKey},
 	} {
@@ -188,6 +192,11 @@ func TestEncodeAllocatesItsBufferOnce(t *testing.T) {
 			}
 			if waste := float64(cap(b)-len(b)) / float64(len(b)); waste > 0.2 {
 				t.Fatalf("%d bytes encoded into a buffer of %d (%.0f%% more)", len(b), cap(b), 100*waste)
+			}
+			// Where the resources' bytes are known, their share is exact: what is left over
+			// is the allowance for the message's own fields.
+			if over, allowance := cap(b)-len(b), 64+len(tc.msg.Version)+len(tc.msg.Key); tc.form != FormAnyBodyAsKey && over > allowance {
+				t.Fatalf("%d bytes encoded into a buffer of %d: %d over, want at most %d", len(b), cap(b), over, allowance)
 			}
 		})
 	}

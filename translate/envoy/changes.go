@@ -45,8 +45,8 @@ func (t *Translator) reserveHosts(n int) {
 	if len(t.ses) == 0 {
 		t.ses = make(map[string]*serviceEntry, n)
 	}
-	if len(t.seByHost) == 0 {
-		t.seByHost = make(map[string]seList, n)
+	if t.seByHost.len() == 0 {
+		t.seByHost = newHostSEs(n)
 	}
 	if len(t.dirtyHosts) == 0 {
 		t.dirtyHosts = make(map[string]hostUnits, n)
@@ -262,7 +262,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		// Only what it lists as endpoints may have changed: its hosts' load assignments.
 		t.ses[key] = se
 		for _, h := range se.hosts {
-			addSE(t.seByHost, h, se) // in place of old
+			t.seByHost.add(h, se) // in place of old
 			t.markEndpoints(h)
 		}
 		return
@@ -273,7 +273,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 			delete(t.limitedSEs, key)
 		}
 		for _, h := range old.hosts {
-			delSE(t.seByHost, h, key)
+			t.seByHost.del(h, key)
 			t.markHost(h, true)
 		}
 		delKey(t.selectorsByNS, old.Namespace, key)
@@ -292,7 +292,7 @@ func (t *Translator) setServiceEntry(key string, se *serviceEntry) {
 		t.limitedSEs[key] = struct{}{}
 	}
 	for _, h := range se.hosts {
-		addSE(t.seByHost, h, se)
+		t.seByHost.add(h, se)
 		t.markHost(h, true)
 	}
 	if len(se.selector()) > 0 {
@@ -424,7 +424,7 @@ func (t *Translator) markHosts(host string, withDependents bool) {
 	if !isWildcard(host) {
 		return
 	}
-	for h := range t.seByHost {
+	for h := range t.seByHost.hosts() {
 		if hostname.Matches(host, h) {
 			t.markHost(h, withDependents)
 		}

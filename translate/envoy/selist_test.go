@@ -8,13 +8,14 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestHostListsAgainstModel: the lists of ServiceEntries by host (addSE, delSE) hold, after
-// any sequence of adds, replacements and removals over hosts that ServiceEntries share, what
-// a plain map of key sets holds, sorted by key; and no ServiceEntry's own one-element list
-// (serviceEntry.alone), which every host it alone lists shares, is ever written.
+// TestHostListsAgainstModel: the lists of ServiceEntries by host (hostSEs) hold, after any
+// sequence of adds, replacements and removals over hosts that ServiceEntries share, what a
+// plain map of key sets holds, sorted by key; no ServiceEntry's own one-element list
+// (serviceEntry.alone), which every host it alone lists shares, is ever written; and a host is
+// kept in the map of one exactly when one ServiceEntry lists it.
 func TestHostListsAgainstModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		lists := map[string]seList{}
+		lists := newHostSEs(0)
 		model := map[string]map[string]*serviceEntry{} // host → key → the entry listed
 		var made []*serviceEntry
 		hosts := []string{"a", "b", "c"}
@@ -28,14 +29,14 @@ func TestHostListsAgainstModel(t *testing.T) {
 				se.alone[0] = se
 				made = append(made, se)
 				for _, h := range rapid.SliceOfNDistinct(rapid.SampledFrom(hosts), 1, 3, rapid.ID[string]).Draw(rt, "hosts") {
-					addSE(lists, h, se)
+					lists.add(h, se)
 					if model[h] == nil {
 						model[h] = map[string]*serviceEntry{}
 					}
 					model[h][key] = se
 				}
 			} else {
-				delSE(lists, host, key)
+				lists.del(host, key)
 				delete(model[host], key)
 				if len(model[host]) == 0 {
 					delete(model, host)
@@ -46,11 +47,16 @@ func TestHostListsAgainstModel(t *testing.T) {
 					rt.Fatalf("%s's own list was written: it holds %s", se.Key, se.alone[0].Key)
 				}
 			}
-			if len(lists) != len(model) {
-				rt.Fatalf("%d hosts listed, want %d", len(lists), len(model))
+			if n := len(slices.Collect(lists.hosts())); lists.len() != len(model) || n != len(model) {
+				rt.Fatalf("%d hosts listed (%d iterated), want %d", lists.len(), n, len(model))
+			}
+			for h, l := range lists.many {
+				if len(l) < 2 || lists.one[h] != nil {
+					rt.Fatalf("host %s: %d in the map of many, in the map of one too: %v", h, len(l), lists.one[h] != nil)
+				}
 			}
 			for h, want := range model {
-				got := lists[h]
+				got := lists.get(h)
 				keys := make([]string, 0, len(want))
 				for k := range want {
 					keys = append(keys, k)

@@ -295,7 +295,7 @@ func subsetEndpoints(eps []endpoint, labels map[string]string) []endpoint {
 // list it: the oldest wins, then the first by namespace/name (Istio's rule for a host
 // defined twice).
 func (t *Translator) serviceEntryFor(host string) (*serviceEntry, []*serviceEntry) {
-	return oldest(t.seByHost[host])
+	return oldest(t.seByHost.get(host))
 }
 
 // destinationRuleFor returns the DestinationRule of a host, and the shadowed others: the

@@ -3,6 +3,7 @@ package envoy
 import (
 	"bytes"
 	"cmp"
+	"iter"
 	"math/bits"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ type Translator struct {
 	gws map[string]*gateway
 	wes map[string]*workloadEntry
 
-	seByHost      map[string]seList  // host as written → ServiceEntries that list it
+	seByHost      hostSEs            // host as written → ServiceEntries that list it
 	seByVIP       map[string]keyList // address (serviceEntry.vip) → ServiceEntries whose hosts answer to it
 	vsByHost      map[string]keyList // completed host → VirtualServices that list it
 	vsWildcard    keySet             // VirtualServices with a wildcard host
@@ -124,37 +125,94 @@ type seList []*serviceEntry
 
 func bySEKey(se *serviceEntry, key string) int { return cmp.Compare(se.Key, key) }
 
-// addSE adds a ServiceEntry to a host's list, or replaces the one of its key. A host that
-// only se lists gets se's own one-element list (serviceEntry.alone), no list of its own; such
-// a list is shared by every host of se, so it is never written: a longer list is a new array
-// (slices.Insert beyond its capacity of one), and one se replaces is replaced whole.
-func addSE(m map[string]seList, host string, se *serviceEntry) {
-	se.alone[0] = se // its own list, whatever made the record
-	l := m[host]
-	i, found := slices.BinarySearchFunc(l, se.Key, bySEKey)
-	switch {
-	case len(l) == 0 || found && len(l) == 1:
-		m[host] = se.alone[:]
-	case found:
-		l[i] = se // a list of two or more: the host's own array
-	default:
-		m[host] = slices.Insert(l, i, se)
+// hostSEs is the ServiceEntries that list each host, as seLists. Most hosts are listed by one
+// ServiceEntry: those are kept in a map of their own, of pointers, 40 bytes a host where a
+// map of lists took 85 at a million hosts; the others, listed by two or more, in a map of
+// their own lists. A host is in one of the two maps or neither.
+type hostSEs struct {
+	one  map[string]*serviceEntry
+	many map[string]seList // of two or more
+}
+
+func newHostSEs(n int) hostSEs {
+	return hostSEs{one: make(map[string]*serviceEntry, n), many: map[string]seList{}}
+}
+
+// len is how many hosts are listed.
+func (m *hostSEs) len() int { return len(m.one) + len(m.many) }
+
+// get is the host's list, sorted by key; nil for a host none lists. A one-element list is the
+// ServiceEntry's own (serviceEntry.alone): not to be written.
+func (m *hostSEs) get(host string) seList {
+	if se := m.one[host]; se != nil {
+		return se.alone[:]
+	}
+	return m.many[host]
+}
+
+// hosts are the listed hosts, in no order.
+func (m *hostSEs) hosts() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for h := range m.one {
+			if !yield(h) {
+				return
+			}
+		}
+		for h := range m.many {
+			if !yield(h) {
+				return
+			}
+		}
 	}
 }
 
-// delSE removes the ServiceEntry of key from a host's list. A list left with one goes back
-// to that ServiceEntry's own (addSE), freeing the host's array.
-func delSE(m map[string]seList, host, key string) {
-	l := m[host]
+// add adds a ServiceEntry to a host's list, or replaces the one of its key. A list of two or
+// more is the host's own array, written in place; a host's second ServiceEntry makes one.
+func (m *hostSEs) add(host string, se *serviceEntry) {
+	se.alone[0] = se // its own list, whatever made the record
+	if cur := m.one[host]; cur != nil {
+		switch c := cmp.Compare(cur.Key, se.Key); {
+		case c == 0:
+			m.one[host] = se
+		case c < 0:
+			delete(m.one, host)
+			m.many[host] = seList{cur, se}
+		default:
+			delete(m.one, host)
+			m.many[host] = seList{se, cur}
+		}
+		return
+	}
+	l, ok := m.many[host]
+	if !ok {
+		m.one[host] = se
+		return
+	}
+	if i, found := slices.BinarySearchFunc(l, se.Key, bySEKey); found {
+		l[i] = se
+	} else {
+		m.many[host] = slices.Insert(l, i, se)
+	}
+}
+
+// del removes the ServiceEntry of key from a host's list; a host left with one goes back to
+// the map of one.
+func (m *hostSEs) del(host, key string) {
+	if cur := m.one[host]; cur != nil {
+		if cur.Key == key {
+			delete(m.one, host)
+		}
+		return
+	}
+	l := m.many[host]
 	i, found := slices.BinarySearchFunc(l, key, bySEKey)
 	switch {
 	case !found:
-	case len(l) == 1:
-		delete(m, host)
 	case len(l) == 2:
-		m[host] = l[1-i].alone[:]
+		delete(m.many, host)
+		m.one[host] = l[1-i]
 	default:
-		m[host] = slices.Delete(l, i, i+1)
+		m.many[host] = slices.Delete(l, i, i+1)
 	}
 }
 
@@ -499,7 +557,7 @@ func NewTranslator(opts TranslatorOptions) *Translator {
 		suffix: opts.DomainSuffix,
 		ses:    map[string]*serviceEntry{}, vss: map[string]*virtualService{},
 		drs: map[string]*destinationRule{}, gws: map[string]*gateway{}, wes: map[string]*workloadEntry{},
-		seByHost: map[string]seList{}, seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
+		seByHost: newHostSEs(0), seByVIP: map[string]keyList{}, vsByHost: map[string]keyList{}, vsWildcard: keySet{},
 		drByHost: map[string]keyList{}, drWildcard: keySet{}, vsByGateway: map[string]keyList{},
 		weByNamespace: map[string]keySet{}, selectorsByNS: map[string]keyList{}, classes: map[string]translate.GatewayClass{},
 		scopes: keySet{}, sidecars: map[string]*sidecar{}, limitedSEs: keySet{}, limitedVSs: keySet{}, proxylessHosts: keySet{},

@@ -43,9 +43,12 @@ func storedOf(objs []Object) ([]stored, error) {
 // first, and is a fault of the other). A reload touches the names of the files that changed,
 // so its work and its write are in proportion to the change, not to everything the files hold.
 type index struct {
-	// providers are the files defining each name, sorted (providersOf). A pointer, not a
-	// slice: an entry of a map of a million names is 40 bytes, not 56 (the map was 118 MB).
-	providers map[objKey]*[]string
+	// providers are the files defining each name, sorted (providersOf), by collection then
+	// name. A pointer, not a slice, and a map by name in each collection, not one by objKey:
+	// a slot of a map of a million names is 24 bytes, not 40 (a map of a million objKeys was
+	// 85 MB, of slices 118 MB).
+	providers map[string]map[string]*[]string
+	names     int // in providers
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
 	// whole: the next write is the whole state (state), which reads no touched names: a first
@@ -57,20 +60,45 @@ type index struct {
 	alone map[string]*[]string
 }
 
-// newIndex returns an empty index with room for about n names (the first load's): grown one
-// doubling at a time, a map of a million names rehashes every name it held twenty times over.
-func newIndex(n int) *index {
-	return &index{providers: make(map[objKey]*[]string, n), dups: map[objKey]struct{}{}, touched: map[objKey]struct{}{},
-		alone: map[string]*[]string{}}
+// newIndex returns an empty index with room for about the names of each collection in sizes
+// (the first load's): grown one doubling at a time, a map of a million names rehashes every
+// name it held twenty times over.
+func newIndex(sizes map[string]int) *index {
+	ix := &index{providers: make(map[string]map[string]*[]string, len(sizes)), dups: map[objKey]struct{}{},
+		touched: map[objKey]struct{}{}, alone: map[string]*[]string{}}
+	for coll, n := range sizes {
+		ix.providers[coll] = make(map[string]*[]string, n)
+	}
+	return ix
 }
 
 // providersOf is the files defining a name, sorted; nil for none. Not to be modified: a
 // change is a new list (set).
 func (ix *index) providersOf(k objKey) []string {
-	if p := ix.providers[k]; p != nil {
+	if p := ix.providers[k.collection][k.name]; p != nil {
 		return *p
 	}
 	return nil
+}
+
+// setProviders records the list of a name that has one; nil removes the name.
+func (ix *index) setProviders(k objKey, p *[]string) {
+	names := ix.providers[k.collection]
+	_, had := names[k.name]
+	switch {
+	case p == nil && had:
+		delete(names, k.name)
+		ix.names--
+	case p != nil:
+		if names == nil {
+			names = map[string]*[]string{}
+			ix.providers[k.collection] = names
+		}
+		names[k.name] = p
+		if !had {
+			ix.names++
+		}
+	}
 }
 
 // replaced records that a file's objects went from before to after.
@@ -121,13 +149,13 @@ func (ix *index) set(k objKey, ps []string) {
 	}
 	switch len(ps) {
 	case 0:
-		delete(ix.providers, k)
+		ix.setProviders(k, nil)
 		delete(ix.dups, k)
 	case 1:
-		ix.providers[k] = ix.aloneList(ps[0])
+		ix.setProviders(k, ix.aloneList(ps[0]))
 		delete(ix.dups, k)
 	default:
-		ix.providers[k] = &ps
+		ix.setProviders(k, &ps)
 		ix.dups[k] = struct{}{}
 	}
 }

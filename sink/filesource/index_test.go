@@ -24,7 +24,7 @@ func TestIndexAgainstMerge(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		paths := []string{"a.yaml", "b.yaml", "c.yaml"}
 		names := []string{"ns/n0", "ns/n1", "ns/n2", "ns/n3"}
-		ix := newIndex(0)
+		ix := newIndex(nil)
 		files := map[string]*fileState{}
 		held := map[string]string{} // what the store was given: name → version
 		whole := true               // the next write is the whole state: the first, and one after a refusal
@@ -91,6 +91,9 @@ func TestIndexAgainstMerge(t *testing.T) {
 			}
 			if !maps.Equal(held, want) {
 				rt.Fatalf("step %d: the store holds %v, merging the files gives %v", step, held, want)
+			}
+			if ix.names != len(want) {
+				rt.Fatalf("step %d: the index counts %d names, the files define %d", step, ix.names, len(want))
 			}
 			if got := len(ix.dupFaults(files)); got != dups {
 				rt.Fatalf("step %d: %d duplicate faults, want %d", step, got, dups)

@@ -367,11 +367,13 @@ func (l *loader) load() loadResult {
 		results[i].gone, results[i].decoded = states[i].refresh(order[i], readAll)
 	})
 	if l.index == nil {
-		n := 0
+		sizes := map[string]int{}
 		for _, st := range states {
-			n += len(st.objects)
+			for _, o := range st.objects {
+				sizes[o.kind.Collection]++
+			}
 		}
-		l.index = newIndex(n)
+		l.index = newIndex(sizes)
 	}
 	// Until the store holds the files' state, each write is of all of it (write).
 	l.index.whole = !l.applied
@@ -400,7 +402,7 @@ func (l *loader) load() loadResult {
 	}
 	l.files = files
 	faults = append(faults, l.index.dupFaults(files)...)
-	return loadResult{count: len(l.index.providers), faults: faults, changed: changed}
+	return loadResult{count: l.index.names, faults: faults, changed: changed}
 }
 
 type refreshed struct{ gone, decoded bool }

@@ -48,7 +48,7 @@ type index struct {
 	// a slot of a map of a million names is 24 bytes, not 40 (a map of a million objKeys was
 	// 85 MB, of slices 118 MB).
 	providers map[string]map[string]*[]string
-	names     int // in providers
+	names     int                 // in providers
 	dups      map[objKey]struct{} // names defined in more than one file
 	touched   map[objKey]struct{} // names whose providers changed since the last write
 	// whole: the next write is the whole state (state), which reads no touched names: a first

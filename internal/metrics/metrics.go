@@ -171,8 +171,10 @@ func New() *Metrics {
 // and of all the CPU time the process could have used (go_cpu_classes_total_cpu_seconds_total):
 // at a million services the collector is a fifth of a full load's CPU, and it is what
 // memory.gc_percent trades against memory. Estimates: compare them with each other, not with
-// the process's CPU time.
-var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/|total:)`)}
+// the process's CPU time. And the heap the last collection found live (/gc/heap/live:bytes,
+// go_gc_heap_live_bytes): what the bridge keeps, from which the heap grows by
+// memory.gc_percent before the next (docs/operations.md, Memory).
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/|total:)|^/gc/heap/live:bytes$`)}
 
 // Registry is where the metrics are registered; components may register more collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -172,7 +172,7 @@ func TestGarbageCollectorCPUIsExported(t *testing.T) {
 	for _, want := range []string{
 		"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_gc_mark_assist_cpu_seconds_total",
 		"go_cpu_classes_gc_pause_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
-		"go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes",
+		"go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "go_gc_heap_live_bytes",
 	} {
 		if !names[want] {
 			t.Errorf("%s is not exported", want)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"iter"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
@@ -53,6 +54,9 @@ type Translator struct {
 	dependents map[depKey]map[unitKey]struct{}
 	units      unitTable
 	ports      map[uint32]*portState // port → what its outbound route configuration gathers
+	// loading counts, during a Translate that records many hosts, their host units and those
+	// recorded so far, by which a port's map of hosts is sized as it fills (reservePortHosts).
+	loading struct{ hosts, recorded int }
 	// dirty are the units to build again, but for hosts' and their endpoints' units, which
 	// are in dirtyHosts: a bit each, one entry a host, so that a full load's million hosts
 	// are a million entries, not two, and sorted once for both kinds (dirtyHostUnits).
@@ -665,6 +669,13 @@ func (t *Translator) Translate() (Delta, Stats) {
 	// With no host built before (a first load), no unit of this build has a last build to
 	// look up: a million lookups that miss, a cache miss each, in the serial recording.
 	firstHosts := t.units.noHosts()
+	if many {
+		for _, k := range hosts {
+			if k.kind == unitHost {
+				t.loading.hosts++
+			}
+		}
+	}
 	t.buildHosts(hosts, func(key unitKey, u *unitState) {
 		var old *unitState
 		if !firstHosts {
@@ -677,6 +688,7 @@ func (t *Translator) Translate() (Delta, Stats) {
 			st.Endpoints++
 		}
 	})
+	t.loading.hosts, t.loading.recorded = 0, 0
 	// Every dirty host's units are built: recording marks ports and listeners, never hosts.
 	if len(t.dirtyHosts) >= reserveMin {
 		t.dirtyHosts = map[string]hostUnits{} // not a cleared map with the room of a million
@@ -849,6 +861,9 @@ func (t *Translator) record(key unitKey, u *unitState, delta *Delta) {
 // recordOver is record, given the unit's last build (old, nil for none).
 func (t *Translator) recordOver(key unitKey, old, u *unitState, delta *Delta) {
 	if key.kind == unitHost {
+		if t.loading.hosts > 0 {
+			t.loading.recorded++
+		}
 		t.updatePorts(key.name, old, u)
 		t.updateTCPBinds(key.name, old, u)
 	}
@@ -887,6 +902,31 @@ type portState struct {
 	variants int
 	// shared tells order's hosts reached through 0.0.0.0_PORT (hosts).
 	shared []bool
+}
+
+// portReserveAt is the number of hosts at which a port's map of hosts, filling during a
+// Translate that records many (a first load), is given the room the load will likely fill.
+const portReserveAt = 1024
+
+// reservePortHosts gives a port's map of hosts, as it reaches portReserveAt during a
+// Translate that records many hosts, room for as many as the load will likely put there: its
+// share of the hosts recorded so far, of all the load's, and an eighth more. Grown one
+// doubling at a time, the map of a port that every host of a million-host load is on
+// rehashed every host twenty times over, 0.8 s of the serial recording; a port few hosts are
+// on keeps a map of its own size.
+func (t *Translator) reservePortHosts(ps *portState) {
+	l := t.loading
+	if l.hosts == 0 || l.recorded == 0 {
+		return
+	}
+	want := len(ps.hosts) * l.hosts / l.recorded
+	want += want / 8
+	if want <= 2*len(ps.hosts) {
+		return
+	}
+	grown := make(map[string]bool, want)
+	maps.Copy(grown, ps.hosts)
+	ps.hosts = grown
 }
 
 // updatePorts keeps the ports' states and marks the ports whose gathered outputs a host's
@@ -931,6 +971,9 @@ func (t *Translator) updatePorts(host string, old, u *unitState) {
 		}
 		if ps.hosts[host] = !v.ownListener; !v.ownListener {
 			ps.shares++
+		}
+		if !in && len(ps.hosts) == portReserveAt {
+			t.reservePortHosts(ps)
 		}
 		if !in {
 			ps.reset()

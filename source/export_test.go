@@ -77,3 +77,14 @@ func (ss *SyncStream) Close(err error) {
 	default:
 	}
 }
+
+// FrameHolds counts the holds on the frame memo's entries: streams between finding an entry
+// and taking their reference to its frame, and parts encoded ahead and not yet sent.
+func FrameHolds(e *Engine) (holds int) {
+	e.frames.mu.Lock()
+	defer e.frames.mu.Unlock()
+	for el := e.frames.fifo.Front(); el != nil; el = el.Next() {
+		holds += el.Value.(*memoEntry[frame]).users
+	}
+	return holds
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -78,9 +79,23 @@ func (s *stream) close() {
 	}
 	s.pc.stop()
 	s.prefetching.Wait()
+	s.dropAhead()
 	s.engine.streams.Delete(s.id)
 	s.watch.Close()
 	s.metrics.Close()
+}
+
+// dropAhead gives up the parts the stream's subscriptions had encoded ahead and will not send,
+// so that their bytes can be recycled once the frame memo evicts them.
+func (s *stream) dropAhead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sub := range s.m.subs {
+		if sub.ahead != nil {
+			s.engine.frames.drop(sub.ahead.el)
+			sub.ahead = nil
+		}
+	}
 }
 
 // end is the error a stream ends with.
@@ -385,7 +400,7 @@ func encodeFrame(layout *wire.Layout, pol *policy, msg wire.Message) frame {
 	msg.TTL, msg.Wrap, msg.AliasMissing = pol.ttl(), pol.wrap(), pol.Namespaced
 	f := frame{resources: len(msg.Resources)}
 	hint := layout.SizeHint(&msg, pol.Form)
-	if hint < minPooledFrame {
+	if hint < minPooledFrame || grpc.EnableTracing { // gRPC's traces keep the message past the write
 		f.body = layout.AppendEncoded(make([]byte, 0, hint), &msg, pol.Form)
 		return f
 	}

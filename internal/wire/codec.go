@@ -21,7 +21,10 @@ import (
 // Buf, when set, holds Body's bytes and one reference to them that belongs to this send: the
 // Codec hands it to gRPC, which frees it once the message is written, and the bytes may then
 // be reused. Whoever sends a Frame with a Buf through anything other than the Codec, or
-// rewrites its Body, leaves the reference unfreed, which only keeps the bytes from reuse.
+// rewrites its Body, leaves the reference unfreed, which only keeps the bytes from reuse; one
+// who keeps the Frame past the send must not read Body: a gRPC stats handler that keeps
+// OutPayload.Payload, or gRPC's tracing (the source encodes into plain bytes while
+// grpc.EnableTracing is on).
 type Frame struct {
 	Body []byte
 	Buf  mem.Buffer

@@ -159,6 +159,9 @@ func restoreVHDSRouteNames(f *wire.Frame) *wire.Frame {
 	if !ok {
 		return f
 	}
+	if f.Buf != nil {
+		f.Buf.Free() // the send's reference: the renamed body is a copy, with none to free
+	}
 	return &wire.Frame{Body: body, Tail: f.Tail}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -63,7 +64,20 @@ func TestVHDSStreamIsAnsweredByTheNamesItAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := restoreVHDSRouteNames(&wire.Frame{Body: b, Tail: []byte{0x2a, 0x01, 'n'}}) // nonce "n"
+	// The body in pooled bytes with two references, the frame memo's and this send's: the
+	// renamed copy frees the send's, and outlives the bytes once the memo frees its own.
+	pool := &poisoningPool{}
+	pooled := append(make([]byte, 0, 4<<10), b...) // over gRPC's 1 KiB, under which buffers count no references
+	buf := mem.NewBuffer(&pooled, pool)
+	buf.Ref()
+	f := restoreVHDSRouteNames(&wire.Frame{Body: pooled, Buf: buf, Tail: []byte{0x2a, 0x01, 'n'}}) // nonce "n"
+	if f.Buf != nil || pool.puts != 0 {
+		t.Fatalf("renamed frame holds a reference (%v) or the bytes went back early (%d)", f.Buf != nil, pool.puts)
+	}
+	buf.Free() // the memo's
+	if pool.puts != 1 {
+		t.Fatalf("the send's reference was not freed with the rename: %d puts after the memo's free", pool.puts)
+	}
 	var got discovery.DeltaDiscoveryResponse
 	if err := proto.Unmarshal(append(slices.Clone(f.Body), f.Tail...), &got); err != nil {
 		t.Fatal(err)
@@ -81,5 +95,17 @@ func TestVHDSStreamIsAnsweredByTheNamesItAsked(t *testing.T) {
 	other, _ := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: ClusterType, Resources: []*discovery.Resource{{Name: "8080@vhds"}}})
 	if f := (&wire.Frame{Body: other}); restoreVHDSRouteNames(f) != f {
 		t.Fatal("a response of another type was read and copied")
+	}
+}
+
+// poisoningPool is a mem.BufferPool that overwrites what is put back, and counts it.
+type poisoningPool struct{ puts int }
+
+func (p *poisoningPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+
+func (p *poisoningPool) Put(b *[]byte) {
+	p.puts++
+	for i := range *b {
+		(*b)[i] = 0xEE
 	}
 }

@@ -1,9 +1,6 @@
 package zktest
 
 import (
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,49 +113,9 @@ func waitState(t *testing.T, events <-chan zk.Event, want zk.State) {
 // connections (reads them, never answers) and forwards the others.
 func TestClientConnectsAgainAfterAnUnansweredHandshake(t *testing.T) {
 	srv := Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	var conns []net.Conn
-	var mu sync.Mutex
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for n := 1; ; n++ {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			track(c)
-			if n <= 2 {
-				wg.Go(func() { io.Copy(io.Discard, c) }) // read, never answer
-				continue
-			}
-			up, err := net.Dial("tcp", srv.Addr())
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(up)
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
+	addr := srv.SilentProxy(t, 2)
 	start := time.Now()
-	c := srv.client(t, l.Addr().String(), 20*time.Second, time.Second)
+	c := srv.client(t, addr, 20*time.Second, time.Second)
 	if _, err := c.Create("/through", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}

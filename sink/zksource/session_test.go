@@ -139,3 +139,18 @@ func TestBridgeRestartRemovesWhatDisappeared(t *testing.T) {
 		t.Fatalf("after the restart the owner holds %d services (stays: %v), want only com.example.stays.dubbo", len(got), ok)
 	}
 }
+
+// A server that accepts the connection and never answers the session handshake (stopping,
+// stuck, or a proxy whose backend is gone) holds the source for a session timeout, not for
+// the ten receive timeouts go-zookeeper waits by itself (13 s at this test's 2 s): the source
+// drops the connection, connects again, and reads the registry.
+func TestAnUnansweredHandshakeIsDroppedAfterASessionTimeout(t *testing.T) {
+	e := newEnv(t)
+	addr := e.zk.SilentProxy(t, 1)
+	start := time.Now()
+	r := e.run(func(o *Options, _ *Source) { o.Servers = []string{addr} })
+	r.ready(t)
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("ready %v after starting behind a server that never answered the first handshake; want about the 2s session timeout", took)
+	}
+}

@@ -228,12 +228,19 @@ func (s *Source) Run(ctx context.Context) error {
 	if dial == nil {
 		dial = net.DialTimeout // go-zookeeper's default
 	}
+	guard := &handshakeGuard{next: dial, timeout: s.opts.SessionTimeout}
+	defer guard.stop()
 	conn, events, err := zk.Connect(s.opts.Servers, s.opts.SessionTimeout,
 		zk.WithHostProvider(&hostList{}),
-		zk.WithDialer(dial),
+		zk.WithDialer(guard.dial),
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
-		zk.WithEventCallback(s.in.push))
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+				guard.answered()
+			}
+			s.in.push(ev)
+		}))
 	if err != nil {
 		return fmt.Errorf("zookeeper source %q: %w", s.opts.Name, err)
 	}
@@ -250,6 +257,45 @@ func (s *Source) Run(ctx context.Context) error {
 	}()
 	newSyncer(s, conn).run(ctx)
 	return nil
+}
+
+// handshakeGuard drops a connection whose server has not answered the session handshake
+// within a session timeout, so that the client connects again, to the next server. A server
+// that accepts connections but does not answer (a process stopping or stuck, a proxy whose
+// backend is gone) otherwise holds go-zookeeper in its handshake for ten receive timeouts,
+// about seven session timeouts (70 s by default), before it tries another.
+type handshakeGuard struct {
+	next    zk.Dialer
+	timeout time.Duration
+
+	mu      sync.Mutex
+	pending *time.Timer // closes the connection whose handshake is awaited
+}
+
+func (g *handshakeGuard) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := g.next(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending != nil {
+		g.pending.Stop()
+	}
+	g.pending = time.AfterFunc(g.timeout, func() { c.Close() })
+	return c, nil
+}
+
+// answered records that the connection dialled last has its session.
+func (g *handshakeGuard) answered() { g.stop() }
+
+func (g *handshakeGuard) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending != nil {
+		g.pending.Stop()
+		g.pending = nil
+	}
 }
 
 // zkLogger sends go-zookeeper's lines to the source's log at debug level: they are each

@@ -66,7 +66,7 @@ func run(dir string, port int, namespaces, extra string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	etcdURL, stopEtcd, err := startEtcd(filepath.Join(dir, "etcd"))
+	etcdURL, stopEtcd, err := startEtcd(filepath.Join(dir, "etcd"), port)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -137,20 +137,18 @@ func run(dir string, port int, namespaces, extra string) error {
 	return nil
 }
 
-// startEtcd runs a single-member etcd in this process on two free loopback ports.
-func startEtcd(dataDir string) (clientURL string, stop func(), err error) {
+// startEtcd runs a single-member etcd in this process on two free loopback ports, neither of
+// them apiPort (the API server's, free but not yet bound).
+func startEtcd(dataDir string, apiPort int) (clientURL string, stop func(), err error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dataDir
 	cfg.LogLevel = "error"
 	cfg.UnsafeNoFsync = true // a test's data: speed over durability
-	peer, err := freeURL()
+	urls, err := freeURLs(2, apiPort)
 	if err != nil {
 		return "", nil, err
 	}
-	client, err := freeURL()
-	if err != nil {
-		return "", nil, err
-	}
+	peer, client := urls[0], urls[1]
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
@@ -167,13 +165,34 @@ func startEtcd(dataDir string) (clientURL string, stop func(), err error) {
 	return client.String(), e.Close, nil
 }
 
-func freeURL() (*url.URL, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+// freeURLs returns n URLs of loopback ports that are free now, differ from one another and
+// from avoid. The listeners stay open until all are chosen, and avoid is held meanwhile if it
+// is free: a port closed a moment ago is one the kernel may hand out again, and the test that
+// started this process chose the API server's port just so (the API server then failed to
+// bind the port etcd had taken).
+func freeURLs(n, avoid int) ([]*url.URL, error) {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(avoid)); err == nil {
+		held = append(held, l)
 	}
-	defer l.Close()
-	return &url.URL{Scheme: "http", Host: l.Addr().String()}, nil
+	var out []*url.URL
+	for len(out) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, l)
+		if l.Addr().(*net.TCPAddr).Port == avoid {
+			continue
+		}
+		out = append(out, &url.URL{Scheme: "http", Host: l.Addr().String()})
+	}
+	return out, nil
 }
 
 // writeKey writes a new ECDSA key: the API server signs and checks service account tokens with it.

@@ -67,11 +67,33 @@ func (c *memo[V]) get(key *frameKey, compute func() V) V {
 		c.computes.Add(1)
 		return compute()
 	}
-	el, ok := c.entry(*key)
+	v, el, ok := c.find(*key)
 	if ok {
 		c.hits.Add(1)
 	}
+	if el == nil {
+		return v // computed already: one lock, as every stream after the first finds it
+	}
 	return c.use(el, compute)
+}
+
+// find returns, for a key whose value is computed, that value with a reference of the
+// caller's own; otherwise the entry to compute or wait for (entry). ok tells whether the memo
+// had the key.
+func (c *memo[V]) find(key frameKey) (v V, el *list.Element, ok bool) {
+	c.mu.Lock()
+	if el, ok := c.entries[key]; ok {
+		if e := el.Value.(*memoEntry[V]); e.computed {
+			if c.retain != nil {
+				c.retain(e.val)
+			}
+			c.mu.Unlock()
+			return e.val, nil, true
+		}
+	}
+	c.mu.Unlock()
+	el, ok = c.entry(key)
+	return v, el, ok
 }
 
 // entry returns the memo's entry for key, added (to be computed) if the memo had none, and

@@ -263,40 +263,8 @@ func (l *Layout) Tail(nonce string) []byte { return appendString(nil, l.nonce, n
 func (l *Layout) SizeHint(m *Message, form Form) int {
 	n := 64 + len(m.Version) + len(m.Key)
 	wrapped := l.wrapper && (l.delta || m.Wrap)
-	per := 16 // the resource's tags and lengths, and its Any's
-	if wrapped {
-		per += 16 // the wrapper's tags and lengths
-		if m.TTL > 0 {
-			per += TTLSize
-		}
-		if !l.delta {
-			per += len(ResourceWrapperTypeURL) + 8 // state of the world: an Any of the wrapper
-		}
-	}
 	for _, e := range m.Resources {
-		if size, ok := l.entrySize(e, m, form, wrapped); ok {
-			n += size
-			continue
-		}
-		n += per
-		if wrapped {
-			n += len(e.Name) + len(e.Version)
-			if m.Heartbeat {
-				continue // no body
-			}
-		}
-		switch form {
-		case FormAnyBody: // the body's Any as stored, without the stored name and version
-			typeURL, value := e.BodySize()
-			n += typeURL + value
-		case FormAnyBodyAsKey: // the body's value (re-encoded for an older version: about as long)
-			_, value := e.BodySize()
-			n += len(m.Key) + value + value/16
-		case FormAnyMCPResource:
-			n += len(MCPResourceTypeURL) + len(e.Bytes)
-		default:
-			n += len(e.Bytes)
-		}
+		n += l.entrySize(e, m, form, wrapped)
 	}
 	for _, s := range m.Missing {
 		n += 2*len(s) + 12 // with its alias, where it has one
@@ -447,9 +415,10 @@ func resourceSize(field protowire.Number, raw bool, typeURL, value int) int {
 	return protowire.SizeTag(field) + protowire.SizeBytes(any)
 }
 
-// entrySize is exactly what Encode writes for one entry in form, where its bytes are known
-// without computing them (every form but FormAnyBodyAsKey); ok is false otherwise.
-func (l *Layout) entrySize(e *store.Entry, m *Message, form Form, wrapped bool) (size int, ok bool) {
+// entrySize is what Encode writes for one entry in form: exactly, where its bytes are known
+// without computing them; for FormAnyBodyAsKey, whose body is re-encoded for an older version,
+// with room for a body a sixteenth longer than stored.
+func (l *Layout) entrySize(e *store.Entry, m *Message, form Form, wrapped bool) int {
 	var raw bool
 	var typeURL, value int
 	switch form {
@@ -459,17 +428,18 @@ func (l *Layout) entrySize(e *store.Entry, m *Message, form Form, wrapped bool) 
 		typeURL, value = e.BodySize()
 	case FormAnyMCPResource:
 		typeURL, value = len(MCPResourceTypeURL), len(e.Bytes)
-	default:
-		return 0, false
+	case FormAnyBodyAsKey:
+		_, stored := e.BodySize()
+		typeURL, value = len(m.Key), stored+stored/16+16
 	}
 	if !wrapped {
-		return resourceSize(l.resources, raw, typeURL, value), true
+		return resourceSize(l.resources, raw, typeURL, value)
 	}
 	w := l.wrapperSizeOf(e, resourceSize(l.deltaResource, raw, typeURL, value), m)
 	if !l.delta { // state of the world: an Any of the wrapper
 		w = stringSize(1, ResourceWrapperTypeURL) + protowire.SizeTag(2) + protowire.SizeBytes(w)
 	}
-	return protowire.SizeTag(l.resources) + protowire.SizeBytes(w), true
+	return protowire.SizeTag(l.resources) + protowire.SizeBytes(w)
 }
 
 // append writes the resource as a length-delimited field: the bytes, or an Any (type_url = 1,

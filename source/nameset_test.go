@@ -47,3 +47,40 @@ func TestNameSetAgainstMap(t *testing.T) {
 		}
 	})
 }
+
+// TestWantSortedNamesAgainstASortedSet: a subscription's explicit names, given random adds,
+// removes and reads, read in order as the sorted set of the names held: the list kept
+// between reads (merged with what was added since, or dropped when more was added than it
+// held) is never stale.
+func TestWantSortedNamesAgainstASortedSet(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var w want
+		model := map[string]struct{}{}
+		name := rapid.StringMatching(`[a-h]{1,2}`)
+		for range rapid.IntRange(1, 80).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0, 1: // adds outnumber the rest, so the additions outgrow the sorted list
+				n := name.Draw(t, "added")
+				_, had := model[n]
+				if got := w.add(n); got == had {
+					t.Fatalf("add(%q) = %v with %v held", n, got, slices.Sorted(maps.Keys(model)))
+				}
+				model[n] = struct{}{}
+			case 2:
+				n := name.Draw(t, "removed")
+				_, had := model[n]
+				if got := w.remove(n); got != had {
+					t.Fatalf("remove(%q) = %v with %v held", n, got, slices.Sorted(maps.Keys(model)))
+				}
+				delete(model, n)
+			case 3:
+				if got, want := w.sortedNames(), slices.Sorted(maps.Keys(model)); !slices.Equal(got, want) {
+					t.Fatalf("sortedNames() = %v, want %v", got, want)
+				}
+			}
+			if len(w.added) > len(w.sorted) {
+				t.Fatalf("%d names added since a read of %d: the list of additions outgrew the sorted list", len(w.added), len(w.sorted))
+			}
+		}
+	})
+}

@@ -70,7 +70,15 @@ func (w *want) add(n string) bool {
 		return false
 	}
 	w.digest.addHash(nameHash(n))
-	if w.sorted != nil {
+	switch {
+	case w.sorted == nil:
+	case len(w.added) >= len(w.sorted):
+		// More names added than were sorted: sorting the set afresh at the next read costs
+		// what sorting these and merging would, and holds no list meanwhile. An Envoy
+		// subscribing to a million endpoints in batches, read once early, had its list of
+		// additions grow to the million, 80 MB of copies as it grew, for no read.
+		w.sorted, w.added = nil, nil
+	default:
 		// Merged in with the next read rather than sorted again: Envoy subscribes to
 		// endpoints in batches as clusters arrive, and re-sorting 100,000 names per batch
 		// was most of a batch's cost.

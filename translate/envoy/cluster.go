@@ -265,7 +265,7 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 	}
 	putWorkloads(pooled, ws)
 	b.hideFromScopes(host, se)
-	return b.u
+	return b.done()
 }
 
 // workloadsPool holds the workload slices of the builds of load assignments: a build reads

@@ -43,7 +43,7 @@ func (t *Translator) buildPort(p uint32) *unitState {
 	if shares > 0 && t.vhdsBuilt(p) && sidecarRouteSettings.err == nil {
 		b.putVHDSRoute(p) // its virtual hosts are the hosts' own outputs (vhds.go)
 	}
-	return b.u
+	return b.done()
 }
 
 // sidecarRouteSettings are what istiod sets on an Envoy proxy's route configurations besides
@@ -117,7 +117,7 @@ func (t *Translator) checkGateway(key string) *unitState {
 	b := newBuild(t, kindGateway, key)
 	gw := t.gws[key]
 	if gw == nil {
-		return b.u
+		return b.done()
 	}
 	var http, passthrough []*networking.Server
 	for i, s := range gw.spec.GetServers() {
@@ -138,7 +138,7 @@ func (t *Translator) checkGateway(key string) *unitState {
 			b.fs.add(kindVirtualService, vs.Key, "no server of Gateway %s admits any of its hosts; it routes nothing there", key)
 		}
 	}
-	return b.u
+	return b.done()
 }
 
 func (t *Translator) boundVirtualServices(gateway string) []*virtualService {
@@ -219,7 +219,7 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 	b := newBuild(t, kindVirtualService, key)
 	vs := t.vss[key]
 	if vs == nil {
-		return b.u
+		return b.done()
 	}
 	// A VirtualService without hosts is a delegate: it routes what the roots that delegate to
 	// it merge in (delegate.go), and is not translated on its own.
@@ -245,5 +245,5 @@ func (t *Translator) checkVirtualService(key string) *unitState {
 			b.fs.add(kindVirtualService, key, "exportTo: gateway proxies are served its routes whatever their namespace (the bridge scopes sidecars' views by namespace, not gateways')")
 		}
 	}
-	return b.u
+	return b.done()
 }

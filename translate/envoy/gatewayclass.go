@@ -209,7 +209,7 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 	b := newBuild(t, kindGateway, "class "+id)
 	c, ok := t.classes[id]
 	if !ok {
-		return b.u
+		return b.done()
 	}
 	for _, p := range mergeGateways(id, c, t.classGateways(c), b.fs) {
 		if p.plaintext {
@@ -218,7 +218,7 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 			t.buildTLSPort(b, id, p)
 		}
 	}
-	return b.u
+	return b.done()
 }
 
 // buildPlaintextPort: one listener and one route configuration (http.PORT) for every HTTP

@@ -46,9 +46,11 @@ var typeURLs = map[string]string{
 
 // build is the state of one unit's build.
 type build struct {
-	t  *Translator
-	u  *unitState
-	fs *faults
+	t *Translator
+	u *unitState
+	// fs is where the build reports faults: faults until done hands them to the unit.
+	fs     *faults
+	faults faults
 	// owner names the resource whose outputs these are, for a fault about an invalid output.
 	ownerKind, ownerKey string
 	// self is what the unit is, as others depend on it (a host's ServiceEntry and
@@ -59,8 +61,18 @@ type build struct {
 }
 
 func newBuild(t *Translator, kind, key string) *build {
-	u := &unitState{}
-	return &build{t: t, u: u, fs: (*faults)(&u.faults), ownerKind: kind, ownerKey: key}
+	b := &build{t: t, u: &unitState{}, ownerKind: kind, ownerKey: key}
+	b.fs = &b.faults
+	return b
+}
+
+// done is the unit the build made, with the faults it reported. Every build's unit is taken
+// so.
+func (b *build) done() *unitState {
+	if len(b.faults) > 0 {
+		b.u.rareState().faults = b.faults
+	}
+	return b.u
 }
 
 // put adds an output. One that fails Envoy's validation is left out with a fault: a client
@@ -157,7 +169,7 @@ func (t *Translator) buildHost(host string) *unitState {
 	if se == nil {
 		b.build = newBuild(t, "", "")
 		b.orphans()
-		return b.u
+		return b.done()
 	}
 	b.build = newBuild(t, kindServiceEntry, se.Key)
 	b.self = depKey{depHost, host}
@@ -166,7 +178,7 @@ func (t *Translator) buildHost(host string) *unitState {
 	}
 	if !validHost(host) {
 		b.fs.add(kindServiceEntry, se.Key, "hosts: %q is not a valid host name; it is left out", host)
-		return b.u
+		return b.done()
 	}
 	var drShadowed []*destinationRule
 	b.dr, drShadowed = t.destinationRuleFor(host)
@@ -178,7 +190,7 @@ func (t *Translator) buildHost(host string) *unitState {
 	}
 	b.buildPorts()
 	b.hideFromScopes(host, se)
-	return b.u
+	return b.done()
 }
 
 func (b *hostBuild) buildPorts() {

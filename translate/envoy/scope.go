@@ -357,7 +357,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	p := parsePort(port)
 	b := newBuild(t, "Mesh", "port "+port+" as namespace "+ns+" sees it")
 	if _, ok := t.scopes[ns]; !ok || sidecarRouteSettings.err != nil {
-		return b.u
+		return b.done()
 	}
 	if !t.portRouteBuilt(p) {
 		return t.buildScopedPortListener(b, ns, p)
@@ -365,7 +365,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 	ps := t.gathered(p)
 	mayHide := t.scopeMayHide(ns)
 	if !mayHide && (ps == nil || ps.locals == 0 && ps.variants == 0) {
-		return b.u
+		return b.done()
 	}
 	changed := false
 	var vhosts []vhostParts
@@ -401,7 +401,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 		changed = changed || len(tcp) != n
 	}
 	if !changed {
-		return b.u
+		return b.done()
 	}
 	b.scope = ns
 	switch {
@@ -415,7 +415,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 		}
 		t.buildSharedPort(b, p, shares > 0, vhosts, tcp)
 	}
-	return b.u
+	return b.done()
 }
 
 // buildScopedPortListener builds a port's outbound listener alone as a namespace's proxies see
@@ -424,7 +424,7 @@ func (t *Translator) buildScopedPort(key string) *unitState {
 // from the hosts the port keeps, without gathering their virtual hosts.
 func (t *Translator) buildScopedPortListener(b *build, ns string, p uint32) *unitState {
 	if !t.scopeMayHide(ns) {
-		return b.u
+		return b.done()
 	}
 	changed := false
 	shares := 0
@@ -442,15 +442,15 @@ func (t *Translator) buildScopedPortListener(b *build, ns string, p uint32) *uni
 	n := len(tcp)
 	tcp = slices.DeleteFunc(slices.Clone(tcp), func(c *tcpContribution) bool { return !t.hostVisibleIn(ns, c.host) })
 	if !changed && len(tcp) == n {
-		return b.u
+		return b.done()
 	}
 	b.scope = ns
 	if shares == 0 && len(tcp) == 0 {
 		b.u.set(output{b.collection(ListenerType), store.Hidden(OutboundListenerName(p))})
-		return b.u
+		return b.done()
 	}
 	t.buildSharedPort(b, p, shares > 0, nil, tcp)
-	return b.u
+	return b.done()
 }
 
 // scopedVS is the VirtualService that routes a host in a scope (nil: none, the default route).

@@ -165,7 +165,7 @@ func (t *Translator) buildSidecarPlumbing() *unitState {
 	} else {
 		b.put(ListenerType, l.GetName(), l)
 	}
-	return b.u
+	return b.done()
 }
 
 // passthroughProtocolOptions are istiod's upstream HTTP options of its passthrough clusters:

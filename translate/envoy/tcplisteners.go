@@ -732,12 +732,12 @@ func (t *Translator) buildTCPListener(name string) *unitState {
 	b := newBuild(t, "Mesh", "listener "+name)
 	bs := t.tcpBinds[name]
 	if bs == nil {
-		return b.u
+		return b.done()
 	}
 	tcp := t.gatheredTCP(name)
 	t.putTCPListener(b, name, bs.bind, bs.port, nil, tcp)
 	t.scopedTCPListeners(b, name, bs, tcp)
-	return b.u
+	return b.done()
 }
 
 // buildSharedPort builds 0.0.0.0_PORT when non-HTTP ports share it: the HTTP hosts' chain (if

@@ -287,19 +287,21 @@ type unitState struct {
 	// object for the collector to reach, not two (two million at a million hosts); the same
 	// 128 bytes as 80 and 48 apart (reserveOutputs). A unit is never copied (outputs would
 	// point into the original).
-	first  [1]output
-	faults []Fault
+	first [1]output
 	// Host units only: per HTTP port, the virtual host that the port's route configuration
 	// gathers as it is (see buildPort).
 	vhosts []portVhost
 	// rare holds what few units have, so that the many (a million hosts' and a million load
-	// assignments' units) are 128 bytes, not 176; nil when the unit has neither.
+	// assignments' units) are 96 bytes, not 176; nil when the unit has none of it.
 	rare *unitRare
 }
 
 // unitRare is the part of a unit's state that most units do not have.
 type unitRare struct {
-	deps []depKey // what the unit read of other inputs (see setDeps)
+	// faults are what the build reported: few units have any, and a slice in every unit
+	// was 24 bytes of a million hosts' and a million load assignments' units (build.done).
+	faults []Fault
+	deps   []depKey // what the unit read of other inputs (see setDeps)
 	// Host units only: the filter chains of its non-HTTP ports, per listener they join.
 	tcp []tcpContribution
 }
@@ -326,6 +328,14 @@ func (u *unitState) tcp() []tcpContribution {
 		return nil
 	}
 	return u.rare.tcp
+}
+
+// faultList are the faults the unit's build reported; nil for none, and for a nil unit.
+func (u *unitState) faultList() []Fault {
+	if u == nil || u.rare == nil {
+		return nil
+	}
+	return u.rare.faults
 }
 
 func (u *unitState) rareState() *unitRare {
@@ -869,10 +879,10 @@ func (t *Translator) recordOver(key unitKey, old, u *unitState, delta *Delta) {
 	}
 	t.diff(old, u, delta)
 	t.setDeps(key, old, u)
-	if old == nil && len(u.faults) > 0 || old != nil && !slices.Equal(old.faults, u.faults) {
+	if !slices.Equal(old.faultList(), u.faultList()) {
 		t.faultsDirty = true
 	}
-	if len(u.outputs) == 0 && len(u.faults) == 0 && len(u.deps()) == 0 && len(u.vhosts) == 0 && len(u.tcp()) == 0 {
+	if len(u.outputs) == 0 && len(u.faultList()) == 0 && len(u.deps()) == 0 && len(u.vhosts) == 0 && len(u.tcp()) == 0 {
 		t.units.delete(key)
 		return
 	}
@@ -1148,7 +1158,7 @@ func (t *Translator) Faults() []Fault {
 	if t.faultsDirty {
 		var all []Fault
 		for _, u := range t.units.all() {
-			all = append(all, u.faults...)
+			all = append(all, u.faultList()...)
 		}
 		for _, f := range t.inputFaults {
 			all = append(all, f)

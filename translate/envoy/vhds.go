@@ -143,9 +143,9 @@ func (t *Translator) addHostVirtualHosts(u *unitState, b *build, delta *Delta) {
 	for _, o := range b.u.outputs {
 		delta.Upserts[o.typeURL] = append(delta.Upserts[o.typeURL], o.enc)
 	}
-	for _, f := range b.u.faults {
-		if !slices.Contains(u.faults, f) {
-			u.faults = append(u.faults, f)
+	for _, f := range b.faults {
+		if !slices.Contains(u.faultList(), f) {
+			u.rareState().faults = append(u.rareState().faults, f)
 			t.faultsDirty = true
 		}
 	}

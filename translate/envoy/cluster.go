@@ -109,8 +109,8 @@ func (b *hostBuild) addClusterMessage(name string, p port, subset string, pol po
 	}
 	opts := portProtocolOptions(p.protocol)
 	opts = pol.applyConnectionPool(c, opts)
-	pol.applyOutlierDetection(c, b.fs)
-	pol.applyLoadBalancer(c, b.fs)
+	pol.applyOutlierDetection(c, &b.fs)
+	pol.applyLoadBalancer(c, &b.fs)
 	// A rule's TLS from a credentialName is for gateways: sidecars get the cluster without it
 	// (see credentialForGatewaysOnly), gateways from their overlay of the clusters. A NONE
 	// host's sidecars get an original-destination cluster, its gateways the EDS one; a rule's
@@ -125,8 +125,8 @@ func (b *hostBuild) addClusterMessage(name string, p port, subset string, pol po
 			sidecarOpts = proto.Clone(opts).(*upstreamhttp.HttpProtocolOptions)
 		}
 	}
-	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans()}, opts, b.fs)
-	pol.checkUnsupported(b.fs)
+	opts = pol.applyTLS(c, tlsTarget{host: b.host, subset: subset, port: p.number, sans: b.se.sans()}, opts, &b.fs)
+	pol.checkUnsupported(&b.fs)
 	if !b.setProtocolOptions(c, name, opts) {
 		return
 	}
@@ -249,7 +249,7 @@ func (t *Translator) buildEndpoints(host string) *unitState {
 	ws := t.appendWorkloads(*pooled, se)
 	var epRoom [4]endpoint // a port's endpoints, read only while its load assignments are encoded
 	for _, p := range ports {
-		eps := appendPortEndpoints(epRoom[:0], ws, p, true, b.fs)
+		eps := appendPortEndpoints(epRoom[:0], ws, p, true, &b.fs)
 		b.putLoadAssignment(ClusterName(p.number, "", host), eps)
 		for i, ss := range subsets {
 			if ss == nil {

@@ -94,8 +94,8 @@ func plainClusterByMessage(name string, proto protocol) ([]byte, error) {
 	b := &hostBuild{host: "example.com", se: &serviceEntry{resolution: networking.ServiceEntry_STATIC}}
 	b.build = newBuild(t, kindServiceEntry, "ns/example")
 	b.addClusterMessage(name, port{number: 80, protocol: proto}, "", effectivePolicy(nil, nil, 80), nil)
-	if len(b.u.outputs) != 1 || len(b.faults) > 0 {
-		return nil, fmt.Errorf("plain cluster %q: %d outputs, faults %v", name, len(b.u.outputs), b.faults)
+	if len(b.u.outputs) != 1 || len(b.fs) > 0 {
+		return nil, fmt.Errorf("plain cluster %q: %d outputs, faults %v", name, len(b.u.outputs), b.fs)
 	}
 	return b.u.outputs[0].value(), nil
 }

@@ -33,7 +33,7 @@ func TestPlainClusterEncodingIsTheMessagePath(t *testing.T) {
 			}
 			b.putPlainCluster(name, protocol(proto))
 			if len(b.u.outputs) != 1 {
-				t.Fatalf("protocol %d, %s: %d outputs, faults %v", proto, name, len(b.u.outputs), b.faults)
+				t.Fatalf("protocol %d, %s: %d outputs, faults %v", proto, name, len(b.u.outputs), b.fs)
 			}
 			if got := b.u.outputs[0].value(); !bytes.Equal(got, want) {
 				t.Errorf("protocol %d, %s:\nfrom parts   %x\nmessage path %x", proto, name, got, want)

@@ -127,7 +127,7 @@ func (t *Translator) checkGateway(key string) *unitState {
 		case serverPassthrough:
 			passthrough = append(passthrough, s)
 		case serverHTTPS:
-			reportCredentialSecrets(b.fs, key, i, s.GetTls())
+			reportCredentialSecrets(&b.fs, key, i, s.GetTls())
 			http = append(http, s)
 		default:
 			http = append(http, s)

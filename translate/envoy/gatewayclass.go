@@ -211,7 +211,7 @@ func (t *Translator) buildGatewayClass(id string) *unitState {
 	if !ok {
 		return b.done()
 	}
-	for _, p := range mergeGateways(id, c, t.classGateways(c), b.fs) {
+	for _, p := range mergeGateways(id, c, t.classGateways(c), &b.fs) {
 		if p.plaintext {
 			t.buildPlaintextPort(b, id, p)
 		} else {

@@ -92,7 +92,7 @@ func (b *hostBuild) addGRPCCluster(c *clusterpb.Cluster, pol policy) {
 	case lb.GetSimple() == networking.LoadBalancerSettings_LEAST_REQUEST:
 		g.LbPolicy = clusterpb.Cluster_LEAST_REQUEST
 	case lb.GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN && lb.GetSimple() != networking.LoadBalancerSettings_UNSPECIFIED:
-		pol.fault(b.fs, "loadBalancer.simple: %s is not a gRPC policy; proxyless gRPC clients balance round robin, as istiod's gRPC generator sends them", lb.GetSimple())
+		pol.fault(&b.fs, "loadBalancer.simple: %s is not a gRPC policy; proxyless gRPC clients balance round robin, as istiod's gRPC generator sends them", lb.GetSimple())
 	}
 	if n := pol.pool.GetHttp().GetHttp2MaxRequests(); n > 0 {
 		g.CircuitBreakers = &clusterpb.CircuitBreakers{Thresholds: []*clusterpb.CircuitBreakers_Thresholds{{MaxRequests: wrapperspb.UInt32(uint32(n))}}}
@@ -106,7 +106,7 @@ func (b *hostBuild) addGRPCCluster(c *clusterpb.Cluster, pol policy) {
 		}
 		g.TransportSocket = &corepb.TransportSocket{Name: tlsTransportSocketName, ConfigType: &corepb.TransportSocket_TypedConfig{TypedConfig: typed}}
 	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
-		pol.fault(b.fs, "tls: mode %s is not sent to proxyless gRPC clients (istiod's gRPC generator sends ISTIO_MUTUAL only); cluster %s is plaintext for them", mode, g.GetName())
+		pol.fault(&b.fs, "tls: mode %s is not sent to proxyless gRPC clients (istiod's gRPC generator sends ISTIO_MUTUAL only); cluster %s is plaintext for them", mode, g.GetName())
 	}
 	if err := g.ValidateAll(); err != nil {
 		b.invalid("Cluster", g.GetName(), err)

@@ -48,9 +48,10 @@ var typeURLs = map[string]string{
 type build struct {
 	t *Translator
 	u *unitState
-	// fs is where the build reports faults: faults until done hands them to the unit.
-	fs     *faults
-	faults faults
+	// fs are the faults the build reported, until done hands them to the unit. Kept here and
+	// not in the unit, where most would never be used; not a pointer to them either, which
+	// would move every build to the heap (the pointer into itself escapes).
+	fs faults
 	// owner names the resource whose outputs these are, for a fault about an invalid output.
 	ownerKind, ownerKey string
 	// self is what the unit is, as others depend on it (a host's ServiceEntry and
@@ -61,16 +62,14 @@ type build struct {
 }
 
 func newBuild(t *Translator, kind, key string) *build {
-	b := &build{t: t, u: &unitState{}, ownerKind: kind, ownerKey: key}
-	b.fs = &b.faults
-	return b
+	return &build{t: t, u: &unitState{}, ownerKind: kind, ownerKey: key}
 }
 
 // done is the unit the build made, with the faults it reported. Every build's unit is taken
 // so.
 func (b *build) done() *unitState {
-	if len(b.faults) > 0 {
-		b.u.rareState().faults = b.faults
+	if len(b.fs) > 0 {
+		b.u.rareState().faults = b.fs
 	}
 	return b.u
 }
@@ -186,7 +185,7 @@ func (t *Translator) buildHost(host string) *unitState {
 		b.fs.add(kindDestinationRule, o.Key, "host %s already has DestinationRule %s, which is older (or first by name); this rule is ignored", host, b.dr.Key)
 	}
 	if b.dr != nil {
-		b.dr.checkSubsets(b.fs)
+		b.dr.checkSubsets(&b.fs)
 	}
 	b.buildPorts()
 	b.hideFromScopes(host, se)
@@ -195,7 +194,7 @@ func (t *Translator) buildHost(host string) *unitState {
 
 func (b *hostBuild) buildPorts() {
 	var room [2]port // most ServiceEntries have one or two ports
-	ports := appendServicePorts(room[:0], b.se, b.fs)
+	ports := appendServicePorts(room[:0], b.se, &b.fs)
 	// A cluster a port: most hosts have nothing more (a route configuration and a listener
 	// a port only for the proxyless, a cluster a subset only with a DestinationRule's), and
 	// room for three was 80 bytes a host left empty, 80 MB at a million hosts.
@@ -223,7 +222,7 @@ func (b *hostBuild) buildPorts() {
 	for _, p := range ports {
 		var eps []endpoint
 		if !eds(res) {
-			eps = portEndpoints(ws, p, false, b.fs)
+			eps = portEndpoints(ws, p, false, &b.fs)
 		}
 		b.buildClusters(p, eps)
 		if p.protocol.routed() {

@@ -143,7 +143,7 @@ func (t *Translator) addHostVirtualHosts(u *unitState, b *build, delta *Delta) {
 	for _, o := range b.u.outputs {
 		delta.Upserts[o.typeURL] = append(delta.Upserts[o.typeURL], o.enc)
 	}
-	for _, f := range b.faults {
+	for _, f := range b.fs {
 		if !slices.Contains(u.faultList(), f) {
 			u.rareState().faults = append(u.rareState().faults, f)
 			t.faultsDirty = true

@@ -438,7 +438,7 @@ func resourceSize(e *store.Entry, form wire.Form) int {
 		typeURL, value := e.BodySize()
 		return deltaResourceSize(len(e.Name), len(e.Version), typeURL, value)
 	}
-	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + len(e.Bytes) + 8*5
+	return len(e.Name) + len(e.Version) + len(wire.MCPResourceTypeURL) + e.ResourceSize() + 8*5
 }
 
 // deltaResourceSize is the size of a delta response's resources field holding a Resource of

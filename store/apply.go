@@ -283,8 +283,8 @@ func (s *Store) prepareOne(u Update, forWrite bool) (preparedUpdate, error) {
 			errs[i] = fmt.Errorf("marshal: %w", err)
 			return
 		}
-		name, version := metaOf(enc.bytes)
-		p.entries[i] = newEntry(name, version, enc.bytes)
+		name, version := metaOf(enc.raw())
+		p.entries[i] = newEntry(name, version, enc)
 	})
 	for i, err := range errs {
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -25,28 +26,64 @@ import (
 // It is its bytes alone (producers hold hundreds of thousands of them): the name and version
 // are read from the bytes when asked, as views, without a copy.
 type Encoded struct {
-	bytes []byte
+	// ptr and n are the bytes (raw), without a capacity: they are never appended to, and a
+	// producer holds hundreds of thousands of them (16 bytes each, not 32).
+	ptr *byte
+	n   uint32
+	// typ is the index (plus one) under which the body's type URL is interned where the bytes
+	// leave it out (elide.go); 0: they hold the whole Resource.
+	typ uint16
+}
+
+// encodedOf is the Encoded of these bytes, of an interned type URL left out (typ) or none
+// (0). An encoding of 4 GiB or more is not one (the store's messages are far smaller).
+func encodedOf(b []byte, typ uint16) Encoded {
+	if len(b) == 0 {
+		return Encoded{typ: typ}
+	}
+	if uint64(len(b)) > math.MaxUint32 {
+		panic("store: an encoding of 4 GiB or more")
+	}
+	return Encoded{ptr: &b[0], n: uint32(len(b)), typ: typ}
+}
+
+// raw is the encoding's bytes.
+func (e Encoded) raw() []byte {
+	if e.ptr == nil {
+		return nil
+	}
+	return unsafe.Slice(e.ptr, e.n)
 }
 
 // Name is the resource's metadata.name.
 func (e Encoded) Name() string {
-	name, _ := metaOf(e.bytes)
+	name, _ := metaOf(e.raw())
 	return name
 }
 
 // Version is the resource's metadata.version: the producer's, or a content hash.
 func (e Encoded) Version() string {
-	_, version := metaOf(e.bytes)
+	_, version := metaOf(e.raw())
 	return version
 }
 
-// Bytes is the deterministic encoding of the istio.mcp.v1alpha1.Resource. Not to be modified.
-func (e Encoded) Bytes() []byte { return e.bytes }
+// Bytes is the deterministic encoding of the istio.mcp.v1alpha1.Resource as the store keeps
+// it: its body's type URL may be left out (elide.go), so that two Encoded of the same content
+// have the same Bytes, but a reader of a Resource wants Entry.AppendResource. Not to be
+// modified.
+func (e Encoded) Bytes() []byte { return e.raw() }
 
-// Body returns the type URL and encoded value of the body Any, as views into Bytes.
-func (e Encoded) Body() (typeURL string, value []byte) { return bodyOf(e.bytes) }
+// Body returns the type URL and encoded value of the body Any, as views into Bytes (the type
+// URL interned, where Bytes leave it out).
+func (e Encoded) Body() (typeURL string, value []byte) {
+	typeURL, value = bodyOf(e.raw())
+	if e.typ != 0 {
+		typeURL = internedType(e.typ)
+	}
+	return typeURL, value
+}
 
-func newEncoded(b []byte) Encoded { return Encoded{bytes: b} }
+func newEncoded(b []byte) Encoded { return encodedOf(b, 0) }
 
 // view is a string over immutable bytes, without a copy: the store's encodings are never
 // modified once made, so the names and versions it indexes by can point into them.
@@ -83,11 +120,13 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		return newEncoded(b), nil
 	}
 	var anyLen int // proto3 leaves empty scalar fields out
+	var typ uint16 // the body's type URL interned, to leave out
 	if body != nil {
 		anyLen = stringSize(1, body.TypeUrl) + bytesSize(2, len(body.Value))
+		typ = elidable(body.TypeUrl, len(body.Value))
 	}
 	if directMetadata(r.Metadata) {
-		if enc, ok := encodeDirect(r.Metadata, body, anyLen); ok {
+		if enc, ok := encodeDirect(r.Metadata, body, anyLen, typ); ok {
 			return enc, nil
 		}
 	}
@@ -114,16 +153,25 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 	}
 	size := fieldLen(1, len(metaBytes))
 	if body != nil {
-		size += fieldLen(2, anyLen)
+		size += fieldLen(2, storedAnyLen(body.TypeUrl, len(body.Value), typ != 0))
 	}
 	b := make([]byte, 0, size)
 	b = append(appendField(b, 1, len(metaBytes)), metaBytes...)
-	if body != nil {
-		b = appendField(b, 2, anyLen)
-		b = appendString(b, 1, body.TypeUrl)
-		b = appendBytes(b, 2, body.Value)
+	b = appendBody(b, body, typ)
+	return encodedOf(b, typ), nil
+}
+
+// appendBody writes the body field of a resource: an Any of its type URL, left out where typ
+// names it interned, and value. Nothing for a resource without a body.
+func appendBody(b []byte, body *anypb.Any, typ uint16) []byte {
+	if body == nil {
+		return b
 	}
-	return newEncoded(b), nil
+	b = appendField(b, 2, storedAnyLen(body.TypeUrl, len(body.Value), typ != 0))
+	if typ == 0 {
+		b = appendString(b, 1, body.TypeUrl)
+	}
+	return appendBytes(b, 2, body.Value)
 }
 
 // directMetadata tells whether encodeDirect may write m (no unknown fields in it or its
@@ -146,7 +194,7 @@ func directMetadata(m *mcpapi.Metadata) bool {
 // It writes the fields TestMetadataHasTheFieldsEncodeWrites holds Metadata to; ok false (a
 // label or annotation that is not UTF-8, or sizes and bytes written that disagree: a map
 // changed meanwhile, which is the caller's race) sends the resource the generic way.
-func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded, ok bool) {
+func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int, typ uint16) (enc Encoded, ok bool) {
 	var room [2][8]mapEntry // most resources have a few labels and annotations
 	labels, ok1 := sortedEntries(room[0][:0], m.Labels)
 	annotations, ok2 := sortedEntries(room[1][:0], m.Annotations)
@@ -166,7 +214,7 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded,
 	metaLen := head + stringSize(3, version) + tail
 	size := fieldLen(1, metaLen)
 	if body != nil {
-		size += fieldLen(2, anyLen)
+		size += fieldLen(2, storedAnyLen(body.TypeUrl, len(body.Value), typ != 0))
 	}
 	b := make([]byte, 0, size)
 	b = appendField(b, 1, metaLen)
@@ -181,11 +229,7 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded,
 	tailAt := len(b)
 	b = appendMap(b, 4, labels)
 	b = appendMap(b, 5, annotations)
-	if body != nil {
-		b = appendField(b, 2, anyLen)
-		b = appendString(b, 1, body.TypeUrl)
-		b = appendBytes(b, 2, body.Value)
-	}
+	b = appendBody(b, body, typ)
 	if hashed {
 		var h xxhash.Digest
 		h.Reset()
@@ -198,7 +242,7 @@ func encodeDirect(m *mcpapi.Metadata, body *anypb.Any, anyLen int) (enc Encoded,
 		}
 		putHash(b[versionAt+fieldLen(3, versionLen)-versionLen:], &h)
 	}
-	return newEncoded(b), len(b) == size
+	return encodedOf(b, typ), len(b) == size
 }
 
 // mapEntry is one entry of a map<string, string>.
@@ -288,17 +332,21 @@ func EncodeMessage(name, typeURL string, msg proto.Message) (Encoded, error) {
 // EncodeBody is EncodeMessage for a body its producer encodes itself: appendValue appends
 // exactly valueLen bytes, the body's encoding, to the resource's header.
 func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]byte, error)) (Encoded, error) {
-	anyLen := stringSize(1, typeURL) + bytesSize(2, valueLen)
+	anyLen := stringSize(1, typeURL) + bytesSize(2, valueLen) // as hashed: the whole Any
+	typ := elidable(typeURL, valueLen)
+	storedAny := storedAnyLen(typeURL, valueLen, typ != 0)
 	unversionedMeta := stringSize(1, name)
 	metaLen := unversionedMeta + fieldLen(3, versionLen)
-	b := make([]byte, 0, fieldLen(1, metaLen)+fieldLen(2, anyLen))
+	b := make([]byte, 0, fieldLen(1, metaLen)+fieldLen(2, storedAny))
 	b = appendField(b, 1, metaLen)
 	b = appendString(b, 1, name)
 	b = appendField(b, 3, versionLen)
 	versionAt := len(b)
 	b = append(b, versionPlaceholder...)
-	b = appendField(b, 2, anyLen)
-	b = appendString(b, 1, typeURL)
+	b = appendField(b, 2, storedAny)
+	if typ == 0 {
+		b = appendString(b, 1, typeURL)
+	}
 	if valueLen > 0 {
 		b = appendField(b, 2, valueLen)
 	}
@@ -321,7 +369,7 @@ func EncodeBody(name, typeURL string, valueLen int, appendValue func([]byte) ([]
 	}
 	hashAny(&h, anyLen, typeURL, b[valueAt:])
 	putHash(b[versionAt:], &h)
-	return newEncoded(b), nil
+	return encodedOf(b, typ), nil
 }
 
 // hashAny feeds a hash the body field (2) of a resource: an Any of anyLen bytes.

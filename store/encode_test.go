@@ -84,8 +84,11 @@ func TestEncodingIsDeterministicMarshal(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		if !bytes.Equal(got.Bytes(), wantBytes) {
-			rt.Fatalf("encoding\n%x\nwant\n%x", got.Bytes(), wantBytes)
+		if whole := wholeOf(got); !bytes.Equal(whole, wantBytes) {
+			rt.Fatalf("encoding\n%x\nwant\n%x", whole, wantBytes)
+		}
+		if typeURL, value := got.Body(); typeURL != r.GetBody().GetTypeUrl() || !bytes.Equal(value, r.GetBody().GetValue()) {
+			rt.Fatalf("Body() = %q, %x; want %q, %x", typeURL, value, r.GetBody().GetTypeUrl(), r.GetBody().GetValue())
 		}
 		if got.Name() != want.Metadata.Name || got.Version() != want.Metadata.Version {
 			rt.Fatalf("name, version %q %q, want %q %q", got.Name(), got.Version(), want.Metadata.Name, want.Metadata.Version)
@@ -165,3 +168,6 @@ func TestMetadataHasTheFieldsEncodeWrites(t *testing.T) {
 		t.Errorf("Timestamp's fields are %v; encodeDirect writes %v", got, wantTime)
 	}
 }
+
+// wholeOf is an encoding's istio.mcp.v1alpha1.Resource, its type URL put back.
+func wholeOf(e Encoded) []byte { return newEntry("", "", e).AppendResource(nil) }

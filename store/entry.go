@@ -22,9 +22,10 @@ type Entry struct {
 	Version string
 	// Bytes is the deterministic protobuf encoding of the istio.mcp.v1alpha1.Resource, with
 	// metadata.version set, made once per version so that no subscriber ever marshals it
-	// again. Never modified: Name and Version may be views into it, and bodyType and bodyAt
-	// point into it; an entry of other bytes is made by newEntry, never by copying one and
-	// setting Bytes.
+	// again; mostly without its body's type URL, which the store keeps once per type (see
+	// elide.go): Body, Decode and AppendResource put it back. Never modified: Name and
+	// Version may be views into it, and bodyType and bodyAt point into it; an entry of other
+	// bytes is made by newEntry, never by copying one and setting Bytes.
 	Bytes []byte
 	// Revision is the store revision at which this entry (or its deletion) was written.
 	Revision uint64
@@ -37,7 +38,7 @@ type Entry struct {
 	// (its size for the split and the buffer, then its bytes), and reading it from Bytes each
 	// time was a walk of the encoding and a cache miss apiece, a sixth of the stream's CPU at
 	// a million. In what was padding: an entry stays 96 bytes.
-	bodyType uint16 // the type URL's length
+	bodyType uint16 // the type URL's length; or, with elidedFlag, its interned index (elide.go)
 	bodyAt   uint32 // where the value starts; 0: not located, Body reads Bytes
 	// rare holds what few entries have: the owners a served name shadows, and a tombstone's
 	// time. Apart, so that an entry is 96 bytes, not 128 (three or more per service, millions
@@ -51,9 +52,12 @@ type entryRare struct {
 }
 
 // newEntry is the entry of an encoding, its body located.
-func newEntry(name, version string, b []byte) *Entry {
-	e := &Entry{Name: name, Version: version, Bytes: b}
-	e.bodyType, e.bodyAt = locate(b)
+func newEntry(name, version string, enc Encoded) *Entry {
+	e := &Entry{Name: name, Version: version, Bytes: enc.raw()}
+	e.bodyType, e.bodyAt = locate(enc.raw())
+	if enc.typ != 0 {
+		e.bodyType = elidedFlag | enc.typ
+	}
 	return e
 }
 
@@ -88,6 +92,10 @@ func (e *Entry) setShadowed(owners []string) {
 // Body returns the type URL and the encoded value of the resource's body Any, as views into
 // Bytes (no copy); empty when the resource has no body.
 func (e *Entry) Body() (typeURL string, value []byte) {
+	if t, ok := e.elided(); ok {
+		_, value = e.splitElided()
+		return t, value
+	}
 	if e.bodyAt == 0 {
 		return bodyOf(e.Bytes)
 	}
@@ -97,6 +105,10 @@ func (e *Entry) Body() (typeURL string, value []byte) {
 // BodySize is the length of the body's type URL and value, as Body would return them, without
 // reading Bytes when the body was located.
 func (e *Entry) BodySize() (typeURL, value int) {
+	if t, ok := e.elided(); ok {
+		_, v := e.splitElided()
+		return len(t), len(v)
+	}
 	if e.bodyAt == 0 {
 		t, v := bodyOf(e.Bytes)
 		return len(t), len(v)
@@ -110,7 +122,7 @@ func (e *Entry) BodySize() (typeURL, value int) {
 // reads the encoding.
 func locate(b []byte) (typeLen uint16, valueAt uint32) {
 	t, v := bodyOf(b)
-	if len(b) > math.MaxUint32 || len(t) > math.MaxUint16 || v == nil {
+	if len(b) > math.MaxUint32 || len(t) >= elidedFlag || v == nil {
 		return 0, 0
 	}
 	// The offset of a subslice of b from the capacities: both end where b's capacity ends.
@@ -172,13 +184,22 @@ func (e *Entry) CreateTime() time.Time {
 
 // Encoded is the entry's resource as an Encoded: the same bytes, for a producer that writes
 // again what it reads.
-func (e *Entry) Encoded() Encoded { return Encoded{bytes: e.Bytes} }
+func (e *Entry) Encoded() Encoded {
+	enc := encodedOf(e.Bytes, 0)
+	if e.bodyType&elidedFlag != 0 {
+		enc.typ = e.bodyType &^ elidedFlag
+	}
+	return enc
+}
 
 // Decode returns the resource decoded from Bytes: a new message, the caller's to keep.
 func (e *Entry) Decode() (*mcpapi.Resource, error) {
 	r := &mcpapi.Resource{}
 	if err := proto.Unmarshal(e.Bytes, r); err != nil {
 		return nil, err
+	}
+	if t, ok := e.elided(); ok && r.Body != nil {
+		r.Body.TypeUrl = t
 	}
 	return r, nil
 }

@@ -17,7 +17,7 @@ const (
 	layerOverlay = "mcpbridge.io/scope/bookinfo/" + layerBase
 )
 
-func encodedOf(t rapid.TB, name, content string) Encoded {
+func encodeTest(t rapid.TB, name, content string) Encoded {
 	e, err := Encode(res(name, content))
 	if err != nil {
 		t.Fatalf("encode %s: %v", name, err)
@@ -77,7 +77,7 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 			switch op := rapid.IntRange(0, 5).Draw(t, "op"); op {
 			case 0:
 				c := content.Draw(t, "content")
-				u = Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, n, c)}}
+				u = Update{Collection: layerBase, Encoded: []Encoded{encodeTest(t, n, c)}}
 				base[n] = c
 			case 1:
 				if _, ok := base[n]; !ok {
@@ -87,7 +87,7 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 				delete(base, n)
 			case 2:
 				c := content.Draw(t, "content")
-				u = Update{Collection: layerOverlay, Encoded: []Encoded{encodedOf(t, n, c)}}
+				u = Update{Collection: layerOverlay, Encoded: []Encoded{encodeTest(t, n, c)}}
 				overlay[n] = c
 			case 3:
 				u = Update{Collection: layerOverlay, Encoded: []Encoded{Hidden(n)}}
@@ -104,7 +104,7 @@ func TestLayeredCollectionReadsAsOverlayOverBase(t *testing.T) {
 				for _, n := range allNames {
 					if rapid.Bool().Draw(t, "holds") {
 						c := content.Draw(t, "content")
-						u.Encoded = append(u.Encoded, encodedOf(t, n, c))
+						u.Encoded = append(u.Encoded, encodeTest(t, n, c))
 						base[n] = c
 					}
 				}
@@ -206,7 +206,7 @@ func TestWatchOnLayeredCollectionWakesForEitherPart(t *testing.T) {
 	w := s.Watch(layered)
 	defer w.Close()
 	for i, coll := range []string{layerBase, layerOverlay} {
-		mustApply(t, s, "translate", Update{Collection: coll, Encoded: []Encoded{encodedOf(t, "80", fmt.Sprint(i))}})
+		mustApply(t, s, "translate", Update{Collection: coll, Encoded: []Encoded{encodeTest(t, "80", fmt.Sprint(i))}})
 		select {
 		case <-w.C():
 		case <-time.After(5 * time.Second):
@@ -216,14 +216,14 @@ func TestWatchOnLayeredCollectionWakesForEitherPart(t *testing.T) {
 			t.Fatalf("after a write to %s: changed %q, want the layered collection", coll, got)
 		}
 	}
-	mustApply(t, s, "translate", Update{Collection: collA, Resources: nil, Encoded: []Encoded{encodedOf(t, "ns/a", "x")}})
+	mustApply(t, s, "translate", Update{Collection: collA, Resources: nil, Encoded: []Encoded{encodeTest(t, "ns/a", "x")}})
 	select {
 	case <-w.C():
 		t.Fatalf("woken by a write to %s, which is no part of the layered collection (changed %q)", collA, w.Changed())
 	default:
 	}
 	w.Add(layerBase)
-	mustApply(t, s, "translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "80", "again")}})
+	mustApply(t, s, "translate", Update{Collection: layerBase, Encoded: []Encoded{encodeTest(t, "80", "again")}})
 	<-w.C()
 	got := w.Changed()
 	slices.Sort(got)
@@ -244,7 +244,7 @@ func TestWatchOnLayeredCollectionWakesForEitherPart(t *testing.T) {
 // collection name may not hold.
 func TestLayeredCollectionIsNotWritable(t *testing.T) {
 	s := New(Options{})
-	_, err := s.Apply("translate", Update{Collection: Layered(layerBase, layerOverlay), Encoded: []Encoded{encodedOf(t, "80", "a")}})
+	_, err := s.Apply("translate", Update{Collection: Layered(layerBase, layerOverlay), Encoded: []Encoded{encodeTest(t, "80", "a")}})
 	if err == nil {
 		t.Fatal("a write to a layered collection was accepted")
 	}
@@ -263,16 +263,16 @@ func BenchmarkLayeredReads(b *testing.B) {
 	s := New(Options{})
 	var base, overlay []Encoded
 	for i := range 10000 {
-		base = append(base, encodedOf(b, fmt.Sprintf("r-%05d", i), "base"))
+		base = append(base, encodeTest(b, fmt.Sprintf("r-%05d", i), "base"))
 	}
 	for i := range 100 {
-		overlay = append(overlay, encodedOf(b, fmt.Sprintf("r-%05d", i*50), "scoped"), Hidden(fmt.Sprintf("r-%05d", i*50+25)))
+		overlay = append(overlay, encodeTest(b, fmt.Sprintf("r-%05d", i*50), "scoped"), Hidden(fmt.Sprintf("r-%05d", i*50+25)))
 	}
 	if _, err := s.Apply("translate", Update{Collection: layerBase, Encoded: base}, Update{Collection: layerOverlay, Encoded: overlay}); err != nil {
 		b.Fatal(err)
 	}
 	from := s.View().Revision()
-	if _, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(b, "r-00007", "changed")}}); err != nil {
+	if _, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodeTest(b, "r-00007", "changed")}}); err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []struct{ name, coll string }{{"plain", layerBase}, {"layered", Layered(layerBase, layerOverlay)}} {

@@ -249,8 +249,8 @@ func entriesOf(encoded []Encoded, extra int) []*Entry {
 	// On every CPU: a full load's million entries are a serial second otherwise.
 	parallel.ForRange(len(encoded), entriesChunk, func(lo, hi int) {
 		for i, e := range encoded[lo:hi] {
-			name, version := metaOf(e.bytes)
-			out[extra+lo+i] = newEntry(name, version, e.bytes)
+			name, version := metaOf(e.raw())
+			out[extra+lo+i] = newEntry(name, version, e)
 		}
 	})
 	return out

@@ -687,19 +687,19 @@ func TestALargeEncodedWriteTellsItsNamesApart(t *testing.T) {
 func TestAFirstLoadIsReadWholeOnlyByReadersFromBeforeIt(t *testing.T) {
 	n := bulkInsertMin + 10
 	s := New(Options{})
-	r0, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "plumbing", "p")}})
+	r0, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodeTest(t, "plumbing", "p")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	load := Update{Collection: layerBase}
 	for i := range n {
-		load.Encoded = append(load.Encoded, encodedOf(t, fmt.Sprintf("%05d", i), "a"))
+		load.Encoded = append(load.Encoded, encodeTest(t, fmt.Sprintf("%05d", i), "a"))
 	}
 	r1, err := s.Apply("translate", load)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "00007", "b")}})
+	r2, err := s.Apply("translate", Update{Collection: layerBase, Encoded: []Encoded{encodeTest(t, "00007", "b")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,7 +731,7 @@ func TestAFirstLoadIsReadWholeOnlyByReadersFromBeforeIt(t *testing.T) {
 		u       Update
 		content string
 	}{
-		{Update{Collection: layerBase, Encoded: []Encoded{encodedOf(t, "00003", "c")}}, "c"},
+		{Update{Collection: layerBase, Encoded: []Encoded{encodeTest(t, "00003", "c")}}, "c"},
 		{Update{Collection: layerBase, Removed: []string{"00003"}}, "a"},
 	} {
 		before := s.View().Collection(layerBase).Revision
@@ -764,7 +764,7 @@ func TestALargeWriteIntoALargerCollectionIsReadFromTheLog(t *testing.T) {
 		var u Update
 		u.Collection = layerBase
 		for j := i; j < i+bulkInsertMin/2; j++ {
-			u.Encoded = append(u.Encoded, encodedOf(t, fmt.Sprintf("a%05d", j), "a"))
+			u.Encoded = append(u.Encoded, encodeTest(t, fmt.Sprintf("a%05d", j), "a"))
 		}
 		if _, err := s.Apply("translate", u); err != nil {
 			t.Fatal(err)
@@ -774,7 +774,7 @@ func TestALargeWriteIntoALargerCollectionIsReadFromTheLog(t *testing.T) {
 	write := Update{Collection: layerBase}
 	n := bulkInsertMin + 10
 	for j := range n {
-		write.Encoded = append(write.Encoded, encodedOf(t, fmt.Sprintf("b%05d", j), "b"))
+		write.Encoded = append(write.Encoded, encodeTest(t, fmt.Sprintf("b%05d", j), "b"))
 	}
 	if _, err := s.Apply("translate", write); err != nil {
 		t.Fatal(err)

@@ -94,5 +94,5 @@ func EncodedFromBytes(b []byte) (Encoded, error) {
 	if name, _ := metaOf(b); name == "" {
 		return Encoded{}, fmt.Errorf("encoded resource without metadata.name")
 	}
-	return Encoded{bytes: b}, nil
+	return elideEncoding(b), nil
 }

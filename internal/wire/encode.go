@@ -358,11 +358,29 @@ func stringSize(field protowire.Number, s string) int {
 }
 
 // resourceBytes is one entry as a response carries it: the bytes themselves (raw), or an Any
-// of typeURL and value.
+// of typeURL and value; res, when set, stands for value: the entry's whole Resource, which
+// its stored bytes may hold without their body's type URL (store.Entry.AppendResource).
 type resourceBytes struct {
 	raw     bool
 	typeURL string
 	value   []byte
+	res     *store.Entry
+}
+
+// valueLen is the length of the value: of the Resource res writes, where res is set.
+func (r resourceBytes) valueLen() int {
+	if r.res != nil {
+		return r.res.ResourceSize()
+	}
+	return len(r.value)
+}
+
+// appendValue appends the value's bytes.
+func (r resourceBytes) appendValue(b []byte) []byte {
+	if r.res != nil {
+		return r.res.AppendResource(b)
+	}
+	return append(b, r.value...)
 }
 
 // resource is how an entry is written in the given form; key is the message's. The body of
@@ -370,7 +388,7 @@ type resourceBytes struct {
 func (l *Layout) resource(e *store.Entry, form Form, key string) resourceBytes {
 	switch form {
 	case FormMCPResource:
-		return resourceBytes{raw: true, value: e.Bytes}
+		return resourceBytes{raw: true, res: e}
 	case FormAnyBody:
 		typeURL, value := e.Body()
 		return resourceBytes{typeURL: typeURL, value: value}
@@ -381,23 +399,21 @@ func (l *Layout) resource(e *store.Entry, form Form, key string) resourceBytes {
 		_, value := e.Body()
 		return resourceBytes{typeURL: key, value: value}
 	}
-	return resourceBytes{typeURL: MCPResourceTypeURL, value: e.Bytes}
+	return resourceBytes{typeURL: MCPResourceTypeURL, res: e}
 }
 
-func anySize(typeURL string, value []byte) int {
-	return stringSize(1, typeURL) + bytesSize(2, value)
-}
-
-func bytesSize(field protowire.Number, v []byte) int {
-	if len(v) == 0 {
-		return 0
+// anySize is the size of an Any's fields of these lengths.
+func anySize(typeURL string, value int) int {
+	n := stringSize(1, typeURL)
+	if value > 0 {
+		n += protowire.SizeTag(2) + protowire.SizeBytes(value)
 	}
-	return protowire.SizeTag(field) + protowire.SizeBytes(len(v))
+	return n
 }
 
 // size is what append writes.
 func (r resourceBytes) size(field protowire.Number) int {
-	return resourceSize(field, r.raw, len(r.typeURL), len(r.value))
+	return resourceSize(field, r.raw, len(r.typeURL), r.valueLen())
 }
 
 // resourceSize is what resourceBytes.append writes for a resource of these lengths.
@@ -423,11 +439,11 @@ func (l *Layout) entrySize(e *store.Entry, m *Message, form Form, wrapped bool) 
 	var typeURL, value int
 	switch form {
 	case FormMCPResource:
-		raw, value = true, len(e.Bytes)
+		raw, value = true, e.ResourceSize()
 	case FormAnyBody:
 		typeURL, value = e.BodySize()
 	case FormAnyMCPResource:
-		typeURL, value = len(MCPResourceTypeURL), len(e.Bytes)
+		typeURL, value = len(MCPResourceTypeURL), e.ResourceSize()
 	case FormAnyBodyAsKey:
 		_, stored := e.BodySize()
 		typeURL, value = len(m.Key), stored+stored/16+16
@@ -446,14 +462,15 @@ func (l *Layout) entrySize(e *store.Entry, m *Message, form Form, wrapped bool) 
 // value = 2, as google.protobuf.Any defines them) around them.
 func (r resourceBytes) append(b []byte, field protowire.Number) []byte {
 	b = protowire.AppendTag(b, field, protowire.BytesType)
+	value := r.valueLen()
 	if r.raw {
-		return protowire.AppendBytes(b, r.value)
+		return r.appendValue(protowire.AppendVarint(b, uint64(value)))
 	}
-	b = protowire.AppendVarint(b, uint64(anySize(r.typeURL, r.value)))
+	b = protowire.AppendVarint(b, uint64(anySize(r.typeURL, value)))
 	b = appendString(b, 1, r.typeURL)
-	if len(r.value) > 0 {
+	if value > 0 {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendBytes(b, r.value)
+		b = r.appendValue(protowire.AppendVarint(b, uint64(value)))
 	}
 	return b
 }

@@ -19,13 +19,31 @@ import (
 	"github.com/mcpbridge/mcpbridge/store"
 )
 
+// entry is an entry of the resource as the store keeps it (its body's type URL left out).
 func entry(t *testing.T, name string, body proto.Message) *store.Entry {
+	return entryAs(t, true, name, body)
+}
+
+// entryAs is an entry of the resource as the store keeps it (stored), or of its whole
+// encoding, as another writer may hand the bytes back.
+func entryAs(t *testing.T, stored bool, name string, body proto.Message) *store.Entry {
 	t.Helper()
 	a, err := anypb.New(body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: name, Version: "v-" + name}, Body: a}
+	if stored {
+		enc, err := store.Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := store.EntryOf(enc)
+		if d, err := e.Decode(); err != nil || !proto.Equal(d, r) {
+			t.Fatalf("the stored entry decodes as %v (%v), not as the resource", d, err)
+		}
+		return e
+	}
 	b, err := proto.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +77,23 @@ func diff(t *testing.T, got, want proto.Message) {
 	}
 }
 
+// TestEncodeMatchesTheGeneratedMessages: each layout writes what the generated message of
+// the same content marshals to, from entries as the store keeps them (each body's type URL
+// left out, and put back as they are written) and from whole encodings.
 func TestEncodeMatchesTheGeneratedMessages(t *testing.T) {
-	se := entry(t, "ns/a", &networking.ServiceEntry{Hosts: []string{"a.example"}})
-	cl := entry(t, "outbound|80||a.example", &cluster.Cluster{Name: "outbound|80||a.example"})
+	for _, stored := range []bool{true, false} {
+		t.Run(map[bool]string{true: "as stored", false: "whole"}[stored], func(t *testing.T) {
+			testEncodeMatchesTheGeneratedMessages(t, stored)
+		})
+	}
+}
+
+func testEncodeMatchesTheGeneratedMessages(t *testing.T, stored bool) {
+	se := entryAs(t, stored, "ns/a", &networking.ServiceEntry{Hosts: []string{"a.example"}})
+	cl := entryAs(t, stored, "outbound|80||a.example", &cluster.Cluster{Name: "outbound|80||a.example"})
+	if stored && (len(se.Bytes) >= se.ResourceSize() || len(cl.Bytes) >= cl.ResourceSize()) {
+		t.Fatalf("the store kept the whole encodings (%d of %d, %d of %d bytes)", len(se.Bytes), se.ResourceSize(), len(cl.Bytes), cl.ResourceSize())
+	}
 
 	t.Run("MCP Resources", func(t *testing.T) {
 		l := NewLayout(&mcp.Resources{}, Roles{Version: "system_version_info", Resources: "resources", Key: "collection",

@@ -22,7 +22,7 @@ func ownedKeys(v *store.View, owners []string) map[string]string {
 	for _, owner := range owners {
 		for _, coll := range v.OwnerCollections(owner) {
 			v.Owned(coll, owner, func(e *store.Entry) bool {
-				out[resourceKey(owner, coll, e.Name)] = string(e.Bytes)
+				out[resourceKey(owner, coll, e.Name)] = string(e.ResourceBytes())
 				return true
 			})
 		}
@@ -56,7 +56,7 @@ func (m ownerModel) write(owner string, updates []store.Update, replaceAll bool,
 			next[u.Collection] = map[string]string{} // a full state starts from nothing
 		}
 		for _, e := range u.Encoded {
-			next[u.Collection][e.Name()] = string(e.Bytes())
+			next[u.Collection][e.Name()] = string(e.ResourceBytes())
 		}
 		if !u.Full {
 			for _, name := range u.Removed {

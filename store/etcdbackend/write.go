@@ -238,7 +238,7 @@ func opsOf(p *store.Plan) []op {
 	ops := make([]op, 0, p.Changes())
 	for _, c := range p.Collections {
 		for _, e := range c.Puts {
-			ops = append(ops, op{key: resourceKey(p.Owner, c.Collection, e.Name), value: e.Bytes})
+			ops = append(ops, op{key: resourceKey(p.Owner, c.Collection, e.Name), value: e.ResourceBytes()}) // whole: other replicas read it
 		}
 		for _, name := range c.Deletes {
 			ops = append(ops, op{del: true, key: resourceKey(p.Owner, c.Collection, name)})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,19 +174,19 @@ func elideEncoding(b []byte) Encoded {
 	if typ == 0 {
 		return encodedOf(b, 0)
 	}
-	head := len(b) - fieldLen(2, stringSize(1, typeURL)+bytesSize(2, len(value)))
-	if head < 0 {
-		return encodedOf(b, 0)
+	// The body field must be the Any of the type URL and the value alone: its header, right
+	// where a body of just those would start (locate found them last, in that order).
+	anyLen := stringSize(1, typeURL) + bytesSize(2, len(value))
+	head := len(b) - fieldLen(2, anyLen)
+	var room [1 + binary.MaxVarintLen64]byte
+	if head < 0 || !bytes.HasPrefix(b[head:], appendField(room[:0], 2, anyLen)) {
+		return encodedOf(b, 0) // another layout (an Any with more fields): kept whole
 	}
 	out := make([]byte, 0, head+fieldLen(2, bytesSize(2, len(value))))
 	out = append(out, b[:head]...)
 	out = appendField(out, 2, bytesSize(2, len(value)))
 	out = appendBytes(out, 2, value)
-	enc := encodedOf(out, typ)
-	if !bytes.Equal(newEntry("", "", enc).AppendResource(nil), b) {
-		return encodedOf(b, 0) // another layout (an Any with more fields): kept whole
-	}
-	return enc
+	return encodedOf(out, typ)
 }
 
 // ResourceBytes is the encoding's istio.mcp.v1alpha1.Resource: Bytes, or a copy with the

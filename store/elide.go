@@ -191,15 +191,6 @@ func elideEncoding(b []byte) Encoded {
 	return encodedOf(out, typ)
 }
 
-// ResourceBytes is the encoding's istio.mcp.v1alpha1.Resource: Bytes, or a copy with the
-// body's type URL put back where Bytes leave it out.
-func (e Encoded) ResourceBytes() []byte {
-	if e.typ == 0 {
-		return e.raw()
-	}
-	return newEntry("", "", e).ResourceBytes()
-}
-
 // EntryOf is the entry the store makes of enc, named and versioned as enc is: for code that
 // writes responses of resources it holds outside a store (and its tests).
 func EntryOf(enc Encoded) *Entry { return newEntry(enc.Name(), enc.Version(), enc) }

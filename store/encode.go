@@ -83,8 +83,6 @@ func (e Encoded) Body() (typeURL string, value []byte) {
 	return typeURL, value
 }
 
-func newEncoded(b []byte) Encoded { return encodedOf(b, 0) }
-
 // view is a string over immutable bytes, without a copy: the store's encodings are never
 // modified once made, so the names and versions it indexes by can point into them.
 func view(b []byte) string {
@@ -117,7 +115,7 @@ func Encode(r *mcpapi.Resource) (Encoded, error) {
 		if err != nil {
 			return Encoded{}, err
 		}
-		return newEncoded(b), nil
+		return encodedOf(b, 0), nil
 	}
 	var anyLen int // proto3 leaves empty scalar fields out
 	var typ uint16 // the body's type URL interned, to leave out

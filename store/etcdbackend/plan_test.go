@@ -56,7 +56,7 @@ func (m ownerModel) write(owner string, updates []store.Update, replaceAll bool,
 			next[u.Collection] = map[string]string{} // a full state starts from nothing
 		}
 		for _, e := range u.Encoded {
-			next[u.Collection][e.Name()] = string(e.ResourceBytes())
+			next[u.Collection][e.Name()] = string(store.EntryOf(e).ResourceBytes())
 		}
 		if !u.Full {
 			for _, name := range u.Removed {

@@ -36,7 +36,12 @@ func (leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return proto.Unmarshal(data.Materialize(), v.(proto.Message))
 	}
-	return readDelta(data.Materialize(), m)
+	// Read from a pooled buffer, freed once read: readDelta copies what it keeps, and a
+	// response's bytes (hundreds of megabytes at a million) were garbage for this process's
+	// collector, which shares the machine with the bridge.
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return readDelta(buf.ReadOnlyData(), m)
 }
 
 var _ encoding.CodecV2 = leanCodec{}

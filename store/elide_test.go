@@ -55,3 +55,39 @@ func TestEncodingsKeepTheirSize(t *testing.T) {
 		t.Errorf("Entry is %d bytes, over 96", n)
 	}
 }
+
+// TestEntriesKeepTheirProducersCheck: a body its producer vouched for (Encoded.Checked) is
+// served as vouched for, however the entry is made again (another owner's copy served after
+// it, a tombstone, Entry.Encoded); one nobody vouched for never is, so that its reader checks
+// it.
+func TestEntriesKeepTheirProducersCheck(t *testing.T) {
+	const coll = "test/things"
+	s := New(Options{})
+	checked := encodeTest(t, "ns/a", "a").Checked()
+	mustApply(t, s, "p1", Update{Collection: coll, Encoded: []Encoded{checked, encodeTest(t, "ns/b", "b")}})
+	v := s.View()
+	if e := v.Get(coll, "ns/a"); e == nil || !e.BodyChecked() {
+		t.Fatalf("ns/a: %+v, want its body vouched for", e)
+	}
+	if e := v.Get(coll, "ns/b"); e == nil || e.BodyChecked() {
+		t.Fatalf("ns/b: %+v, want its body not vouched for", e)
+	}
+	if !v.Get(coll, "ns/a").Encoded().checked || v.Get(coll, "ns/b").Encoded().checked {
+		t.Errorf("Entry.Encoded does not keep what the entry says of its body")
+	}
+	if !EntryOf(checked).BodyChecked() || EntryOf(encodeTest(t, "ns/c", "c")).BodyChecked() {
+		t.Errorf("EntryOf does not keep what the encoding says of its body")
+	}
+
+	// p0 sorts before p1: its copy of ns/b is served, then p1's again once p0 lets it go;
+	// p1's copy is served as the entry p1 wrote it, vouched for or not.
+	mustApply(t, s, "p0", Update{Collection: coll, Encoded: []Encoded{encodeTest(t, "ns/a", "a0").Checked(), encodeTest(t, "ns/b", "b0").Checked()}})
+	mustApply(t, s, "p0", Update{Collection: coll, Full: true})
+	v = s.View()
+	if e := v.Get(coll, "ns/a"); e == nil || e.Owner != "p1" || !e.BodyChecked() {
+		t.Errorf("ns/a served again from p1: %+v, want its body vouched for", e)
+	}
+	if e := v.Get(coll, "ns/b"); e == nil || e.Owner != "p1" || e.BodyChecked() {
+		t.Errorf("ns/b served again from p1: %+v, want its body not vouched for", e)
+	}
+}

@@ -33,6 +33,18 @@ type Encoded struct {
 	// typ is the index (plus one) under which the body's type URL is interned where the bytes
 	// leave it out (elide.go); 0: they hold the whole Resource.
 	typ uint16
+	// checked: see Checked.
+	checked bool
+}
+
+// Checked is the encoding marked as one whose producer checked its body: a valid encoding of
+// the message its type URL names, as proto.Unmarshal would accept it (the producer built it
+// from a typed message, or validated it). Its entry says so (Entry.BodyChecked), and the
+// translation does not check the body again. Mark only what was checked: a reader that
+// trusts the mark reads the body without checking it.
+func (e Encoded) Checked() Encoded {
+	e.checked = true
+	return e
 }
 
 // encodedOf is the Encoded of these bytes, of an interned type URL left out (typ) or none

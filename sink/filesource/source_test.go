@@ -212,6 +212,13 @@ func TestSourceLoadsDirectory(t *testing.T) {
 	if e := h.store.View().Get(drColl, "bookinfo/reviews"); e == nil || e.Owner != "file" {
 		t.Errorf("entry %+v, want it owned by the default owner \"file\"", e)
 	}
+	// Every body the decoder makes is well formed, and the source says so: the translation
+	// does not check them again (store.Encoded.Checked).
+	for _, name := range []string{"bookinfo/ratings", "bookinfo/reviews"} {
+		if e := h.store.View().Get(seColl, name); e == nil || !e.BodyChecked() {
+			t.Errorf("ServiceEntry %s: entry %+v, want its body vouched for", name, e)
+		}
+	}
 }
 
 func TestSourceFollowsDirectory(t *testing.T) {

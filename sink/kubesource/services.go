@@ -157,7 +157,8 @@ func (sw *serviceWatch) encode(u *unstructured.Unstructured, name string) (store
 	if err := anypb.MarshalFrom(body, se, proto.MarshalOptions{Deterministic: true}); err != nil {
 		return store.Encoded{}, err
 	}
-	return store.Encode(&mcpapi.Resource{Metadata: md, Body: body})
+	enc, err := store.Encode(&mcpapi.Resource{Metadata: md, Body: body})
+	return enc.Checked(), err // marshalled from the typed message
 }
 
 // slicesOf are the EndpointSlices of a Service, in name order.

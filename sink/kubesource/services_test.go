@@ -53,6 +53,9 @@ func serviceEntryOfStore(t *testing.T, r *running, name string) *networking.Serv
 	if e == nil {
 		return nil
 	}
+	if !e.BodyChecked() {
+		t.Errorf("%s: the body of a ServiceEntry marshalled here is not vouched for", name)
+	}
 	return decodeServiceEntry(t, e)
 }
 

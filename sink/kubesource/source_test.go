@@ -222,6 +222,9 @@ func TestIstioObjectsCreatedUpdatedDeletedReachTheStore(t *testing.T) {
 
 	// The resource is what istiod would read: labels, creationTimestamp, owner.
 	e := r.st.View().Get(seColl, "crud/a")
+	if !e.BodyChecked() {
+		t.Errorf("crud/a: a body decoded as a file's document is not vouched for")
+	}
 	res, err := e.Decode()
 	if err != nil {
 		t.Fatal(err)

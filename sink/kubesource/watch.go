@@ -254,5 +254,5 @@ func encodeObject(u *unstructured.Unstructured, r served) (store.Encoded, []erro
 	if err != nil {
 		return store.Encoded{}, []error{&filesource.DecodeError{File: origin, Kind: r.kind.Kind, Name: obj.Name(), Err: err}}
 	}
-	return enc, nil
+	return enc.Checked(), nil // as the file source's: DecodeJSON's bodies are well formed
 }

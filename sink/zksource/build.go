@@ -154,5 +154,6 @@ func encodeEntry(namespace string, se *networking.ServiceEntry) (store.Encoded, 
 	if err := serviceEntryKind.Validate(&mcpapi.Metadata{Name: name}, se); err != nil {
 		return store.Encoded{}, err
 	}
-	return store.EncodeMessage(name, serviceEntryKind.AMCSTypeURL, se)
+	enc, err := store.EncodeMessage(name, serviceEntryKind.AMCSTypeURL, se)
+	return enc.Checked(), err // marshalled from the typed message
 }

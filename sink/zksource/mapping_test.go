@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/mcpbridge/mcpbridge/store"
 )
 
 func TestHostLabelIsAValidLabelOfAnyText(t *testing.T) {
@@ -106,8 +108,12 @@ func TestBuiltServiceEntriesValidate(t *testing.T) {
 		{address: "10.0.0.1", port: 20880, labels: map[string]string{"dup": "dropped"}},
 	}
 	se := buildDubbo("com.example.Svc", dubboKey{scheme: "dubbo"}, eps)
-	if _, err := encodeEntry("reg", se); err != nil {
+	enc, err := encodeEntry("reg", se)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !store.EntryOf(enc).BodyChecked() {
+		t.Errorf("the encoding of a ServiceEntry marshalled here is not vouched for")
 	}
 	if len(se.GetEndpoints()) != 2 || se.GetEndpoints()[0].GetAddress() != "10.0.0.1" || se.GetEndpoints()[0].GetLabels() != nil {
 		t.Fatalf("endpoints %v", se.GetEndpoints())

@@ -32,6 +32,7 @@ func BenchmarkTranslateFirstLoad(b *testing.B) {
 				{Address: fmt.Sprintf("10.%d.%d.3", i/65536%256, i/256%256), Labels: map[string]string{"app": "svc"}},
 			},
 		}))
+		in[i].Checked = true // as the file source's entries are (store.Encoded.Checked)
 	}
 	var read, translate float64
 	for b.Loop() {

@@ -17,6 +17,7 @@ import (
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/mcpbridge/mcpbridge/store"
 	"github.com/mcpbridge/mcpbridge/translate"
 )
 
@@ -452,6 +453,33 @@ func TestUnreadableBodyIsAFaultAndIgnored(t *testing.T) {
 	faults := tr.Faults()
 	if !slices.ContainsFunc(faults, func(f Fault) bool { return f.Name == "bookinfo/details" && f.Kind == kindServiceEntry }) {
 		t.Errorf("faults %v; want one for bookinfo/details", faults)
+	}
+}
+
+// TestStoredBodiesAreCheckedUnlessVouchedFor: a ServiceEntry the store holds as nobody vouched
+// for it (an etcd replica's load, an encoding made elsewhere) is checked before it is read, and
+// an unreadable one is a fault; one whose producer vouched for its body (store.Encoded.Checked:
+// the file, Kubernetes and ZooKeeper sources) is read without the check.
+func TestStoredBodiesAreCheckedUnlessVouchedFor(t *testing.T) {
+	unreadable, err := store.EncodeBody("bookinfo/details", kindOf(kindServiceEntry).AMCSTypeURL, 2, func(b []byte) ([]byte, error) {
+		return append(b, 0xff, 0xff), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := InputOfEntry(store.EntryOf(unreadable))
+	if in.Checked {
+		t.Fatalf("an entry nobody vouched for reads as checked")
+	}
+	if _, err := newServiceEntry(in); err == nil {
+		t.Errorf("an unreadable body nobody vouched for was read")
+	}
+	vouched := InputOfEntry(store.EntryOf(unreadable.Checked()))
+	if !vouched.Checked {
+		t.Fatalf("an entry vouched for does not read as checked")
+	}
+	if _, err := newServiceEntry(vouched); err != nil {
+		t.Errorf("a body vouched for was checked again: %v", err)
 	}
 }
 

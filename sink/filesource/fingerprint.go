@@ -1,7 +1,6 @@
 package filesource
 
 import (
-	"os"
 	"time"
 )
 
@@ -40,6 +39,3 @@ func unchanged(prev, cur fingerprint, readAt time.Time) bool {
 	settled := readAt.Add(-racyWindow).UnixNano()
 	return cur.mtime < settled && cur.ctime < settled
 }
-
-// readFile reads a file's content; a variable, so that tests can count the reads.
-var readFile = os.ReadFile

@@ -48,13 +48,13 @@ func TestUnchangedTrustsOnlySettledFingerprints(t *testing.T) {
 func countReads(t *testing.T) func() map[string]int {
 	var mu sync.Mutex
 	reads := map[string]int{}
-	readFile = func(path string) ([]byte, error) {
+	readFile = func(path string, buf []byte) ([]byte, error) {
 		mu.Lock()
 		reads[filepath.Base(path)]++
 		mu.Unlock()
-		return os.ReadFile(path)
+		return readFileInto(path, buf)
 	}
-	t.Cleanup(func() { readFile = os.ReadFile })
+	t.Cleanup(func() { readFile = readFileInto })
 	return func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()

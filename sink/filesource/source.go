@@ -486,7 +486,8 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false // not read: what it had stays (fingerprint.go)
 	}
 	f.fp, f.fpOK, f.readAt = fp, fpOK, time.Now()
-	data, err := readFile(path)
+	buf := getReadBuffer()
+	data, err := readFile(path, *buf)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, false
 	}
@@ -512,6 +513,10 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.setObjects(objs)
+	// Nothing views data any more: the objects decoded from it (whose strings may be views
+	// into it) were encoded into bytes of their own. On the paths above, faults may still
+	// view it, and it is left to the collector.
+	putReadBuffer(buf, data)
 	return false, true
 }
 

@@ -92,20 +92,26 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Kind.Validate): each fault istiod would refuse it for is a *DecodeError of its own, naming the
 // field. The decoded message is validated and dropped: what is kept is its encoding.
 func Decode(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, true, false)
+	return decode(data, file, true, false, nil)
 }
 
 // decodeOwned is Decode of data the caller owns and never modifies: the objects' strings,
 // and the faults', may be views into it (a file's content, read to be decoded).
 func decodeOwned(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, true, true)
+	return decode(data, file, true, true, nil)
+}
+
+// decodeOwnedInto is decodeOwned that writes the documents' encodings into values's array
+// while it has room (see fastYAML.spec): the caller's, recycled once the objects are dropped.
+func decodeOwnedInto(data []byte, file string, values []byte) ([]Object, []error) {
+	return decode(data, file, true, true, values)
 }
 
 // DecodeUnchecked is Decode without istiod's validation: every document that decodes is an
 // object, whatever istiod would say of it. It is for the tests of what must withstand
 // resources istiod refuses (the translation reports its own faults on them), not for serving.
 func DecodeUnchecked(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, false, false)
+	return decode(data, file, false, false, nil)
 }
 
 // DecodeJSON decodes one object of Kubernetes-style Istio config from its JSON, as an API
@@ -131,7 +137,7 @@ func DecodeJSON(js []byte, origin string) (*Object, []error) {
 	return nil, errs
 }
 
-func decode(data []byte, file string, validate, views bool) ([]Object, []error) {
+func decode(data []byte, file string, validate, views bool, values []byte) ([]Object, []error) {
 	docs := splitDocuments(data)
 	var (
 		objs = make([]Object, 0, len(docs)) // an object a document, as most files are
@@ -145,7 +151,10 @@ func decode(data []byte, file string, validate, views bool) ([]Object, []error) 
 	if views {
 		// The encodings' first block (spec): an encoding is mostly smaller than its YAML,
 		// and a file of one document gets no more than its size.
-		fast.values = make([]byte, 0, min(valueChunk, len(data)))
+		fast.values = values[:0]
+		if cap(values) < min(valueChunk, len(data)) {
+			fast.values = make([]byte, 0, min(valueChunk, len(data)))
+		}
 	}
 	for _, d := range docs {
 		if isBlank(d.text) {

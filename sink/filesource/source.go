@@ -486,8 +486,8 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false // not read: what it had stays (fingerprint.go)
 	}
 	f.fp, f.fpOK, f.readAt = fp, fpOK, time.Now()
-	buf := getReadBuffer()
-	data, err := readFile(path, *buf)
+	scratch := getReadScratch()
+	data, err := readFile(path, scratch.text)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, false
 	}
@@ -501,7 +501,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.sum, f.read = sum, true
-	decodedObjs, errs := decodeOwned(data, f.nameOr(path)) // data is this read's alone
+	decodedObjs, errs := decodeOwnedInto(data, f.nameOr(path), scratch.values) // data is this read's alone
 	f.faults = errs
 	if len(errs) > 0 {
 		return false, false
@@ -513,10 +513,11 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.setObjects(objs)
-	// Nothing views data any more: the objects decoded from it (whose strings may be views
-	// into it) were encoded into bytes of their own. On the paths above, faults may still
-	// view it, and it is left to the collector.
-	putReadBuffer(buf, data)
+	// Nothing views the scratch any more: the objects decoded into it (whose strings may be
+	// views into the text, and whose bodies are in the blocks) were encoded into bytes of
+	// their own. On the paths above, faults may still view it, and it is left to the
+	// collector.
+	putReadScratch(scratch, data)
 	return false, true
 }
 

@@ -1,8 +1,10 @@
 package parallel
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestForCallsEachIndexOnce: every index is called exactly once, whatever the split.
@@ -70,6 +72,37 @@ func TestPipelineThenFollowsEachWorkInOrder(t *testing.T) {
 			if got != i {
 				t.Fatalf("n=%d chunk=%d: then called with %v, not in order", tc.n, tc.chunk, order)
 			}
+		}
+	}
+}
+
+// TestLongJobsLetWaitingGoroutinesRun: a worker yields its P as it goes (yieldAfter, here 0:
+// every yieldCheck items), so that a goroutine waiting for a P (a stream's sender, woken by
+// its client's answer) runs within a few items, not once the scheduler preempts the worker,
+// after up to 10 ms. On one P, where the workers hold the only one; each item is a few
+// nanoseconds, so that without yielding the whole job ends long before any preemption.
+func TestLongJobsLetWaitingGoroutinesRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer func(d time.Duration) { yieldAfter = d }(yieldAfter)
+	yieldAfter = 0
+	const n, within = 100000, 2 * yieldCheck
+	jobs := map[string]func(f func(i int)){
+		"For":      func(f func(i int)) { For(n, 1, f) },
+		"Pipeline": func(f func(i int)) { Pipeline(n, n, f, func(int) {}) }, // one chunk: the caller waits throughout
+	}
+	for name, job := range jobs {
+		var done atomic.Int64
+		ranAt := make(chan int64, 1)
+		started := make(chan struct{})
+		go func() {
+			close(started)
+			runtime.Gosched() // runnable again, waiting for the P from here on
+			ranAt <- done.Load()
+		}()
+		<-started
+		job(func(int) { done.Add(1) })
+		if at := <-ranAt; at > within {
+			t.Errorf("%s: the waiting goroutine ran after %d items of %d, want within %d", name, at, n, within)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -567,8 +568,9 @@ func TestDecodeJSONNamesKindNameAndField(t *testing.T) {
 	}
 }
 
-// splitDocumentsByLine is splitDocuments as it was, a line at a time: the reference the
-// search for marker lines is held to.
+// splitDocumentsByLine is splitDocuments as the rule says it, each line asked whether it is
+// a marker: the reference the splitter, which asks only lines that start with '-' or '.', is
+// held to.
 func splitDocumentsByLine(data []byte) []document {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var docs []document
@@ -614,6 +616,41 @@ func TestSplitDocumentsFindsTheMarkersALineWalkFinds(t *testing.T) {
 		splitsAgree(t, []byte(data))
 	}
 	splitsAgree(t, thousandServiceEntries())
+}
+
+// TestSplitDocumentsAgreesOnRandomLines: streams of random lines, markers of both kinds with
+// and without what may follow them, lines that start like markers and are not, list items,
+// blank and comment lines, CRLF, byte order marks, a last line without its line break.
+func TestSplitDocumentsAgreesOnRandomLines(t *testing.T) {
+	lines := []string{"---", "--- ", "--- # c", "--- {a: 1}", "---x", "--", "-", "- a", "-- -", "...", "... ", "....", ".", ".a",
+		"a: b", "", " ", "# c", "  - c: d", "---\r", "...\r", "\t---", " ---", "#---", "\xef\xbb\xbf---"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		var b strings.Builder
+		if r.IntN(8) == 0 {
+			b.WriteString("\xef\xbb\xbf")
+		}
+		for range r.IntN(12) {
+			b.WriteString(lines[r.IntN(len(lines))])
+			b.WriteString("\n")
+		}
+		data := []byte(b.String())
+		if r.IntN(2) == 0 {
+			data = bytes.TrimSuffix(data, []byte("\n"))
+		}
+		splitsAgree(t, data)
+	}
+}
+
+// BenchmarkSplitDocuments splits a file of 1,000 ServiceEntries.
+func BenchmarkSplitDocuments(b *testing.B) {
+	data := thousandServiceEntries()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if d := splitDocuments(data); len(d) < 1000 {
+			b.Fatalf("%d documents", len(d))
+		}
+	}
 }
 
 func FuzzSplitDocuments(f *testing.F) {

@@ -14,13 +14,13 @@ import (
 func For(n, perWorker int, f func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n/max(perWorker, 1))
 	if workers <= 1 {
-		if n < yieldCheck { // a small job: not even the clock is read
+		if n < yieldMin {
 			for i := range n {
 				f(i)
 			}
 			return
 		}
-		y := newYielder() // one P, perhaps: its other goroutines wait for this one
+		y := newYielder(n) // one P, perhaps: its other goroutines wait for this one
 		for i := range n {
 			f(i)
 			y.item()
@@ -31,7 +31,7 @@ func For(n, perWorker int, f func(i int)) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			y := newYielder()
+			y := newYielder(n)
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				f(i)
 				y.item()
@@ -65,7 +65,7 @@ func Pipeline(n, chunk int, work, then func(i int)) {
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), chunks) {
 		wg.Go(func() {
-			y := newYielder()
+			y := newYielder(n)
 			for c := int(next.Add(1)) - 1; c < chunks; c = int(next.Add(1)) - 1 {
 				for i := c * chunk; i < min((c+1)*chunk, n); i++ {
 					work(i)
@@ -102,27 +102,43 @@ func ForThen(n, perWorker, chunk int, work, then func(i int)) {
 // it, waiting for all of the work costs less than the hand-over of each chunk.
 const pipelineMin = 4096
 
-// A worker that has run for yieldAfter without blocking lets the goroutines waiting for a P
-// run (runtime.Gosched), checking the clock every yieldCheck items. The workers hold every P
-// while a large job runs, and a goroutine the network wakes (a stream's sender, given its
-// client's answer to the part before) otherwise waits for the scheduler to preempt one of
-// them, up to 10 ms: at a million ServiceEntries the MCP client's delivery, about a hundred
-// parts each sent once the one before is answered, runs alongside the translation, and took
-// 3.6–4.9 s after the files were applied; yielding, 2.8–2.9 s, for no measurable CPU.
-const yieldCheck = 64
+// A worker of a job of yieldMin items or more that has run for yieldAfter without blocking lets
+// the goroutines waiting for a P run (runtime.Gosched), checking the clock every yieldCheck
+// items. The workers hold every P while a large job runs, and a goroutine the network wakes (a
+// stream's sender, given its client's answer to the part before) otherwise waits for the
+// scheduler to preempt one of them, up to 10 ms: at a million ServiceEntries the MCP client's
+// delivery, about a hundred parts each sent once the one before is answered, runs alongside
+// the translation, and took 2.9–6.0 s after the files were applied; yielding, 2.5–3.1 s, for no
+// measurable CPU. Smaller jobs, such as a producer's write of a thousand resources, do not
+// yield: they end within a few milliseconds anyway, and letting the streams in meanwhile made
+// the write and its fan-out 5–10% slower (BenchmarkCompareEDS).
+const (
+	yieldMin   = 16384
+	yieldCheck = 64
+)
 
 var yieldAfter = time.Millisecond // a variable for the tests
 
-// yielder counts a worker's items and yields once yieldAfter has passed since it last did.
+// yielder counts a worker's items and yields once yieldAfter has passed since it last did; of
+// a job of fewer than yieldMin items, never.
 type yielder struct {
 	items int
 	last  time.Time
+	off   bool
 }
 
-func newYielder() yielder { return yielder{last: time.Now()} }
+func newYielder(n int) yielder {
+	if n < yieldMin {
+		return yielder{off: true}
+	}
+	return yielder{last: time.Now()}
+}
 
 // item notes an item done, and yields when it is time to.
 func (y *yielder) item() {
+	if y.off {
+		return
+	}
 	if y.items++; y.items%yieldCheck != 0 {
 		return
 	}

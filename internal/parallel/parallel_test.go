@@ -76,11 +76,12 @@ func TestPipelineThenFollowsEachWorkInOrder(t *testing.T) {
 	}
 }
 
-// TestLongJobsLetWaitingGoroutinesRun: a worker yields its P as it goes (yieldAfter, here 0:
-// every yieldCheck items), so that a goroutine waiting for a P (a stream's sender, woken by
-// its client's answer) runs within a few items, not once the scheduler preempts the worker,
-// after up to 10 ms. On one P, where the workers hold the only one; each item is a few
-// nanoseconds, so that without yielding the whole job ends long before any preemption.
+// TestLongJobsLetWaitingGoroutinesRun: a worker of a large job yields its P as it goes
+// (yieldAfter, here 0: every yieldCheck items), so that a goroutine waiting for a P (a stream's
+// sender, woken by its client's answer) runs within a few items, not once the scheduler
+// preempts the worker, after up to 10 ms; a small job does not. On one P, where the workers
+// hold the only one; each item is a few nanoseconds, so that without yielding the whole job
+// ends long before any preemption.
 func TestLongJobsLetWaitingGoroutinesRun(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	defer func(d time.Duration) { yieldAfter = d }(yieldAfter)
@@ -104,5 +105,19 @@ func TestLongJobsLetWaitingGoroutinesRun(t *testing.T) {
 		if at := <-ranAt; at > within {
 			t.Errorf("%s: the waiting goroutine ran after %d items of %d, want within %d", name, at, n, within)
 		}
+	}
+	// A small job runs through: the waiting goroutine runs once it is done.
+	var done atomic.Int64
+	ranAt := make(chan int64, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		runtime.Gosched()
+		ranAt <- done.Load()
+	}()
+	<-started
+	For(yieldMin-1, 1, func(int) { done.Add(1) })
+	if at := <-ranAt; at != yieldMin-1 {
+		t.Errorf("a job of %d items let a waiting goroutine run after %d of them", yieldMin-1, at)
 	}
 }

@@ -498,6 +498,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 	}
 	sum := xxhash.Sum64(data)
 	if f.read && sum == f.sum {
+		putReadScratch(scratch, data) // nothing was decoded from it
 		return false, false
 	}
 	f.sum, f.read = sum, true

@@ -838,9 +838,9 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 		}
 		// The tombstone keeps the last body: a make-before-break consumer (ADS clusters) may
 		// send it once more before the removal.
-		w.putServed(c, &Entry{Name: name, Owner: served.Owner, Version: served.Version,
-			Bytes: served.Bytes, bodyType: served.bodyType, bodyAt: served.bodyAt, checked: served.checked, Revision: w.rev, Deleted: true, rare: &entryRare{deletedAt: w.now.UnixNano()},
-		}, r)
+		tomb := &Entry{Name: name, Owner: served.Owner, Version: served.Version, Revision: w.rev, Deleted: true, rare: &entryRare{deletedAt: w.now.UnixNano()}}
+		tomb.takeBody(served)
+		w.putServed(c, tomb, r)
 		info.Count--
 		info.Shadowed -= b2i(wasShadowed)
 		return true
@@ -873,7 +873,8 @@ func (w *writer) resolveName(c *collection, t touchedName, info *CollectionInfo,
 	e := win
 	if win != t.fresh {
 		// An owned copy an earlier write published, now served: copied, not modified.
-		e = &Entry{Name: name, Owner: win.Owner, Version: win.Version, Bytes: win.Bytes, bodyType: win.bodyType, bodyAt: win.bodyAt, checked: win.checked}
+		e = &Entry{Name: name, Owner: win.Owner, Version: win.Version}
+		e.takeBody(win)
 	}
 	e.Revision = w.rev
 	e.setShadowed(shadowed)

@@ -24,7 +24,7 @@ func bodyLayouts(t testing.TB) map[string][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newEntry("", "", e).AppendResource(nil)
+		return wholeOf(e)
 	}
 	body := func(b []byte, typeURL string, value []byte) []byte {
 		var any []byte
@@ -67,7 +67,7 @@ func bodyLayouts(t testing.TB) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	viaEncodeBody := newEntry("", "", e).AppendResource(nil)
+	viaEncodeBody := wholeOf(e)
 	return map[string][]byte{
 		"as Encode writes it":          encoded(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: "ns/a"}, Body: value}),
 		"as EncodeBody writes it":      viaEncodeBody,

@@ -170,4 +170,4 @@ func TestMetadataHasTheFieldsEncodeWrites(t *testing.T) {
 }
 
 // wholeOf is an encoding's istio.mcp.v1alpha1.Resource, its type URL put back.
-func wholeOf(e Encoded) []byte { return newEntry("", "", e).AppendResource(nil) }
+func wholeOf(e Encoded) []byte { return EntryOf(e).ResourceBytes() }

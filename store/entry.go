@@ -197,6 +197,13 @@ func (e *Entry) Encoded() Encoded {
 	return enc
 }
 
+// takeBody makes e's body from's: the same bytes, located and vouched for as from's are. Every
+// entry made of another's bytes takes them this way, so that what an entry knows of its
+// body is never left behind.
+func (e *Entry) takeBody(from *Entry) {
+	e.Bytes, e.bodyType, e.bodyAt, e.checked = from.Bytes, from.bodyType, from.bodyAt, from.checked
+}
+
 // BodyChecked reports a body its producer vouched for (Encoded.Checked): a valid encoding of
 // the message its type URL names. False says nothing either way: the reader checks.
 func (e *Entry) BodyChecked() bool { return e.checked }

@@ -109,7 +109,7 @@ func resolveLayers(b, o *Entry) (*Entry, uint64) {
 	case o != nil && !o.Deleted && hides(o):
 		t := &Entry{Name: o.Name, Deleted: true, Revision: rev}
 		if b != nil {
-			t.Bytes, t.bodyType, t.bodyAt, t.checked = b.Bytes, b.bodyType, b.bodyAt, b.checked
+			t.takeBody(b)
 		}
 		return t, rev
 	case o != nil && !o.Deleted:

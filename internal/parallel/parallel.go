@@ -14,12 +14,6 @@ import (
 func For(n, perWorker int, f func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n/max(perWorker, 1))
 	if workers <= 1 {
-		if n < yieldMin {
-			for i := range n {
-				f(i)
-			}
-			return
-		}
 		y := newYielder(n) // one P, perhaps: its other goroutines wait for this one
 		for i := range n {
 			f(i)

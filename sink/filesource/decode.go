@@ -96,14 +96,10 @@ func Decode(data []byte, file string) ([]Object, []error) {
 }
 
 // decodeOwned is Decode of data the caller owns and never modifies: the objects' strings,
-// and the faults', may be views into it (a file's content, read to be decoded).
-func decodeOwned(data []byte, file string) ([]Object, []error) {
-	return decode(data, file, true, true, nil)
-}
-
-// decodeOwnedInto is decodeOwned that writes the documents' encodings into values's array
-// while it has room (see fastYAML.spec): the caller's, recycled once the objects are dropped.
-func decodeOwnedInto(data []byte, file string, values []byte) ([]Object, []error) {
+// and the faults', may be views into it (a file's content, read to be decoded). It writes the
+// documents' encodings into values's array while it has room (see fastYAML.spec): the
+// caller's, recycled once the objects are dropped; nil: new arrays.
+func decodeOwned(data []byte, file string, values []byte) ([]Object, []error) {
 	return decode(data, file, true, true, values)
 }
 

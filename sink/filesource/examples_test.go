@@ -90,7 +90,7 @@ func TestOwnedDecodeIsDecode(t *testing.T) {
 	}
 	for name, data := range inputs {
 		want, wantErrs := Decode(data, name)
-		got, gotErrs := decodeOwned(slices.Clone(data), name)
+		got, gotErrs := decodeOwned(slices.Clone(data), name, nil)
 		if len(got) != len(want) || len(gotErrs) != len(wantErrs) {
 			t.Fatalf("%s: %d objects, %d faults; Decode: %d, %d", name, len(got), len(gotErrs), len(want), len(wantErrs))
 		}
@@ -126,7 +126,7 @@ func TestOwnedDecodeOfASmallFileAllocatesLittle(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		return (after.TotalAlloc - before.TotalAlloc) / runs
 	}
-	copying, owned := bytesPer(Decode), bytesPer(decodeOwned)
+	copying, owned := bytesPer(Decode), bytesPer(func(d []byte, f string) ([]Object, []error) { return decodeOwned(d, f, nil) })
 	if owned > 2*copying+4096 {
 		t.Errorf("the file source's decode of one document allocates %d bytes, Decode %d", owned, copying)
 	}

@@ -44,7 +44,7 @@ func readFileInto(path string, buf []byte) ([]byte, error) {
 
 // readScratch is what a file's read and decode use and drop once its objects are encoded
 // (storedOf copies what it keeps): the file's text, and the first block of its documents'
-// encodings (decodeOwnedInto). At a million ServiceEntries a load allocated 430 MB of text
+// encodings (decodeOwned). At a million ServiceEntries a load allocated 430 MB of text
 // and 260 MB of blocks, a sixth of all it allocated, each collected in its turn and each page
 // faulted in fresh; the scratch goes back to a sync.Pool instead.
 type readScratch struct {

@@ -502,7 +502,7 @@ func (f *fileState) refresh(path string, force bool) (gone, decoded bool) {
 		return false, false
 	}
 	f.sum, f.read = sum, true
-	decodedObjs, errs := decodeOwnedInto(data, f.nameOr(path), scratch.values) // data is this read's alone
+	decodedObjs, errs := decodeOwned(data, f.nameOr(path), scratch.values) // data is this read's alone
 	f.faults = errs
 	if len(errs) > 0 {
 		return false, false
